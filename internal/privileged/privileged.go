@@ -1,0 +1,36 @@
+// Package privileged gates tests that need root: network namespaces, XDP programs, AF_XDP
+// sockets, BPF_PROG_TEST_RUN, mlock of large areas.
+//
+// On a developer machine without the privileges such a test is skipped with a message that
+// says so. When XDPNDK_REQUIRE_PRIVILEGED=1 (CI sets it) the same test fails instead, so a
+// skip can never hide a regression.
+package privileged
+
+import (
+	"os"
+	"testing"
+)
+
+// EnvRequire is the environment variable that turns a missing privilege into a failure.
+const EnvRequire = "XDPNDK_REQUIRE_PRIVILEGED"
+
+// Required reports whether privileged tests must run (EnvRequire is "1").
+func Required() bool { return os.Getenv(EnvRequire) == "1" }
+
+// Available reports whether this process runs with the privileges the privileged tests need
+// (effective user id 0; CAP_NET_ADMIN+CAP_BPF+CAP_IPC_LOCK alone are not enough to create
+// network namespaces with iproute2).
+func Available() bool { return os.Geteuid() == 0 }
+
+// Require skips t when the process is not privileged, or fails it when EnvRequire is "1".
+// Call it first in every privileged test.
+func Require(t testing.TB) {
+	t.Helper()
+	if Available() {
+		return
+	}
+	if Required() {
+		t.Fatalf("privileged test cannot run: not root, and %s=1 demands it", EnvRequire)
+	}
+	t.Skipf("privileged test skipped: not root (set %s=1 to make this a failure)", EnvRequire)
+}
