@@ -1,0 +1,15 @@
+// Package memreg owns the memory that packets and remote peers touch: the pinned UMEM that
+// every AF_XDP socket of an adapter shares, its packet frame pools, and (in later steps) the
+// heap of registrable buffers, memory regions, windows and tokens.
+//
+// Layout of a UMEM:
+//
+//	offset 0                       FrameAreaEnd()                          Size()
+//	|  frame | frame | ... | frame  |  heap for registrable application buffers  |
+//	 \_ pool of socket 0 _/\_ pool of socket 1 _/ ...
+//
+// Each AF_XDP socket (one per interface queue, one engine each) gets its own FramePool carved
+// from the frame area, so frames move between the engine and the kernel rings without locks or
+// allocation. The UMEM is mmap'd, populated and mlock'd so the kernel can hold references to it
+// at any time; it tries hugetlb pages, then transparent huge pages, and reports which it got.
+package memreg
