@@ -1,0 +1,279 @@
+package xdp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpndk/xdpndk/bpf"
+	"github.com/xdpndk/xdpndk/memreg"
+)
+
+// Open takes over our UDP port on an interface: it maps and pins a UMEM, loads and attaches
+// the steering program, and binds one AF_XDP socket per queue, each a Link. It must be called
+// from a thread in the interface's network namespace (see internal/testbed's Host.Do); the
+// Device and its Links may then be used from any goroutine.
+//
+// What it got (attach mode, zero-copy or copy, multi-buffer, need_wakeup, page kind) is in
+// Mode and is logged; nothing falls back silently.
+func Open(cfg Config) (d *Device, err error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	d = &Device{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			d.Close()
+			d = nil
+		}
+	}()
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return d, fmt.Errorf("open netlink: %w", err)
+	}
+	defer nl.Close()
+	link, err := nl.LinkByName(cfg.Interface)
+	if err != nil {
+		return d, fmt.Errorf("find interface %q: %w", cfg.Interface, err)
+	}
+	attrs := link.Attrs()
+	d.ifindex = attrs.Index
+	if len(attrs.HardwareAddr) != 6 {
+		return d, fmt.Errorf("interface %q has no Ethernet address", cfg.Interface)
+	}
+	copy(d.mac[:], attrs.HardwareAddr)
+	if d.addr, err = localAddr(nl, link, cfg.Addr); err != nil {
+		return d, err
+	}
+	mtu := cfg.MTU
+	if mtu == 0 {
+		mtu = attrs.MTU
+	}
+	ipHdr := 20
+	if d.addr.Is6() {
+		ipHdr = 40
+	}
+	d.maxPayload = mtu - ipHdr - 8
+	if d.maxPayload <= 0 {
+		return d, fmt.Errorf("mtu %d too small", mtu)
+	}
+	queues := cfg.Queues
+	if len(queues) == 0 {
+		n := max(attrs.NumRxQueues, 1)
+		for q := range n {
+			queues = append(queues, q)
+		}
+	}
+	// A frame the kernel receives into has XDP_PACKET_HEADROOM before the data; anything
+	// longer than the rest needs multi-buffer.
+	frameRoom := cfg.FrameSize - xdpPacketHeadroom
+	needSG := 14+4+mtu > frameRoom
+	sg := MultiBufferAuto
+	if needSG {
+		sg = MultiBufferRequire
+	}
+	perQueue := cfg.Frames
+	d.umem, err = memreg.NewUMEM(memreg.UMEMOptions{
+		FrameSize: cfg.FrameSize, Frames: perQueue * len(queues), HeapSize: cfg.HeapSize, HugePages: cfg.HugePages,
+	})
+	if err != nil {
+		return d, err
+	}
+	d.prog, err = bpf.Load(bpf.Options{Port: cfg.Port, QueueCount: max(attrs.NumRxQueues, len(queues), queues[len(queues)-1]+1)})
+	if err != nil {
+		return d, err
+	}
+	if d.resolver, err = NewResolver(); err != nil {
+		return d, err
+	}
+	var first *Socket
+	for _, q := range queues {
+		sc := SocketConfig{
+			IfIndex: d.ifindex, Queue: q,
+			RxSize: cfg.RingSize, FillSize: cfg.RingSize, CompSize: cfg.RingSize, TxSize: cfg.RingSize / 2,
+			Bind: cfg.Bind, MultiBuffer: sg, NeedWakeup: !cfg.DisableNeedWakeup, Unaligned: true,
+			Shared: first, BusyPoll: cfg.BusyPoll, TxBudget: int(cfg.RingSize / 2),
+		}
+		s, err := NewSocket(d.umem, sc)
+		if err != nil {
+			return d, err
+		}
+		if first == nil {
+			first = s
+		}
+		pool, err := d.umem.NewFramePool(perQueue)
+		if err != nil {
+			s.Close()
+			return d, err
+		}
+		l, err := newLink(d, s, pool, q)
+		if err != nil {
+			s.Close()
+			return d, err
+		}
+		d.links = append(d.links, l)
+		if err := d.prog.SetSocket(q, s.FD()); err != nil {
+			return d, err
+		}
+	}
+	// Attach last: until now our packets kept going to the kernel.
+	if d.attach, err = d.prog.Attach(d.ifindex, cfg.Attach); err != nil {
+		return d, err
+	}
+	m := d.Mode()
+	d.log.Info("xdp device open", "interface", cfg.Interface, "addr", d.addr, "port", cfg.Port,
+		"queues", queues, "mode", m.String(), "max_payload", d.maxPayload)
+	for _, l := range d.links {
+		for _, f := range l.sock.Fallbacks() {
+			d.log.Info("xdp bind fallback", "queue", l.queue, "refused", f)
+		}
+	}
+	return d, nil
+}
+
+// Device is our UDP port on one interface: the steering program, the UMEM and one Link per
+// queue. Close releases all of it. Its methods are safe for concurrent use.
+type Device struct {
+	cfg        Config
+	log        *slog.Logger
+	ifindex    int
+	mac        [6]byte
+	addr       netip.Addr
+	maxPayload int
+	umem       *memreg.UMEM
+	prog       *bpf.Program
+	attach     bpf.Mode
+	links      []*Link
+
+	mu       sync.Mutex // guards resolver
+	resolver *Resolver
+	closed   bool
+}
+
+// Links returns one Link per bound queue, in the order of Config.Queues.
+func (d *Device) Links() []*Link { return d.links }
+
+// UMEM returns the device's pinned memory.
+func (d *Device) UMEM() *memreg.UMEM { return d.umem }
+
+// Program returns the attached steering program (for its counters and fault injection).
+func (d *Device) Program() *bpf.Program { return d.prog }
+
+// Addr returns the local IP address datagrams are sent from and received on.
+func (d *Device) Addr() netip.Addr { return d.addr }
+
+// Mode is what a Device got from the kernel.
+type Mode struct {
+	Attach bpf.Mode        // native (driver) or generic (SKB) XDP
+	Socket SocketMode      // of the first queue's socket; all queues share it
+	Pages  memreg.PageKind // what backs the UMEM
+}
+
+// String describes the mode for logs, e.g. "xdp=native af_xdp=copy+sg+need_wakeup pages=thp".
+func (m Mode) String() string {
+	return fmt.Sprintf("xdp=%v af_xdp=%v pages=%v", m.Attach, m.Socket, m.Pages)
+}
+
+// Mode reports the modes in effect.
+func (d *Device) Mode() Mode {
+	m := Mode{Attach: d.attach}
+	if len(d.links) > 0 {
+		m.Socket = d.links[0].sock.Mode()
+	}
+	if d.umem != nil {
+		m.Pages = d.umem.Pages()
+	}
+	return m
+}
+
+// encap resolves the next hop for a peer and builds its header template.
+func (d *Device) encap(peer netip.AddrPort) (*Encap, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errors.New("xdp device closed")
+	}
+	ctx, cancel := resolveContext(d.cfg.ResolveTimeout)
+	defer cancel()
+	nh, err := d.resolver.NextHop(ctx, peer.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("resolve next hop for %v: %w", peer, err)
+	}
+	if nh.IfIndex != d.ifindex {
+		return nil, fmt.Errorf("peer %v is routed via ifindex %d, not this device's %d", peer, nh.IfIndex, d.ifindex)
+	}
+	e := &Encap{SrcMAC: d.mac, Src: d.addr, Dst: peer.Addr(), SrcPort: d.cfg.Port, DstPort: peer.Port()}
+	e.DstMAC = nh.MAC
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("header template for %v: %w", peer, err)
+	}
+	return e, nil
+}
+
+// Close closes every link, detaches and unloads the program, and frees the UMEM. It is
+// idempotent.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	var errs []error
+	if d.prog != nil {
+		// Detach first so no packet is redirected into a closing socket.
+		errs = append(errs, d.prog.Close())
+	}
+	for _, l := range d.links {
+		errs = append(errs, l.Close())
+	}
+	if d.resolver != nil {
+		d.resolver.Close()
+	}
+	if d.umem != nil {
+		errs = append(errs, d.umem.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close xdp device: %w", err)
+	}
+	return nil
+}
+
+// localAddr picks the address to use on link: want if given (it must be configured on the
+// link), else the first IPv4 address, else the first global IPv6 address.
+func localAddr(nl *netlink.Handle, link netlink.Link, want netip.Addr) (netip.Addr, error) {
+	addrs, err := nl.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("list addresses of %s: %w", link.Attrs().Name, err)
+	}
+	var v6 netip.Addr
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		switch {
+		case want.IsValid():
+			if ip == want {
+				return ip, nil
+			}
+		case ip.Is4():
+			return ip, nil
+		case !v6.IsValid() && ip.IsGlobalUnicast():
+			v6 = ip
+		}
+	}
+	if want.IsValid() {
+		return netip.Addr{}, fmt.Errorf("address %v is not configured on %s", want, link.Attrs().Name)
+	}
+	if v6.IsValid() {
+		return v6, nil
+	}
+	return netip.Addr{}, fmt.Errorf("interface %s has no usable IP address", link.Attrs().Name)
+}

@@ -1,0 +1,379 @@
+package xdp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdpndk/xdpndk/internal/testbed"
+	"github.com/xdpndk/xdpndk/transport"
+)
+
+const testPort = 4793
+
+// quietLogger keeps test output to what the tests print themselves.
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// openOn opens a Device on h's veth end inside h's namespace, closed at cleanup.
+func openOn(t *testing.T, h *testbed.Host, cfg Config) *Device {
+	t.Helper()
+	cfg.Interface = h.Ifname
+	if cfg.Port == 0 {
+		cfg.Port = testPort
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger
+	}
+	var d *Device
+	if err := h.Do(func() (err error) { d, err = Open(cfg); return err }); err != nil {
+		t.Fatalf("open xdp device on %s/%s: %v", h.NS, h.Ifname, err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("close device: %v", err)
+		}
+	})
+	t.Logf("%s: %v", h.NS, d.Mode())
+	return d
+}
+
+// fillPayload writes the test pattern of datagram seq into b: the sequence number, then
+// bytes derived from it.
+func fillPayload(b []byte, seq uint64) {
+	binary.LittleEndian.PutUint64(b, seq)
+	for i := 8; i < len(b); i++ {
+		b[i] = byte(seq*31 + uint64(i)*7)
+	}
+}
+
+// streamer sends count datagrams of cycling sizes to peer and checks those it receives from
+// the peer, both on one goroutine as an engine would. It never has more than window
+// datagrams in flight beyond what the peer reported received (so the test needs no
+// transport above it to be lossless).
+type streamer struct {
+	t        *testing.T
+	link     *Link
+	peer     netip.AddrPort
+	sizes    []int
+	count    uint64
+	received atomic.Uint64 // datagrams of the peer verified here
+	peerRecv *atomic.Uint64
+	window   uint64
+	err      error
+}
+
+func (s *streamer) run(deadline time.Time) {
+	var (
+		out    [32]transport.Packet
+		in     [64]transport.Packet
+		bufs   = make([][]byte, len(out))
+		sent   uint64
+		seen   = make([]bool, s.count)
+		gather = make([]byte, 65536)
+	)
+	maxSize := 0
+	for _, n := range s.sizes {
+		maxSize = max(maxSize, n)
+	}
+	for i := range bufs {
+		bufs[i] = make([]byte, maxSize)
+	}
+	for (sent < s.count || s.received.Load() < s.count) && time.Now().Before(deadline) {
+		// Transmit what the window allows, split into up to three segments.
+		n := 0
+		for sent+uint64(n) < s.count && n < len(out) && sent+uint64(n)-s.peerRecv.Load() < s.window {
+			seq := sent + uint64(n)
+			size := s.sizes[seq%uint64(len(s.sizes))]
+			b := bufs[n][:size]
+			fillPayload(b, seq)
+			p := &out[n]
+			*p = transport.Packet{Remote: s.peer}
+			switch {
+			case size > 100 && seq%3 == 0:
+				p.Segs[0], p.Segs[1], p.Segs[2] = b[:8], b[8:size/2], b[size/2:]
+				p.NSegs = 3
+			default:
+				p.SetData(b)
+			}
+			n++
+		}
+		if n > 0 {
+			k, err := s.link.Send(out[:n])
+			if err != nil {
+				s.err = fmt.Errorf("send: %w", err)
+				return
+			}
+			sent += uint64(k)
+		}
+		// Receive and verify.
+		k, err := s.link.Receive(in[:])
+		if err != nil {
+			s.err = fmt.Errorf("receive: %w", err)
+			return
+		}
+		for i := range in[:k] {
+			p := &in[i]
+			if p.Remote != s.peer {
+				s.err = fmt.Errorf("datagram from %v, want %v", p.Remote, s.peer)
+				return
+			}
+			data := gather[:0]
+			for j := range int(p.NSegs) {
+				data = append(data, p.Segs[j]...)
+			}
+			if len(data) < 8 {
+				s.err = fmt.Errorf("datagram of %d bytes", len(data))
+				return
+			}
+			seq := binary.LittleEndian.Uint64(data)
+			if seq >= s.count || seen[seq] {
+				s.err = fmt.Errorf("datagram seq %d unexpected or duplicated", seq)
+				return
+			}
+			want := make([]byte, s.sizes[seq%uint64(len(s.sizes))])
+			fillPayload(want, seq)
+			if !bytes.Equal(data, want) {
+				s.err = fmt.Errorf("datagram seq %d: %d bytes differ from the %d sent", seq, len(data), len(want))
+				return
+			}
+			seen[seq] = true
+		}
+		s.link.Release(in[:k])
+		s.received.Add(uint64(k))
+		if k == 0 && n == 0 {
+			if err := s.link.Wait(time.Millisecond); err != nil {
+				s.err = err
+				return
+			}
+		}
+	}
+	if sent < s.count || s.received.Load() < s.count {
+		s.err = fmt.Errorf("deadline: sent %d of %d, received %d of %d", sent, s.count, s.received.Load(), s.count)
+	}
+}
+
+// exchange runs two streamers, A to B and B to A at once, and checks both completed.
+func exchange(t *testing.T, a, b *Device, sizes []int, count uint64) {
+	t.Helper()
+	la, lb := a.Links()[0], b.Links()[0]
+	window := uint64(256)
+	sa := &streamer{t: t, link: la, peer: lb.LocalAddr(), sizes: sizes, count: count, window: window}
+	sb := &streamer{t: t, link: lb, peer: la.LocalAddr(), sizes: sizes, count: count, window: window}
+	sa.peerRecv, sb.peerRecv = &sb.received, &sa.received
+	deadline := time.Now().Add(30 * time.Second)
+	var wg sync.WaitGroup
+	for _, s := range []*streamer{sa, sb} {
+		wg.Go(func() { s.run(deadline) })
+	}
+	wg.Wait()
+	for name, s := range map[string]*streamer{"A": sa, "B": sb} {
+		if s.err != nil {
+			t.Errorf("host %s: %v", name, s.err)
+		}
+	}
+	for name, l := range map[string]*Link{"A": la, "B": lb} {
+		st := l.Stats()
+		t.Logf("host %s link stats: %+v", name, st)
+		if st.RxPackets != count || st.TxPackets != count {
+			t.Errorf("host %s: rx %d tx %d packets, want %d each", name, st.RxPackets, st.TxPackets, count)
+		}
+		if st.RxDropped != 0 || st.TxDropped != 0 {
+			t.Errorf("host %s: dropped rx %d tx %d", name, st.RxDropped, st.TxDropped)
+		}
+	}
+	c, err := a.Program().Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redirected != count {
+		t.Errorf("host A program redirected %d packets, want %d (counters %+v)", c.Redirected, count, c)
+	}
+}
+
+// TestExchange moves datagrams both ways between two hosts at MTU 1500 and at MTU 9000
+// (multi-buffer: up to three 4 KiB frames a datagram), in bursts several times larger than
+// the rings, and checks every byte.
+func TestExchange(t *testing.T) {
+	for _, tc := range []struct {
+		mtu   int
+		sizes []int
+	}{
+		{1500, []int{8, 9, 64, 333, 1000, 1472}},
+		{9000, []int{8, 64, 1472, 3000, 3786, 4095, 4096, 5000, 8192, 8972}},
+	} {
+		t.Run(fmt.Sprintf("mtu%d", tc.mtu), func(t *testing.T) {
+			bed := testbed.NewT(t, testbed.Options{MTU: tc.mtu})
+			cfg := Config{RingSize: 512, Frames: 1024}
+			a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
+			if got, want := a.Links()[0].MaxPayload(), tc.mtu-28; got != want {
+				t.Fatalf("MaxPayload = %d, want %d", got, want)
+			}
+			if tc.mtu > 4096 && !a.Mode().Socket.MultiBuffer {
+				t.Fatalf("MTU %d without multi-buffer: %v", tc.mtu, a.Mode())
+			}
+			// Four times the ring size, so the rings wrap and refill many times.
+			exchange(t, a, b, tc.sizes, 4*512+37)
+		})
+	}
+}
+
+// TestLinkSteadyStateNoAllocs sends, receives and releases datagrams between two hosts and
+// checks that none of it allocates once the peer's header template exists.
+func TestLinkSteadyStateNoAllocs(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{})
+	cfg := Config{RingSize: 256, Frames: 512}
+	la, lb := openOn(t, bed.A, cfg).Links()[0], openOn(t, bed.B, cfg).Links()[0]
+	var out, in [8]transport.Packet
+	payload := make([]byte, 1000)
+	for i := range out {
+		out[i] = transport.Packet{Remote: lb.LocalAddr()}
+		out[i].Segs[0], out[i].Segs[1] = payload[:10], payload[10:]
+		out[i].NSegs = 2
+	}
+	var lost int
+	round := func() {
+		n, err := la.Send(out[:])
+		if err != nil || n != len(out) {
+			t.Fatalf("send: %d %v", n, err)
+		}
+		got := 0
+		for tries := 0; got < n && tries < 1000; tries++ {
+			k, _ := lb.Receive(in[:])
+			lb.Release(in[:k])
+			got += k
+		}
+		lost += n - got
+	}
+	round() // resolves the peer and builds its template
+	if allocs := testing.AllocsPerRun(200, round); allocs != 0 {
+		t.Fatalf("send+receive+release of %d datagrams allocates %v times", len(out), allocs)
+	}
+	if lost != 0 {
+		t.Fatalf("%d datagrams did not arrive", lost)
+	}
+	if n := testing.AllocsPerRun(200, func() { _ = la.Wait(0) }); n != 0 {
+		t.Fatalf("Wait allocates %v times", n)
+	}
+}
+
+// TestLinkSendErrors checks that datagrams the link cannot send are refused with a clear
+// error, that the ones before them go, and that nothing is half-sent.
+func TestLinkSendErrors(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{})
+	cfg := Config{RingSize: 256, Frames: 512, ResolveTimeout: 500 * time.Millisecond}
+	la := openOn(t, bed.A, cfg).Links()[0]
+	lb := openOn(t, bed.B, cfg).Links()[0]
+	peer := lb.LocalAddr()
+	ok := make([]byte, 100)
+	big := make([]byte, la.MaxPayload()+1)
+	pkts := make([]transport.Packet, 3)
+	for i := range pkts {
+		pkts[i] = transport.Packet{Remote: peer}
+		pkts[i].SetData(ok)
+	}
+	pkts[1].SetData(big)
+	n, err := la.Send(pkts)
+	if n != 1 || !errors.Is(err, transport.ErrTooLarge) {
+		t.Fatalf("Send with an oversized second datagram: n=%d err=%v, want 1 and ErrTooLarge", n, err)
+	}
+	empty := []transport.Packet{{Remote: peer}}
+	if n, err := la.Send(empty); n != 0 || err == nil {
+		t.Fatalf("Send of an empty datagram: n=%d err=%v", n, err)
+	}
+	tooMany := []transport.Packet{{Remote: peer, NSegs: transport.MaxSegments + 1}}
+	if n, err := la.Send(tooMany); n != 0 || err == nil {
+		t.Fatalf("Send with %d segments: n=%d err=%v", transport.MaxSegments+1, n, err)
+	}
+	// A peer nobody answers ARP for (inside the bed's own subnet) fails within the bound.
+	nobody := []transport.Packet{{Remote: netip.AddrPortFrom(netip.MustParseAddr("198.18.0.99"), testPort)}}
+	nobody[0].SetData(ok)
+	start := time.Now()
+	if n, err := la.Send(nobody); n != 0 || err == nil {
+		t.Fatalf("Send to an unresolvable peer: n=%d err=%v", n, err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("unresolvable peer took %v, bound is 500 ms", d)
+	}
+	got, _ := receiveOne(t, lb)
+	if !bytes.Equal(got, ok) {
+		t.Fatalf("the datagram before the bad one arrived as %d bytes", len(got))
+	}
+}
+
+// TestLinkZeroCopyCookies checks the FlagZeroCopy contract of a copying link: every cookie
+// comes back from TxDone, once.
+func TestLinkZeroCopyCookies(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{})
+	cfg := Config{RingSize: 256, Frames: 512}
+	la := openOn(t, bed.A, cfg).Links()[0]
+	lb := openOn(t, bed.B, cfg).Links()[0]
+	pkts := make([]transport.Packet, 10)
+	for i := range pkts {
+		pkts[i] = transport.Packet{Remote: lb.LocalAddr(), Flags: transport.FlagZeroCopy, Cookie: uint64(100 + i)}
+		pkts[i].SetData([]byte{byte(i)})
+	}
+	if n, err := la.Send(pkts); n != len(pkts) || err != nil {
+		t.Fatalf("send: %d %v", n, err)
+	}
+	var done [16]uint64
+	n := la.TxDone(done[:4])
+	n += la.TxDone(done[n:])
+	if n != len(pkts) {
+		t.Fatalf("TxDone returned %d cookies, want %d", n, len(pkts))
+	}
+	for i := range n {
+		if done[i] != uint64(100+i) {
+			t.Fatalf("cookie %d = %d, want %d", i, done[i], 100+i)
+		}
+	}
+	if la.TxDone(done[:]) != 0 {
+		t.Fatal("cookies reported twice")
+	}
+}
+
+// TestLinkWaitWake checks that Wait sleeps until its timeout with nothing to do, returns at
+// once on Wake from another goroutine, and returns ErrClosed once the link is closed.
+func TestLinkWaitWake(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{})
+	l := openOn(t, bed.A, Config{RingSize: 256, Frames: 512}).Links()[0]
+	start := time.Now()
+	if err := l.Wait(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 40*time.Millisecond {
+		t.Fatalf("idle Wait(50ms) returned after %v", d)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(10 * time.Second) }()
+	time.Sleep(20 * time.Millisecond)
+	l.Wake()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wake did not end Wait")
+	}
+	go func() { done <- l.Wait(10 * time.Second) }()
+	time.Sleep(20 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, transport.ErrClosed) {
+			t.Fatalf("Wait during Close returned %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end Wait")
+	}
+}
