@@ -1,0 +1,373 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// linkUpTimeout bounds the wait for both veth ends to be operationally up (carrier, and
+// the kernel's link watcher has activated them) after being set up.
+const linkUpTimeout = 5 * time.Second
+
+// killWait bounds the wait for killed processes to leave a namespace being removed.
+const killWait = 3 * time.Second
+
+// errInjected is the failure Options.failAt asks for.
+var errInjected = errors.New("failure injected by test")
+
+// Interface indexes of the veth ends in their (fresh) namespaces, where lo is 1.
+const (
+	ifIndexA = 2
+	ifIndexB = 3
+)
+
+// Bed is two hosts, A and B, in their own network namespaces, joined by a veth pair.
+//
+// A Bed owns its namespaces and the veth pair; Close removes them. Its exported fields are
+// set by [New] and must not be modified. Close and SetMTU may be called from any goroutine;
+// the hosts' methods are safe for concurrent use.
+type Bed struct {
+	// A is the first host; it holds the first address of Prefix.
+	A *Host
+	// B is the second host; it holds the second address of Prefix.
+	B *Host
+	// Prefix is the IPv4 subnet of the link, masked (198.18.0.0/24 by default).
+	Prefix netip.Prefix
+
+	mu     sync.Mutex
+	mtu    int
+	nsMade [2]bool // which namespaces New created (A, B) and Close has not yet removed
+	closed bool
+}
+
+// New creates a bed: it first removes stale beds of dead processes ([Sweep]), then creates
+// two namespaces, creates the veth pair directly inside them (it never appears in the
+// caller's namespace), disables IPv6 in both namespaces before any link exists there,
+// brings lo and both veth ends up, sets the MTU, assigns the addresses and waits (bounded)
+// for carrier on both ends.
+//
+// Options are validated before anything is touched; invalid ones return an error wrapping
+// ErrInvalidOptions. On any later failure New removes everything it made. New needs root
+// (CAP_SYS_ADMIN and CAP_NET_ADMIN) and is safe for concurrent use: every bed gets names
+// unique on the machine.
+func New(opts Options) (*Bed, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := Sweep(); err != nil {
+		return nil, fmt.Errorf("sweep stale test beds: %w", err)
+	}
+
+	n := bedCounter.Add(1)
+	addrA, addrB := hostAddrs(o.Prefix)
+	b := &Bed{Prefix: o.Prefix, mtu: o.MTU}
+	b.A = &Host{NS: nsName(selfID, n, o.Name, 'a'), Addr: addrA}
+	b.B = &Host{NS: nsName(selfID, n, o.Name, 'b'), Addr: addrB}
+	if b.A.Ifname, err = vethName(selfID.pid, n, 'a'); err != nil {
+		return nil, fmt.Errorf("name veth: %w", err)
+	}
+	if b.B.Ifname, err = vethName(selfID.pid, n, 'b'); err != nil {
+		return nil, fmt.Errorf("name veth: %w", err)
+	}
+
+	if err := b.setup(o); err != nil {
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove partial test bed: %w", cerr))
+		}
+		return nil, fmt.Errorf("create test bed %s/%s: %w", b.A.NS, b.B.NS, err)
+	}
+	return b, nil
+}
+
+// setup does the work of New after naming; b.Close undoes whatever part of it succeeded.
+func (b *Bed) setup(o Options) error {
+	if err := b.addNamespaces(); err != nil {
+		return err
+	}
+	if o.failAt == "namespaces" {
+		return errInjected
+	}
+	for _, h := range b.hosts() {
+		if err := h.Do(disableIPv6All); err != nil {
+			return fmt.Errorf("disable ipv6 in %s: %w", h.NS, err)
+		}
+	}
+
+	// The two ends get different interface indexes (each namespace would otherwise number
+	// its veth end 2). Besides telling the ends apart in captures and logs, this makes the
+	// kernel treat a veth end's carrier change as urgent (its index differs from its
+	// peer's), so its operational state turns UP at once instead of up to a second later
+	// (net/core/link_watch.c).
+	q := strconv.Itoa(o.Queues)
+	if _, err := runIP("-n", b.A.NS, "link", "add", b.A.Ifname, "index", strconv.Itoa(ifIndexA),
+		"numtxqueues", q, "numrxqueues", q, "type", "veth",
+		"peer", "name", b.B.Ifname, "index", strconv.Itoa(ifIndexB),
+		"numtxqueues", q, "numrxqueues", q, "netns", b.B.NS); err != nil {
+		return fmt.Errorf("create veth pair: %w", err)
+	}
+	if o.failAt == "veth" {
+		return errInjected
+	}
+
+	for _, h := range b.hosts() {
+		if err := h.Do(func() error { return disableIPv6On(h.Ifname) }); err != nil {
+			return fmt.Errorf("disable ipv6 on %s in %s: %w", h.Ifname, h.NS, err)
+		}
+		if _, err := runIP("-n", h.NS, "link", "set", "dev", h.Ifname, "mtu", strconv.Itoa(o.MTU)); err != nil {
+			return fmt.Errorf("set mtu: %w", err)
+		}
+		if _, err := runIP("-n", h.NS, "link", "set", "dev", "lo", "up"); err != nil {
+			return fmt.Errorf("set lo up: %w", err)
+		}
+		addr := netip.PrefixFrom(h.Addr, o.Prefix.Bits()).String()
+		if _, err := runIP("-n", h.NS, "addr", "add", addr, "dev", h.Ifname); err != nil {
+			return fmt.Errorf("add address: %w", err)
+		}
+		if _, err := runIP("-n", h.NS, "link", "set", "dev", h.Ifname, "up"); err != nil {
+			return fmt.Errorf("set link up: %w", err)
+		}
+	}
+
+	for _, h := range b.hosts() {
+		if err := h.Do(func() error { return h.readLink(linkUpTimeout) }); err != nil {
+			return fmt.Errorf("read link %s in %s: %w", h.Ifname, h.NS, err)
+		}
+	}
+
+	if o.failAt == "links" {
+		return errInjected
+	}
+
+	if o.StaticNeighbors {
+		for _, p := range [][2]*Host{{b.A, b.B}, {b.B, b.A}} {
+			h, peer := p[0], p[1]
+			if _, err := runIP("-n", h.NS, "neigh", "replace", peer.Addr.String(),
+				"lladdr", peer.MAC.String(), "dev", h.Ifname, "nud", "permanent"); err != nil {
+				return fmt.Errorf("add static neighbour: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// addNamespaces creates both namespaces. (ip(8) itself serialises the first-time setup of
+// /run/netns as a shared mount point with flock(2) on that directory, so concurrent
+// creations from several processes are safe.)
+func (b *Bed) addNamespaces() error {
+	for i, h := range b.hosts() {
+		if _, err := runIP("netns", "add", h.NS); err != nil {
+			// ip normally removes a half-made entry itself; if one is left, Close removes it.
+			if exists, serr := nsExists(h.NS); serr == nil && exists {
+				b.mu.Lock()
+				b.nsMade[i] = true
+				b.mu.Unlock()
+			}
+			return fmt.Errorf("create namespace: %w", err)
+		}
+		b.mu.Lock()
+		b.nsMade[i] = true
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// hosts returns A and B in that order.
+func (b *Bed) hosts() [2]*Host { return [2]*Host{b.A, b.B} }
+
+// MTU returns the current MTU of both veth ends in bytes.
+func (b *Bed) MTU() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mtu
+}
+
+// SetMTU sets the MTU of both veth ends to mtu bytes (IP packet size). It fails if mtu is
+// outside [MinMTU, MaxMTU], if the bed is closed, or if the kernel refuses (an XDP program
+// without frags support attached to a veth end limits its MTU to about 3.5 KB). After a
+// failure the two ends may differ; the bed remains usable and may be closed.
+func (b *Bed) SetMTU(mtu int) error {
+	if err := checkMTU(mtu); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errors.New("set mtu: test bed is closed")
+	}
+	for _, h := range b.hosts() {
+		if _, err := runIP("-n", h.NS, "link", "set", "dev", h.Ifname, "mtu", strconv.Itoa(mtu)); err != nil {
+			return fmt.Errorf("set mtu of %s in %s: %w", h.Ifname, h.NS, err)
+		}
+	}
+	b.mtu = mtu
+	return nil
+}
+
+// Close removes the bed: it kills any process still running inside either namespace,
+// deletes the veth pair, deletes both namespaces and verifies that the veth pair and the
+// namespace entries are gone. It is idempotent: after a successful Close, further calls
+// return nil; after a failed one, a further call retries what is left.
+//
+// A namespace stays alive in the kernel, empty but for its loopback device, while this
+// process still holds something created in it (a socket made inside Host.Do): close those
+// first.
+func (b *Bed) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	var errs []error
+	hosts := b.hosts()
+	for i, h := range hosts {
+		if b.nsMade[i] {
+			if err := killAll(h.NS); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if b.nsMade[0] || b.nsMade[1] {
+		if err := b.deleteVeth(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, h := range hosts {
+		if !b.nsMade[i] {
+			continue
+		}
+		if err := deleteNamespace(h.NS); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b.nsMade[i] = false
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("close test bed: %w", errors.Join(errs...))
+	}
+	b.closed = true
+	return nil
+}
+
+// deleteVeth deletes the veth pair from whichever side still has it and checks that
+// neither namespace still holds an end.
+func (b *Bed) deleteVeth() error {
+	var errs []error
+	for i, h := range b.hosts() {
+		if !b.nsMade[i] {
+			continue
+		}
+		exists, err := nsExists(h.NS)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !exists {
+			continue
+		}
+		has, err := hasLink(h.NS, h.Ifname)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if has {
+			// Deleting one end deletes the pair.
+			if _, err := runIP("-n", h.NS, "link", "del", "dev", h.Ifname); err != nil {
+				errs = append(errs, fmt.Errorf("delete veth: %w", err))
+				continue
+			}
+			if has, err = hasLink(h.NS, h.Ifname); err != nil {
+				errs = append(errs, err)
+			} else if has {
+				errs = append(errs, fmt.Errorf("veth %s still present in %s after delete", h.Ifname, h.NS))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killAll kills every process (other than this one) whose network namespace is ns and
+// waits, bounded, until none is left.
+func killAll(ns string) error {
+	exists, err := nsExists(ns)
+	if err != nil || !exists {
+		return err
+	}
+	self := os.Getpid()
+	deadline := time.Now().Add(killWait)
+	for {
+		pids, err := nsPids(ns)
+		if err != nil {
+			if exists, serr := nsExists(ns); serr == nil && !exists {
+				return nil // removed meanwhile (by a concurrent Sweep)
+			}
+			return err
+		}
+		left := 0
+		for _, pid := range pids {
+			if pid == self {
+				continue
+			}
+			left++
+			if err := killPid(pid); err != nil {
+				return fmt.Errorf("empty namespace %s: %w", ns, err)
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("empty namespace %s: %d processes still inside after %v", ns, left, killWait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deleteNamespace removes the named namespace ns if it exists and checks that its entry is
+// gone.
+func deleteNamespace(ns string) error {
+	exists, err := nsExists(ns)
+	if err != nil || !exists {
+		return err
+	}
+	if _, err := runIP("netns", "del", ns); err != nil {
+		// Another sweeper may have removed it in the meantime.
+		if exists, serr := nsExists(ns); serr == nil && !exists {
+			return nil
+		}
+		return fmt.Errorf("delete namespace: %w", err)
+	}
+	if exists, err := nsExists(ns); err != nil {
+		return err
+	} else if exists {
+		return fmt.Errorf("namespace %s still listed after delete", ns)
+	}
+	return nil
+}
+
+// readLink fills h.IfIndex and h.MAC and waits up to timeout for the link to be running
+// (administratively up with carrier). It runs inside h's namespace.
+func (h *Host) readLink(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ifi, err := net.InterfaceByName(h.Ifname)
+		if err != nil {
+			return fmt.Errorf("look up interface: %w", err)
+		}
+		if ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0 {
+			h.IfIndex = ifi.Index
+			h.MAC = ifi.HardwareAddr
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link not running after %v (flags %v)", timeout, ifi.Flags)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
