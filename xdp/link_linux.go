@@ -176,7 +176,9 @@ func (l *Link) unwrap(descs []Desc, p *transport.Packet) bool {
 	}
 	total := 0
 	for _, d := range descs {
-		if d.Addr > uint64(len(l.mem)) || uint64(d.Len) > uint64(len(l.mem))-d.Addr || !l.pool.Owns(d.Addr) {
+		// Each buffer the kernel fills is one of our frames: a descriptor that leaves its
+		// frame, or points outside our pool, is refused.
+		if d.Addr >= uint64(len(l.mem)) || !l.pool.Owns(d.Addr) || d.Addr&(l.fsize-1)+uint64(d.Len) > l.fsize {
 			return false
 		}
 		total += int(d.Len)

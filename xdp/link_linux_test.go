@@ -377,3 +377,63 @@ func TestLinkWaitWake(t *testing.T) {
 		t.Fatal("Close did not end Wait")
 	}
 }
+
+// TestMultiQueueSharedUMEM opens two queues on each host: one UMEM shared by two sockets
+// (XDP_SHARED_UMEM with their own fill and completion rings). On veth a datagram sent on
+// queue q arrives on the peer's queue q, so each queue pair carries its own stream.
+func TestMultiQueueSharedUMEM(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{Queues: 2})
+	cfg := Config{RingSize: 256, Frames: 512, BusyPoll: 20 * time.Microsecond}
+	a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
+	if len(a.Links()) != 2 || len(b.Links()) != 2 {
+		t.Fatalf("links: %d and %d, want 2 each", len(a.Links()), len(b.Links()))
+	}
+	if !a.Mode().Socket.BusyPoll {
+		t.Errorf("busy-poll options not reported as set: %v", a.Mode())
+	}
+	if got := a.UMEM().Frames(); got != 2*512 {
+		t.Fatalf("shared umem has %d frames, want %d", got, 2*512)
+	}
+	for q := range 2 {
+		la, lb := a.Links()[q], b.Links()[q]
+		if la.Queue() != q {
+			t.Fatalf("link %d is on queue %d", q, la.Queue())
+		}
+		msg := []byte(fmt.Sprintf("queue %d", q))
+		p := []transport.Packet{{Remote: lb.LocalAddr()}}
+		p[0].SetData(msg)
+		if n, err := la.Send(p); n != 1 || err != nil {
+			t.Fatalf("queue %d send: %d %v", q, n, err)
+		}
+		got, _ := receiveOne(t, lb)
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("queue %d received %q, want %q", q, got, msg)
+		}
+	}
+}
+
+// TestModeReportsFallbacks checks that a fallback is never silent: on veth the zero-copy bind
+// is refused, and the refusal is kept on the socket next to the copy mode in effect.
+func TestModeReportsFallbacks(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{})
+	d := openOn(t, bed.A, Config{RingSize: 256, Frames: 512})
+	m := d.Mode()
+	if m.Attach.String() != "native" && m.Attach.String() != "generic" {
+		t.Fatalf("attach mode %v", m.Attach)
+	}
+	s := d.Links()[0].Socket()
+	// veth has no zero-copy AF_XDP: the bind must have fallen back, visibly.
+	if m.Socket.ZeroCopy {
+		t.Fatalf("zero-copy on veth: %v", m)
+	}
+	if len(s.Fallbacks()) == 0 {
+		t.Fatalf("copy mode %v without a recorded zero-copy refusal", m)
+	}
+	t.Logf("mode %v after: %v", m, s.Fallbacks())
+	if !m.Socket.NeedWakeup {
+		t.Fatalf("need_wakeup not in effect: %v", m)
+	}
+	if _, err := s.Statistics(); err != nil {
+		t.Fatalf("statistics: %v", err)
+	}
+}
