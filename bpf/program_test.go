@@ -9,9 +9,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/internal/privileged"
+	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
 const (
@@ -62,20 +64,26 @@ func run(t *testing.T, p *Program, pkt []byte) uint32 {
 	return v
 }
 
-// attachTestXSK binds a minimal AF_XDP socket to queue 0 of a veth in a fresh namespace
-// and puts it in p's XSKMAP at queue 0, which is where BPF_PROG_TEST_RUN packets arrive.
-func attachTestXSK(t *testing.T, p *Program) {
+// xskOn binds a minimal AF_XDP socket to queue 0 of h's veth end, inside h's namespace, and
+// closes it in t.Cleanup (before the bed that holds h is removed).
+func xskOn(t *testing.T, h *testbed.Host) *testXSK {
 	t.Helper()
-	n := newTestNetns(t)
-	ifindex := n.link(t, n.a).Ifindex
 	var x *testXSK
-	if err := n.do(func() (err error) {
-		x, err = newTestXSK(ifindex, 0)
+	if err := h.Do(func() (err error) {
+		x, err = newTestXSK(h.IfIndex, 0)
 		return err
 	}); err != nil {
 		t.Fatalf("create AF_XDP socket: %v", err)
 	}
 	t.Cleanup(x.Close)
+	return x
+}
+
+// attachTestXSK binds a minimal AF_XDP socket to queue 0 of host A's veth in a fresh test
+// bed and puts it in p's XSKMAP at queue 0, which is where BPF_PROG_TEST_RUN packets arrive.
+func attachTestXSK(t *testing.T, p *Program) {
+	t.Helper()
+	x := xskOn(t, testbed.NewT(t, testbed.Options{}).A)
 	if err := p.SetSocket(0, x.fd); err != nil {
 		t.Fatalf("SetSocket: %v", err)
 	}
@@ -84,6 +92,26 @@ func attachTestXSK(t *testing.T, p *Program) {
 			t.Errorf("ClearSocket: %v", err)
 		}
 	})
+}
+
+// xdpMode returns the kernel's XDP attach mode of h's veth end: 0 without a program,
+// otherwise XDP_ATTACHED_DRV (1) or XDP_ATTACHED_SKB (2).
+func xdpMode(t *testing.T, h *testbed.Host) uint32 {
+	t.Helper()
+	var mode uint32
+	if err := h.Do(func() error {
+		l, err := netlink.LinkByName(h.Ifname)
+		if err != nil {
+			return err
+		}
+		if x := l.Attrs().Xdp; x != nil && x.ProgId != 0 {
+			mode = x.AttachMode
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("read XDP state of %s: %v", h.Ifname, err)
+	}
+	return mode
 }
 
 // pinCPU keeps the calling goroutine on one OS thread and that thread on one CPU, so
@@ -478,77 +506,73 @@ func TestSocketErrors(t *testing.T) {
 }
 
 func TestAttachDetachClose(t *testing.T) {
-	privileged.Require(t)
-	n := newTestNetns(t)
+	bed := testbed.NewT(t, testbed.Options{})
 	p, err := Load(Options{Port: testPort})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ifA, ifB := n.link(t, n.a).Ifindex, n.link(t, n.b).Ifindex
+	// The bed numbers the ends 2 and 3, so the Program's per-ifindex bookkeeping tells
+	// them apart although they live in different namespaces.
+	a, b := bed.A, bed.B
+	ifA, ifB := a.IfIndex, b.IfIndex
 
-	attach := func(ifindex int, mode Mode) (got Mode, err error) {
-		err = n.do(func() error {
+	attach := func(h *testbed.Host, ifindex int, mode Mode) (got Mode, err error) {
+		err = h.Do(func() error {
 			got, err = p.Attach(ifindex, mode)
 			return err
 		})
 		return got, err
 	}
-	xdpMode := func(dev string) int {
-		if x := n.link(t, dev).XDP; x != nil && x.Prog != nil {
-			return x.Mode
-		}
-		return 0
-	}
 	const kernelDrvMode, kernelSKBMode = 1, 2 // XDP_ATTACHED_DRV, XDP_ATTACHED_SKB
 
-	if mode, err := attach(ifA, AttachAuto); err != nil || mode != AttachNative {
+	if mode, err := attach(a, ifA, AttachAuto); err != nil || mode != AttachNative {
 		t.Fatalf("Attach(auto) on veth: %v, %v; want native", mode, err)
 	}
-	if m := xdpMode(n.a); m != kernelDrvMode {
-		t.Errorf("%s: XDP mode %d after native attach", n.a, m)
+	if m := xdpMode(t, a); m != kernelDrvMode {
+		t.Errorf("%s: XDP mode %d after native attach", a.Ifname, m)
 	}
-	if _, err := attach(ifA, AttachGeneric); !errors.Is(err, ErrAttached) {
+	if _, err := attach(a, ifA, AttachGeneric); !errors.Is(err, ErrAttached) {
 		t.Errorf("second Attach: %v, want ErrAttached", err)
 	}
-	if mode, err := attach(ifB, AttachGeneric); err != nil || mode != AttachGeneric {
+	if mode, err := attach(b, ifB, AttachGeneric); err != nil || mode != AttachGeneric {
 		t.Fatalf("Attach(generic): %v, %v", mode, err)
 	}
-	if m := xdpMode(n.b); m != kernelSKBMode {
-		t.Errorf("%s: XDP mode %d after generic attach", n.b, m)
+	if m := xdpMode(t, b); m != kernelSKBMode {
+		t.Errorf("%s: XDP mode %d after generic attach", b.Ifname, m)
 	}
-	if _, err := attach(0, AttachNative); err == nil {
+	if _, err := attach(a, 0, AttachNative); err == nil {
 		t.Error("Attach(ifindex 0) accepted")
 	}
-	if _, err := attach(ifA+ifB+100, Mode(7)); err == nil {
+	if _, err := attach(a, ifA+ifB+100, Mode(7)); err == nil {
 		t.Error("Attach(mode 7) accepted")
 	}
 
 	if err := p.Detach(ifA); err != nil {
 		t.Fatalf("Detach: %v", err)
 	}
-	if m := xdpMode(n.a); m != 0 {
-		t.Errorf("%s: XDP mode %d after Detach", n.a, m)
+	if m := xdpMode(t, a); m != 0 {
+		t.Errorf("%s: XDP mode %d after Detach", a.Ifname, m)
 	}
 	if err := p.Detach(ifA); !errors.Is(err, ErrNotAttached) {
 		t.Errorf("second Detach: %v, want ErrNotAttached", err)
 	}
-	if mode, err := attach(ifA, AttachNative); err != nil || mode != AttachNative {
+	if mode, err := attach(a, ifA, AttachNative); err != nil || mode != AttachNative {
 		t.Fatalf("Attach(native) after Detach: %v, %v", mode, err)
 	}
 
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	for _, dev := range []string{n.a, n.b} {
-		if m := xdpMode(dev); m != 0 {
-			t.Errorf("%s: XDP mode %d after Close", dev, m)
+	for _, h := range []*testbed.Host{a, b} {
+		if m := xdpMode(t, h); m != 0 {
+			t.Errorf("%s: XDP mode %d after Close", h.Ifname, m)
 		}
 	}
 	if err := p.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := attach(ifA, AttachAuto); !errors.Is(err, ErrClosed) {
+	if _, err := attach(a, ifA, AttachAuto); !errors.Is(err, ErrClosed) {
 		t.Errorf("Attach after Close: %v, want ErrClosed", err)
 	}
 	if err := p.Detach(ifA); !errors.Is(err, ErrClosed) {
@@ -617,24 +641,10 @@ func FuzzSteer(f *testing.F) {
 func TestSocketLifetime(t *testing.T) {
 	privileged.Require(t)
 	p := loadTest(t)
-	n := newTestNetns(t)
-	// The second socket binds to the peer: a closed socket's queue stays busy until the
-	// kernel's deferred cleanup has run.
-	newXSK := func(dev string) *testXSK {
-		ifindex := n.link(t, dev).Ifindex
-		var x *testXSK
-		if err := n.do(func() (err error) {
-			x, err = newTestXSK(ifindex, 0)
-			return err
-		}); err != nil {
-			t.Fatalf("create AF_XDP socket: %v", err)
-		}
-		t.Cleanup(x.Close)
-		return x
-	}
+	bed := testbed.NewT(t, testbed.Options{})
 	pkt := ipv4UDP(testPort, 16)
 
-	x := newXSK(n.a)
+	x := xskOn(t, bed.A)
 	if err := p.SetSocket(0, x.fd); err != nil {
 		t.Fatal(err)
 	}
@@ -646,7 +656,9 @@ func TestSocketLifetime(t *testing.T) {
 		t.Errorf("after closing the socket: verdict %d, want pass", v)
 	}
 
-	y := newXSK(n.b)
+	// The second socket binds to the peer: a closed socket's queue stays busy until the
+	// kernel's deferred cleanup has run.
+	y := xskOn(t, bed.B)
 	if err := p.SetSocket(0, y.fd); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpndk/xdpndk/internal/privileged"
+	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
 // snmpCounter reads counter name of protocol proto ("Udp", "Ip") from the /proc/net/snmp
@@ -48,55 +48,42 @@ func snmpCounter(proto, name string) (uint64, error) {
 	return 0, fmt.Errorf("no %s counters: %v", proto, sc.Err())
 }
 
-// nsCounter reads an SNMP counter inside namespace ns.
-func nsCounter(t testing.TB, ns, proto, name string) uint64 {
+// hostCounter reads an SNMP counter inside h's namespace.
+func hostCounter(t testing.TB, h *testbed.Host, proto, name string) uint64 {
 	t.Helper()
 	var v uint64
-	if err := nhInNetns(ns, func() (err error) { v, err = snmpCounter(proto, name); return err }); err != nil {
-		t.Fatalf("read %s %s in %s: %v", proto, name, ns, err)
+	if err := h.Do(func() (err error) { v, err = snmpCounter(proto, name); return err }); err != nil {
+		t.Fatalf("read %s %s: %v", proto, name, err)
 	}
 	return v
 }
 
 // TestEncapKernelAccepts proves Put's headers and checksums against the Linux stack: frames
-// built by Encap.Put are written raw (AF_PACKET) into one end of a veth pair, and a kernel
-// UDP socket in the peer namespace must receive exactly the payloads. The kernel verifies
-// the IPv4 header checksum and, for these software-made packets, the UDP checksum, and
-// drops bad ones: the negative controls show it does, by sending frames with a wrong
-// checksum first and watching the drop counters. All traffic stays inside the two
-// namespaces the test creates, and every send is a single bounded write.
+// built by Encap.Put are written raw (AF_PACKET) into host A's end of a test bed, and a
+// kernel UDP socket in host B must receive exactly the payloads. The kernel verifies the
+// IPv4 header checksum and, for these software-made packets, the UDP checksum, and drops bad
+// ones: the negative controls show it does, by sending frames with a wrong checksum first
+// and watching the drop counters. All traffic stays inside the bed, and every send is a
+// single bounded write.
 func TestEncapKernelAccepts(t *testing.T) {
-	privileged.Require(t)
-	nsA, nsB := nhNetns(t, "txa"), nhNetns(t, "txb")
-	nhVethPair(t, nsA, "fr0", "198.18.1.1/24", nsB, "fr1", "198.18.1.2/24", 9000)
-	macA, _ := nhLinkMAC(t, nsA, "fr0")
-	macB, _ := nhLinkMAC(t, nsB, "fr1")
+	// Static neighbours: B's kernel sends to A (last subtest) without an ARP exchange.
+	bed := testbed.NewT(t, testbed.Options{MTU: 9000, StaticNeighbors: true})
+	a, b := bed.A, bed.B
+	macA, macB := [6]byte(a.MAC), [6]byte(b.MAC)
 
 	const port = 4791
-	var conn *net.UDPConn
-	err := nhInNetns(nsB, func() (err error) {
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(198, 18, 1, 2), Port: port})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listen in %s: %v", nsB, err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := listenUDP(t, b, port)
 
 	var pfd int
-	err = nhInNetns(nsA, func() error {
-		ifc, err := net.InterfaceByName("fr0")
-		if err != nil {
-			return err
-		}
+	err := a.Do(func() (err error) {
 		pfd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0) // protocol 0: send only
 		if err != nil {
 			return err
 		}
-		return unix.Bind(pfd, &unix.SockaddrLinklayer{Ifindex: ifc.Index})
+		return unix.Bind(pfd, &unix.SockaddrLinklayer{Ifindex: a.IfIndex})
 	})
 	if err != nil {
-		t.Fatalf("AF_PACKET socket in %s: %v", nsA, err)
+		t.Fatalf("AF_PACKET socket: %v", err)
 	}
 	t.Cleanup(func() { unix.Close(pfd) })
 
@@ -127,7 +114,7 @@ func TestEncapKernelAccepts(t *testing.T) {
 
 	base := Encap{
 		SrcMAC: macA, DstMAC: macB,
-		Src: netip.MustParseAddr("198.18.1.1"), Dst: netip.MustParseAddr("198.18.1.2"),
+		Src: a.Addr, Dst: b.Addr,
 		SrcPort: 40000, DstPort: port,
 	}
 	r := rand.New(rand.NewPCG(11, 12))
@@ -167,11 +154,11 @@ func TestEncapKernelAccepts(t *testing.T) {
 		bad := buildFrame(t, &e, 0, []byte("corrupted checksum"))
 		bad[e.HeaderLen()-1] ^= 0x01
 		good := buildFrame(t, &e, 0, []byte("after the bad one"))
-		before := nsCounter(t, nsB, "Udp", "InCsumErrors")
+		before := hostCounter(t, b, "Udp", "InCsumErrors")
 		send(t, bad)
 		send(t, good)
 		recv(t, conn, []byte("after the bad one"), netip.AddrPortFrom(e.Src, e.SrcPort))
-		if after := nsCounter(t, nsB, "Udp", "InCsumErrors"); after != before+1 {
+		if after := hostCounter(t, b, "Udp", "InCsumErrors"); after != before+1 {
 			t.Fatalf("Udp InCsumErrors went %d -> %d, want +1: the kernel did not check UDP checksums", before, after)
 		}
 	})
@@ -182,11 +169,11 @@ func TestEncapKernelAccepts(t *testing.T) {
 		bad := buildFrame(t, &e, 0, []byte("corrupted ip header"))
 		bad[14+10] ^= 0x80
 		good := buildFrame(t, &e, 0, []byte("after the bad header"))
-		before := nsCounter(t, nsB, "Ip", "InHdrErrors")
+		before := hostCounter(t, b, "Ip", "InHdrErrors")
 		send(t, bad)
 		send(t, good)
 		recv(t, conn, []byte("after the bad header"), netip.AddrPortFrom(e.Src, e.SrcPort))
-		after := nsCounter(t, nsB, "Ip", "InHdrErrors")
+		after := hostCounter(t, b, "Ip", "InHdrErrors")
 		if after != before+1 {
 			t.Fatalf("Ip InHdrErrors went %d -> %d, want +1", before, after)
 		}
@@ -196,17 +183,13 @@ func TestEncapKernelAccepts(t *testing.T) {
 	// VerifyUDPChecksum accepts: B sends to A, A reads the raw frame.
 	t.Run("kernel frames parse", func(t *testing.T) {
 		var rfd int
-		err := nhInNetns(nsA, func() error {
-			ifc, err := net.InterfaceByName("fr0")
-			if err != nil {
-				return err
-			}
+		err := a.Do(func() (err error) {
 			proto := int(htons(unix.ETH_P_IP))
 			rfd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
 			if err != nil {
 				return err
 			}
-			sa := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Protocol: htons(unix.ETH_P_IP)}
+			sa := &unix.SockaddrLinklayer{Ifindex: a.IfIndex, Protocol: htons(unix.ETH_P_IP)}
 			if err := unix.Bind(rfd, sa); err != nil {
 				return err
 			}
@@ -220,12 +203,9 @@ func TestEncapKernelAccepts(t *testing.T) {
 		// With TX checksum offload on, veth passes CHECKSUM_PARTIAL packets whose UDP
 		// checksum field holds only the pseudo-header sum; turn it off so B's kernel
 		// computes the full checksum in software, as it would for a real wire.
-		nhRun(t, "ip", "netns", "exec", nsB, "ethtool", "-K", "fr1", "tx", "off")
-		// B needs A's MAC; set it statically so the kernel sends without an ARP exchange.
-		nhRun(t, "ip", "-n", nsB, "neigh", "replace", "198.18.1.1", "lladdr", net.HardwareAddr(macA[:]).String(),
-			"nud", "permanent", "dev", "fr1")
+		hostRun(t, b, "ethtool", "-K", b.Ifname, "tx", "off")
 		payload := []byte("from the kernel, odd length")
-		if _, err := conn.WriteToUDPAddrPort(payload, netip.MustParseAddrPort("198.18.1.1:40000")); err != nil {
+		if _, err := conn.WriteToUDPAddrPort(payload, netip.AddrPortFrom(a.Addr, 40000)); err != nil {
 			t.Fatalf("kernel send: %v", err)
 		}
 		buf := make([]byte, 2048)
@@ -241,7 +221,7 @@ func TestEncapKernelAccepts(t *testing.T) {
 			if got := d.Payload(buf[:n]); !bytes.Equal(got, payload) {
 				t.Fatalf("payload %q, want %q", got, payload)
 			}
-			if d.Src != netip.MustParseAddrPort("198.18.1.2:4791") || d.SrcMAC != macB || d.DstMAC != macA {
+			if d.Src != netip.AddrPortFrom(b.Addr, port) || d.SrcMAC != macB || d.DstMAC != macA {
 				t.Fatalf("parsed %+v", d)
 			}
 			if binary.BigEndian.Uint16(buf[d.PayloadOffset-2:]) == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -30,6 +31,12 @@ func testEncap6() Encap {
 		SrcPort: 40000, DstPort: 4791,
 	}
 }
+
+// encapFamilies are the IPv4 and IPv6 test encapsulations, by name.
+var encapFamilies = []struct {
+	name string
+	enc  func() Encap
+}{{"ipv4", testEncap4}, {"ipv6", testEncap6}}
 
 func mustValidate(t testing.TB, e *Encap) {
 	t.Helper()
@@ -155,10 +162,7 @@ func TestEncapRoundTrip(t *testing.T) {
 		segs    []int
 	}
 	var cases []tc
-	for _, fam := range []struct {
-		name string
-		enc  func() Encap
-	}{{"ipv4", testEncap4}, {"ipv6", testEncap6}} {
+	for _, fam := range encapFamilies {
 		for _, n := range []int{0, 1, 2, 3, 7, 8, 63, 64, 255, 1000, 1471, 1472, 4093, 8999} {
 			cases = append(cases, tc{name: fmt.Sprintf("%s/len%d", fam.name, n), enc: fam.enc, payload: n})
 		}
@@ -413,6 +417,74 @@ func insertIPv6Ext(f []byte, ext byte, units int) []byte {
 	return out
 }
 
+// frameEdit changes a test frame in place or returns a new one.
+type frameEdit func(f []byte) []byte
+
+// edited returns a frame maker: the frame base makes, with the edits applied in order.
+func edited(base func(testing.TB) []byte, edits ...frameEdit) func(testing.TB) []byte {
+	return func(t testing.TB) []byte {
+		f := base(t)
+		for _, edit := range edits {
+			f = edit(f)
+		}
+		return f
+	}
+}
+
+// setByte sets the byte at off to v.
+func setByte(off int, v byte) frameEdit {
+	return func(f []byte) []byte { f[off] = v; return f }
+}
+
+// flipBits flips the bits of mask in the byte at off.
+func flipBits(off int, mask byte) frameEdit {
+	return func(f []byte) []byte { f[off] ^= mask; return f }
+}
+
+// put16 stores v big-endian at off.
+func put16(off int, v uint16) frameEdit {
+	return func(f []byte) []byte { binary.BigEndian.PutUint16(f[off:], v); return f }
+}
+
+// add16 adds delta to the big-endian 16-bit field at off.
+func add16(off int, delta uint16) frameEdit {
+	return func(f []byte) []byte {
+		binary.BigEndian.PutUint16(f[off:], binary.BigEndian.Uint16(f[off:])+delta)
+		return f
+	}
+}
+
+// cutTo keeps the first n bytes.
+func cutTo(n int) frameEdit { return func(f []byte) []byte { return f[:n] } }
+
+// pad appends n zero bytes (Ethernet padding).
+func pad(n int) frameEdit {
+	return func(f []byte) []byte { return append(f[:len(f):len(f)], make([]byte, n)...) }
+}
+
+// fixSum recomputes the IPv4 header checksum of an untagged frame.
+func fixSum(f []byte) []byte { fixIPv4Checksum(f, 14); return f }
+
+// withTags inserts VLAN tags (TPID and TCI pairs) right after the MAC addresses.
+func withTags(tags ...byte) frameEdit {
+	return func(f []byte) []byte { return slices.Concat(f[:12], tags, f[12:]) }
+}
+
+// withIPv4Options inserts opts (a multiple of 4 bytes) after the 20-byte IPv4 header of an
+// untagged frame, fixing the header length, the total length and the checksum.
+func withIPv4Options(opts []byte) frameEdit {
+	return func(f []byte) []byte {
+		out := slices.Concat(f[:34], opts, f[34:])
+		out[14] = 0x40 | byte((20+len(opts))/4)
+		return fixSum(add16(16, uint16(len(opts)))(out))
+	}
+}
+
+// withIPv6Ext inserts an extension header with insertIPv6Ext.
+func withIPv6Ext(ext byte, units int) frameEdit {
+	return func(f []byte) []byte { return insertIPv6Ext(f, ext, units) }
+}
+
 func TestParseUDPAccepts(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -425,65 +497,21 @@ func TestParseUDPAccepts(t *testing.T) {
 	}{
 		{name: "ipv4", frame: goodFrame4, wantOff: 42, wantLen: 16, wantSrcStr: "198.18.0.1:40000"},
 		{name: "ipv6", frame: goodFrame6, wantOff: 62, wantLen: 16, wantSrcStr: "[2001:db8::1]:40000"},
-		{name: "ethernet padding", frame: func(t testing.TB) []byte {
-			return append(goodFrame4(t), make([]byte, 7)...)
-		}, wantOff: 42, wantLen: 16},
-		{name: "udp shorter than ip payload", frame: func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			binary.BigEndian.PutUint16(f[38:], 8+10)
-			return f
-		}, wantOff: 42, wantLen: 10},
-		{name: "multi-buffer totalLen", frame: func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			return f[:45]
-		}, extra: 13, wantOff: 42, wantLen: 16},
-		{name: "ipv4 options", frame: func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			opts := []byte{1, 1, 1, 0, 7, 7, 7, 7} // NOPs, EOL, padding: 8 bytes
-			out := append(append(append([]byte{}, f[:34]...), opts...), f[34:]...)
-			out[14] = 0x47
-			binary.BigEndian.PutUint16(out[16:], binary.BigEndian.Uint16(out[16:])+8)
-			fixIPv4Checksum(out, 14)
-			return out
-		}, wantOff: 50, wantLen: 16},
-		{name: "ipv4 max options", frame: func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			out := append(append(append([]byte{}, f[:34]...), make([]byte, 40)...), f[34:]...)
-			out[14] = 0x4F
-			binary.BigEndian.PutUint16(out[16:], binary.BigEndian.Uint16(out[16:])+40)
-			fixIPv4Checksum(out, 14)
-			return out
-		}, wantOff: 82, wantLen: 16},
-		{name: "ipv4 no DF", frame: func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			f[20] = 0
-			fixIPv4Checksum(f, 14)
-			return f
-		}, wantOff: 42, wantLen: 16},
-		{name: "802.1ad + 802.1Q", frame: func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			tags := []byte{0x88, 0xA8, 0x00, 0x64, 0x81, 0x00, 0x20, 0x07}
-			return append(append(append([]byte{}, f[:12]...), tags...), f[12:]...)
-		}, wantOff: 50, wantLen: 16, wantVLAN: 0x2007},
-		{name: "802.1Q + 802.1Q", frame: func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			tags := []byte{0x81, 0x00, 0x00, 0x64, 0x81, 0x00, 0x00, 0x08}
-			return append(append(append([]byte{}, f[:12]...), tags...), f[12:]...)
-		}, wantOff: 70, wantLen: 16, wantVLAN: 8},
-		{name: "802.1ad only", frame: func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			tags := []byte{0x88, 0xA8, 0x00, 0x05}
-			return append(append(append([]byte{}, f[:12]...), tags...), f[12:]...)
-		}, wantOff: 46, wantLen: 16, wantVLAN: 5},
-		{name: "ipv6 hop-by-hop, routing, dest opts", frame: func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			f = insertIPv6Ext(f, 60, 0)
-			f = insertIPv6Ext(f, 43, 2)
-			return insertIPv6Ext(f, 0, 1)
-		}, wantOff: 62 + 8 + 24 + 16, wantLen: 16},
-		{name: "ipv6 padding", frame: func(t testing.TB) []byte {
-			return append(goodFrame6(t), 0, 0, 0)
-		}, wantOff: 62, wantLen: 16},
+		{name: "ethernet padding", frame: edited(goodFrame4, pad(7)), wantOff: 42, wantLen: 16},
+		{name: "udp shorter than ip payload", frame: edited(goodFrame4, put16(38, 8+10)), wantOff: 42, wantLen: 10},
+		{name: "multi-buffer totalLen", frame: edited(goodFrame4, cutTo(45)), extra: 13, wantOff: 42, wantLen: 16},
+		// NOPs, EOL, padding: 8 bytes.
+		{name: "ipv4 options", frame: edited(goodFrame4, withIPv4Options([]byte{1, 1, 1, 0, 7, 7, 7, 7})), wantOff: 50, wantLen: 16},
+		{name: "ipv4 max options", frame: edited(goodFrame4, withIPv4Options(make([]byte, 40))), wantOff: 82, wantLen: 16},
+		{name: "ipv4 no DF", frame: edited(goodFrame4, setByte(20, 0), fixSum), wantOff: 42, wantLen: 16},
+		{name: "802.1ad + 802.1Q", frame: edited(goodFrame4, withTags(0x88, 0xA8, 0x00, 0x64, 0x81, 0x00, 0x20, 0x07)),
+			wantOff: 50, wantLen: 16, wantVLAN: 0x2007},
+		{name: "802.1Q + 802.1Q", frame: edited(goodFrame6, withTags(0x81, 0x00, 0x00, 0x64, 0x81, 0x00, 0x00, 0x08)),
+			wantOff: 70, wantLen: 16, wantVLAN: 8},
+		{name: "802.1ad only", frame: edited(goodFrame4, withTags(0x88, 0xA8, 0x00, 0x05)), wantOff: 46, wantLen: 16, wantVLAN: 5},
+		{name: "ipv6 hop-by-hop, routing, dest opts", frame: edited(goodFrame6, withIPv6Ext(60, 0), withIPv6Ext(43, 2), withIPv6Ext(0, 1)),
+			wantOff: 62 + 8 + 24 + 16, wantLen: 16},
+		{name: "ipv6 padding", frame: edited(goodFrame6, pad(3)), wantOff: 62, wantLen: 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.frame(t)
@@ -506,7 +534,8 @@ func TestParseUDPAccepts(t *testing.T) {
 }
 
 func TestParseUDPRejects(t *testing.T) {
-	be := binary.BigEndian
+	v4, v6 := goodFrame4, goodFrame6
+	ext := withIPv6Ext(60, 0) // an empty destination options header
 	for _, tc := range []struct {
 		name  string
 		frame func(t testing.TB) []byte
@@ -514,167 +543,46 @@ func TestParseUDPRejects(t *testing.T) {
 		want  error
 	}{
 		{"empty", func(t testing.TB) []byte { return nil }, 0, ErrTruncated},
-		{"short ethernet", func(t testing.TB) []byte { return goodFrame4(t)[:13] }, 0, ErrTruncated},
-		{"totalLen below len(frame)", goodFrame4, -1, ErrBadLength},
-		{"arp", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			be.PutUint16(f[12:], 0x0806)
-			return f
-		}, 0, ErrNotIP},
-		{"truncated vlan tag", func(t testing.TB) []byte {
-			f := goodFrame4(t)[:16]
-			be.PutUint16(f[12:], 0x8100)
-			return f
-		}, 0, ErrTruncated},
-		{"truncated inner vlan tag", func(t testing.TB) []byte {
-			f := goodFrame4(t)[:20]
-			be.PutUint16(f[12:], 0x88A8)
-			be.PutUint16(f[16:], 0x8100)
-			return f
-		}, 0, ErrTruncated},
-		{"three tags", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			tags := []byte{0x88, 0xA8, 0, 1, 0x81, 0x00, 0, 2, 0x81, 0x00, 0, 3}
-			return append(append(append([]byte{}, f[:12]...), tags...), f[12:]...)
-		}, 0, ErrNotIP},
-		{"ipv4 truncated header", func(t testing.TB) []byte { return goodFrame4(t)[:33] }, 100, ErrTruncated},
-		{"ipv4 version 5", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			f[14] = 0x55
-			fixIPv4Checksum(f, 14)
-			return f
-		}, 0, ErrBadHeader},
-		{"ipv4 version 6 in ipv4 ethertype", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			be.PutUint16(f[12:], 0x0800)
-			return f
-		}, 0, ErrBadHeader},
-		{"ipv4 ihl 4", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			f[14] = 0x44
-			return f
-		}, 0, ErrBadHeader},
-		{"ipv4 options beyond first buffer", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			f[14] = 0x4F // 60-byte header, frame has 42+16-14=44 bytes of IP
-			return f
-		}, 100, ErrTruncated},
-		{"ipv4 bad checksum", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			f[24] ^= 1
-			return f
-		}, 0, ErrBadChecksum},
-		{"ipv4 total length below ihl", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			be.PutUint16(f[16:], 19)
-			fixIPv4Checksum(f, 14)
-			return f
-		}, 0, ErrBadLength},
-		{"ipv4 total length beyond frame", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			be.PutUint16(f[16:], be.Uint16(f[16:])+1)
-			fixIPv4Checksum(f, 14)
-			return f
-		}, 0, ErrTruncated},
-		{"ipv4 frame cut", func(t testing.TB) []byte { return goodFrame4(t)[:50] }, 0, ErrTruncated},
-		{"ipv4 tcp", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			f[23] = 6
-			fixIPv4Checksum(f, 14)
-			return f
-		}, 0, ErrNotUDP},
-		{"ipv4 more fragments", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			be.PutUint16(f[20:], 0x2000)
-			fixIPv4Checksum(f, 14)
-			return f
-		}, 0, ErrFragment},
-		{"ipv4 fragment offset", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			be.PutUint16(f[20:], 0x4001)
-			fixIPv4Checksum(f, 14)
-			return f
-		}, 0, ErrFragment},
-		{"ipv4 payload shorter than udp header", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			be.PutUint16(f[16:], 20+7)
-			fixIPv4Checksum(f, 14)
-			return f
-		}, 0, ErrBadLength},
-		{"udp header beyond first buffer", func(t testing.TB) []byte { return goodFrame4(t)[:41] }, 17, ErrTruncated},
-		{"udp length below 8", func(t testing.TB) []byte {
-			f := goodFrame4(t)
-			be.PutUint16(f[38:], 7)
-			return f
-		}, 0, ErrBadLength},
-		{"udp length beyond ip payload", func(t testing.TB) []byte {
-			f := append(goodFrame4(t), 0) // padding does not count as UDP payload
-			be.PutUint16(f[38:], 8+17)
-			return f
-		}, 0, ErrBadLength},
-		{"ipv6 truncated header", func(t testing.TB) []byte { return goodFrame6(t)[:53] }, 100, ErrTruncated},
-		{"ipv6 version 4", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			f[14] = 0x40
-			return f
-		}, 0, ErrBadHeader},
-		{"ipv6 payload length beyond frame", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			be.PutUint16(f[18:], 25)
-			return f
-		}, 0, ErrTruncated},
-		{"ipv6 fragment", func(t testing.TB) []byte { return insertIPv6Ext(goodFrame6(t), 44, 0) }, 0, ErrFragment},
-		{"ipv6 fragment after dest opts", func(t testing.TB) []byte {
-			return insertIPv6Ext(insertIPv6Ext(goodFrame6(t), 44, 0), 60, 0)
-		}, 0, ErrFragment},
-		{"ipv6 tcp", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			f[20] = 6
-			return f
-		}, 0, ErrNotUDP},
-		{"ipv6 no next header", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			f[20] = 59
-			return f
-		}, 0, ErrNotUDP},
-		{"ipv6 esp after hop-by-hop", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			f[20] = 50
-			return insertIPv6Ext(f, 0, 0)
-		}, 0, ErrNotUDP},
-		{"ipv6 hop-by-hop not first", func(t testing.TB) []byte {
-			return insertIPv6Ext(insertIPv6Ext(goodFrame6(t), 0, 0), 60, 0)
-		}, 0, ErrBadHeader},
-		{"ipv6 too many extension headers", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			for range 9 {
-				f = insertIPv6Ext(f, 60, 0)
-			}
-			return f
-		}, 0, ErrBadHeader},
-		{"ipv6 extension beyond payload length", func(t testing.TB) []byte {
-			f := insertIPv6Ext(goodFrame6(t), 60, 0)
-			f[14+40+1] = 10 // 88 bytes, payload length is 32
-			return f
-		}, 0, ErrBadLength},
-		{"ipv6 extension header cut by payload length", func(t testing.TB) []byte {
-			f := insertIPv6Ext(goodFrame6(t), 60, 0)
-			be.PutUint16(f[18:], 4)
-			return f
-		}, 0, ErrBadLength},
-		{"ipv6 extension beyond first buffer", func(t testing.TB) []byte {
-			return insertIPv6Ext(goodFrame6(t), 60, 0)[:58]
-		}, 100, ErrTruncated},
-		{"ipv6 jumbo (payload length 0)", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			be.PutUint16(f[18:], 0)
-			return f
-		}, 0, ErrBadLength},
-		{"ipv6 udp length 0", func(t testing.TB) []byte {
-			f := goodFrame6(t)
-			be.PutUint16(f[58:], 0)
-			return f
-		}, 0, ErrBadLength},
+		{"short ethernet", edited(v4, cutTo(13)), 0, ErrTruncated},
+		{"totalLen below len(frame)", v4, -1, ErrBadLength},
+		{"arp", edited(v4, put16(12, 0x0806)), 0, ErrNotIP},
+		{"truncated vlan tag", edited(v4, cutTo(16), put16(12, 0x8100)), 0, ErrTruncated},
+		{"truncated inner vlan tag", edited(v4, cutTo(20), put16(12, 0x88A8), put16(16, 0x8100)), 0, ErrTruncated},
+		{"three tags", edited(v4, withTags(0x88, 0xA8, 0, 1, 0x81, 0x00, 0, 2, 0x81, 0x00, 0, 3)), 0, ErrNotIP},
+		{"ipv4 truncated header", edited(v4, cutTo(33)), 100, ErrTruncated},
+		{"ipv4 version 5", edited(v4, setByte(14, 0x55), fixSum), 0, ErrBadHeader},
+		{"ipv4 version 6 in ipv4 ethertype", edited(v6, put16(12, 0x0800)), 0, ErrBadHeader},
+		{"ipv4 ihl 4", edited(v4, setByte(14, 0x44)), 0, ErrBadHeader},
+		// A 60-byte header; the frame has 42+16-14=44 bytes of IP.
+		{"ipv4 options beyond first buffer", edited(v4, setByte(14, 0x4F)), 100, ErrTruncated},
+		{"ipv4 bad checksum", edited(v4, flipBits(24, 1)), 0, ErrBadChecksum},
+		{"ipv4 total length below ihl", edited(v4, put16(16, 19), fixSum), 0, ErrBadLength},
+		{"ipv4 total length beyond frame", edited(v4, add16(16, 1), fixSum), 0, ErrTruncated},
+		{"ipv4 frame cut", edited(v4, cutTo(50)), 0, ErrTruncated},
+		{"ipv4 tcp", edited(v4, setByte(23, 6), fixSum), 0, ErrNotUDP},
+		{"ipv4 more fragments", edited(v4, put16(20, 0x2000), fixSum), 0, ErrFragment},
+		{"ipv4 fragment offset", edited(v4, put16(20, 0x4001), fixSum), 0, ErrFragment},
+		{"ipv4 payload shorter than udp header", edited(v4, put16(16, 20+7), fixSum), 0, ErrBadLength},
+		{"udp header beyond first buffer", edited(v4, cutTo(41)), 17, ErrTruncated},
+		{"udp length below 8", edited(v4, put16(38, 7)), 0, ErrBadLength},
+		// The padding byte does not count as UDP payload.
+		{"udp length beyond ip payload", edited(v4, pad(1), put16(38, 8+17)), 0, ErrBadLength},
+		{"ipv6 truncated header", edited(v6, cutTo(53)), 100, ErrTruncated},
+		{"ipv6 version 4", edited(v6, setByte(14, 0x40)), 0, ErrBadHeader},
+		{"ipv6 payload length beyond frame", edited(v6, put16(18, 25)), 0, ErrTruncated},
+		{"ipv6 fragment", edited(v6, withIPv6Ext(44, 0)), 0, ErrFragment},
+		{"ipv6 fragment after dest opts", edited(v6, withIPv6Ext(44, 0), ext), 0, ErrFragment},
+		{"ipv6 tcp", edited(v6, setByte(20, 6)), 0, ErrNotUDP},
+		{"ipv6 no next header", edited(v6, setByte(20, 59)), 0, ErrNotUDP},
+		{"ipv6 esp after hop-by-hop", edited(v6, setByte(20, 50), withIPv6Ext(0, 0)), 0, ErrNotUDP},
+		{"ipv6 hop-by-hop not first", edited(v6, withIPv6Ext(0, 0), ext), 0, ErrBadHeader},
+		{"ipv6 too many extension headers", edited(v6, slices.Repeat([]frameEdit{ext}, 9)...), 0, ErrBadHeader},
+		// An 88-byte extension header; the payload length is 32.
+		{"ipv6 extension beyond payload length", edited(v6, ext, setByte(14+40+1, 10)), 0, ErrBadLength},
+		{"ipv6 extension header cut by payload length", edited(v6, ext, put16(18, 4)), 0, ErrBadLength},
+		{"ipv6 extension beyond first buffer", edited(v6, ext, cutTo(58)), 100, ErrTruncated},
+		{"ipv6 jumbo (payload length 0)", edited(v6, put16(18, 0)), 0, ErrBadLength},
+		{"ipv6 udp length 0", edited(v6, put16(58, 0)), 0, ErrBadLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.frame(t)
@@ -750,16 +658,13 @@ func fuzzSeedFrames(t testing.TB) [][]byte {
 		mustValidate(t, e)
 	}
 	f4, f6 := buildFrame(t, &e4, 0, []byte("hello")), buildFrame(t, &e6, 0, []byte("hello, v6"))
-	qinq := append(append(append([]byte{}, f4[:12]...), 0x88, 0xA8, 0, 1, 0x81, 0, 0, 2), f4[12:]...)
+	qinq := withTags(0x88, 0xA8, 0, 1, 0x81, 0, 0, 2)(f4)
 	ext := insertIPv6Ext(insertIPv6Ext(f6, 60, 1), 0, 0)
 	frag := insertIPv6Ext(f6, 44, 0)
-	opts := append(append(append([]byte{}, f4[:34]...), 1, 1, 1, 0), f4[34:]...)
-	opts[14] = 0x46
-	binary.BigEndian.PutUint16(opts[16:], binary.BigEndian.Uint16(opts[16:])+4)
-	fixIPv4Checksum(opts, 14)
+	opts := withIPv4Options([]byte{1, 1, 1, 0})(f4)
 	return [][]byte{
 		f4, f6, buildFrame(t, &e4v, 0, nil), qinq, ext, frag, opts,
-		append(f4[:len(f4):len(f4)], 0, 0, 0, 0), f4[:30], f6[:50],
+		pad(4)(f4), f4[:30], f6[:50],
 	}
 }
 
@@ -819,15 +724,12 @@ func FuzzParseUDP(f *testing.F) {
 }
 
 func BenchmarkPut(b *testing.B) {
-	for _, enc := range []struct {
-		name string
-		e    func() Encap
-	}{{"ipv4", testEncap4}, {"ipv6", testEncap6}} {
-		e := enc.e()
+	for _, fam := range encapFamilies {
+		e := fam.enc()
 		mustValidate(b, &e)
 		payload := randBytes(rand.New(rand.NewPCG(9, 9)), 1500)
 		frame := make([]byte, e.HeaderLen())
-		b.Run(enc.name+"/sum1500", func(b *testing.B) {
+		b.Run(fam.name+"/sum1500", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(payload)))
 			for b.Loop() {
@@ -838,7 +740,7 @@ func BenchmarkPut(b *testing.B) {
 				}
 			}
 		})
-		b.Run(enc.name+"/headers-only", func(b *testing.B) {
+		b.Run(fam.name+"/headers-only", func(b *testing.B) {
 			b.ReportAllocs()
 			var c Checksum
 			c.Add(payload)
@@ -852,14 +754,11 @@ func BenchmarkPut(b *testing.B) {
 }
 
 func BenchmarkParseUDP(b *testing.B) {
-	for _, enc := range []struct {
-		name string
-		e    func() Encap
-	}{{"ipv4", testEncap4}, {"ipv6", testEncap6}} {
-		e := enc.e()
+	for _, fam := range encapFamilies {
+		e := fam.enc()
 		mustValidate(b, &e)
 		frame := buildFrame(b, &e, 0, make([]byte, 1500))
-		b.Run(enc.name, func(b *testing.B) {
+		b.Run(fam.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var d Datagram
 			for b.Loop() {
