@@ -120,7 +120,8 @@ type LinkStats struct {
 	RxPackets, RxBytes uint64 // datagrams returned by Receive and their bytes
 	TxPackets, TxBytes uint64 // datagrams accepted by Send and their bytes
 	RxDropped          uint64 // datagrams the link dropped before Receive (malformed, no buffer, kernel drops)
-	TxDropped          uint64 // datagrams accepted by Send that the link or kernel failed to transmit
+	TxDropped          uint64 // datagrams accepted by Send that the link or kernel discarded
+	TxErrors           uint64 // hard transmit errors (interface down); the datagrams stay queued
 	TxZeroCopy         uint64 // segments transmitted by reference instead of copied
 	Kicks              uint64 // system calls made to make the kernel transmit or refill
 }

@@ -16,8 +16,8 @@ import (
 )
 
 const (
-	rxBatch = 64 // descriptors taken from the RX ring per refill
-	txBatch = 64 // descriptors put on the TX ring per submit
+	rxBatch   = 64 // descriptors taken from the RX ring per refill
+	compBatch = 64 // addresses taken from the completion ring per read
 )
 
 // Link is one AF_XDP socket (one interface queue) as a transport.Link: it frames datagrams in
@@ -40,13 +40,13 @@ type Link struct {
 
 	// engine-owned state
 	rx        [rxBatch]Desc
-	rxHead    int // next unprocessed descriptor in rx
-	rxTail    int // end of the descriptors taken from the ring
-	tx        [txBatch]Desc
+	rxHead    int    // next unprocessed descriptor in rx
+	rxTail    int    // end of the descriptors taken from the ring
+	tx        []Desc // staged TX descriptors: a whole Send, up to the TX ring size
 	ntx       int
 	recycle   [rxBatch]uint64
 	nrecycle  int
-	comp      [txBatch]uint64
+	comp      [compBatch]uint64
 	done      []uint64 // cookies of FlagZeroCopy packets to report, a FIFO of fixed capacity
 	doneHead  int
 	doneLen   int
@@ -66,7 +66,7 @@ type Link struct {
 }
 
 type linkCounters struct {
-	rxPackets, rxBytes, txPackets, txBytes, rxDropped, txDropped, kicks atomic.Uint64
+	rxPackets, rxBytes, txPackets, txBytes, rxDropped, txErrors, kicks atomic.Uint64
 }
 
 func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, error) {
@@ -79,6 +79,7 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		fsize:      uint64(d.umem.FrameSize()),
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
+		tx:         make([]Desc, s.cfg.TxSize),
 		done:       make([]uint64, s.cfg.TxSize),
 		encaps:     make(map[netip.AddrPort]*Encap),
 		eventfd:    efd,
@@ -310,6 +311,11 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 		txBytes += uint64(plen)
 	}
 	l.flushTx()
+	// One kick per Send, also when nothing new fit: what is on the ring must move for
+	// room to come back.
+	if l.sock.TxPending() > 0 {
+		l.kickTx()
+	}
 	if sent > 0 {
 		l.stats.txPackets.Add(uint64(sent))
 		l.stats.txBytes.Add(txBytes)
@@ -356,7 +362,8 @@ func (l *Link) frame(p *transport.Packet, e *Encap, plen, nframes int) error {
 	return nil
 }
 
-// flushTx puts the queued descriptors on the TX ring and kicks the kernel if it asks.
+// flushTx puts the staged descriptors on the TX ring. Kicking is left to the caller, so a
+// Send makes one system call however many datagrams it carries.
 func (l *Link) flushTx() {
 	if l.ntx == 0 {
 		return
@@ -367,11 +374,11 @@ func (l *Link) flushTx() {
 		panic("xdp: tx ring refused reserved descriptors")
 	}
 	l.ntx = 0
-	l.kickTx()
 }
 
 // kickTx makes the kernel transmit. In copy mode one system call transmits at most the
-// kernel's per-call budget, so it kicks until the ring is drained (bounded).
+// kernel's per-call budget, so it kicks until the ring is drained (bounded). A hard error
+// (the interface went down) is counted; the descriptors stay on the ring for a later kick.
 func (l *Link) kickTx() {
 	if !l.sock.TxNeedsWakeup() {
 		return
@@ -380,7 +387,7 @@ func (l *Link) kickTx() {
 	for tries := 0; tries < 64; tries++ {
 		kicks++
 		if err := l.sock.Kick(); err != nil {
-			l.stats.txDropped.Add(uint64(l.sock.TxPending()))
+			l.stats.txErrors.Add(1)
 			break
 		}
 		if l.sock.Mode().ZeroCopy || l.sock.TxPending() == 0 {
@@ -443,11 +450,12 @@ func (l *Link) Wait(timeout time.Duration) error {
 		return transport.ErrClosed
 	}
 	defer l.exit()
+	// Whatever is still on the TX ring must move even if the engine sleeps.
+	if l.sock.TxPending() > 0 {
+		l.kickTx()
+	}
 	if l.rxHead != l.rxTail || l.sock.rx.available(1) > 0 {
 		return nil
-	}
-	if !l.sock.Mode().ZeroCopy && l.sock.TxPending() > 0 {
-		l.kickTx()
 	}
 	if timeout < 0 {
 		timeout = 0
@@ -496,7 +504,7 @@ func (l *Link) Stats() transport.LinkStats {
 		TxPackets: l.stats.txPackets.Load(),
 		TxBytes:   l.stats.txBytes.Load(),
 		RxDropped: l.stats.rxDropped.Load(),
-		TxDropped: l.stats.txDropped.Load(),
+		TxErrors:  l.stats.txErrors.Load(),
 		Kicks:     l.stats.kicks.Load(),
 	}
 	if l.enter() {
