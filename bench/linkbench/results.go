@@ -1,0 +1,380 @@
+package linkbench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Benchmark names, operations, metrics and units used in Records.
+const (
+	BenchOneWay   = "oneway"
+	BenchPingPong = "pingpong"
+
+	OpSend = "send"
+	OpRTT  = "rtt"
+
+	MetricPPS         = "pps"           // received datagrams per second (the headline)
+	MetricGbps        = "gbps"          // received IP packet bytes, in Gbit/s
+	MetricTxPPS       = "tx_pps"        // datagrams the sender handed over per second
+	MetricLoss        = "loss"          // percent of sent datagrams never received
+	MetricKicksPerPkt = "kicks_per_pkt" // TX system calls per datagram sent
+	MetricAllocs      = "allocs"        // heap objects the whole process allocated in the window
+	MetricRTTP50      = "rtt_p50"
+	MetricRTTP90      = "rtt_p90"
+	MetricRTTP99      = "rtt_p99"
+	MetricRTTMean     = "rtt_mean"
+	MetricRTTLost     = "rtt_lost"    // round trips with no echo within the per-trip timeout
+	MetricUnsupported = "unsupported" // the system cannot carry this size; Note says why
+
+	UnitPPS     = "pkt/s"
+	UnitGbps    = "Gbit/s"
+	UnitPercent = "%"
+	UnitRatio   = "1"
+	UnitObjects = "objects"
+	UnitMicros  = "us"
+	UnitCount   = "count"
+)
+
+// Results is what a run measured: the header describing the machine and the modes, and one
+// Record per figure. It is the JSON document WriteJSON writes.
+type Results struct {
+	Header  Header   `json:"header"`
+	Records []Record `json:"records"`
+}
+
+// Header describes where and how the figures were measured.
+type Header struct {
+	Kernel string `json:"kernel"` // uname -r
+	CPU    string `json:"cpu"`    // "model name" from /proc/cpuinfo
+	CPUs   int    `json:"cpus"`   // logical CPUs the Go runtime sees
+	Go     string `json:"go"`     // runtime.Version()
+	MTU    int    `json:"mtu"`    // of the veth pair, bytes
+	Date   string `json:"date"`   // start of the run, RFC 3339
+	// Modes maps each measured system to what it ran with (for xdpndk, xdp.Device's Mode).
+	Modes map[string]string `json:"modes"`
+	// Config is the options the run used.
+	Config Config `json:"config"`
+	// Notes are definitions and anything unusual that happened.
+	Notes []string `json:"notes"`
+}
+
+// Config is the part of Options that shapes the figures, as recorded in the header.
+type Config struct {
+	DurationMS     int64    `json:"duration_ms"`
+	WarmupMS       int64    `json:"warmup_ms"`
+	Runs           int      `json:"runs"`
+	PingPongN      int      `json:"pingpong_n"`
+	PingPongWarmup int      `json:"pingpong_warmup"`
+	Sizes          []int    `json:"sizes"`
+	Systems        []string `json:"systems"`
+	Batch          int      `json:"batch"`
+}
+
+// Record is one figure: the median over the runs of one metric of one system at one size.
+type Record struct {
+	Benchmark string    `json:"benchmark"` // BenchOneWay or BenchPingPong
+	System    string    `json:"system"`    // one of AllSystems
+	Op        string    `json:"op"`        // OpSend or OpRTT
+	Size      int       `json:"size"`      // IP packet length in bytes
+	Metric    string    `json:"metric"`    // Metric* constants
+	Value     float64   `json:"value"`     // median of Runs
+	Unit      string    `json:"unit"`      // Unit* constants
+	Runs      []float64 `json:"runs"`      // every run's value, in run order
+	Note      string    `json:"note,omitempty"`
+}
+
+// key identifies the figure a Record is about, without its values.
+type key struct {
+	bench, system, op string
+	size              int
+	metric            string
+}
+
+// collector gathers the per-run values of each figure, keeping first-seen order.
+type collector struct {
+	order []key
+	recs  map[key]*Record
+}
+
+func newCollector() *collector { return &collector{recs: map[key]*Record{}} }
+
+// add appends one run's value of a figure. Non-finite values are not recorded.
+func (c *collector) add(bench, system, op string, size int, metric, unit string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	r := c.get(key{bench, system, op, size, metric})
+	r.Unit = unit
+	r.Runs = append(r.Runs, v)
+}
+
+// unsupported records that system cannot carry size, with the reason.
+func (c *collector) unsupported(bench, system, op string, size int, why string) {
+	r := c.get(key{bench, system, op, size, MetricUnsupported})
+	r.Note = why
+}
+
+func (c *collector) get(k key) *Record {
+	r, ok := c.recs[k]
+	if !ok {
+		r = &Record{Benchmark: k.bench, System: k.system, Op: k.op, Size: k.size, Metric: k.metric, Runs: []float64{}}
+		c.recs[k] = r
+		c.order = append(c.order, k)
+	}
+	return r
+}
+
+// records returns the figures with their medians, in first-seen order.
+func (c *collector) records() []Record {
+	out := make([]Record, 0, len(c.order))
+	for _, k := range c.order {
+		r := *c.recs[k]
+		r.Runs = slices.Clone(r.Runs)
+		r.Value = Median(r.Runs)
+		out = append(out, r)
+	}
+	return out
+}
+
+// Median returns the median of v (the mean of the two middle values for an even count), or
+// 0 for an empty v. It does not modify v.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// Percentile returns the p-th percentile (0 <= p <= 100) of sorted, by the nearest-rank
+// method: the smallest value such that at least p percent of the values are <= it. It
+// returns 0 for an empty slice.
+func Percentile(sorted []int64, p float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	rank = max(1, min(rank, len(sorted)))
+	return sorted[rank-1]
+}
+
+// RTTStats summarises round-trip times.
+type RTTStats struct {
+	N                  int
+	P50, P90, P99, Max float64 // microseconds
+	Mean               float64 // microseconds
+}
+
+// SummarizeRTT returns the statistics of rtts (nanoseconds); it sorts rtts in place.
+func SummarizeRTT(rtts []int64) RTTStats {
+	if len(rtts) == 0 {
+		return RTTStats{}
+	}
+	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
+	var sum float64
+	for _, v := range rtts {
+		sum += float64(v)
+	}
+	us := func(ns int64) float64 { return float64(ns) / 1e3 }
+	return RTTStats{
+		N:    len(rtts),
+		P50:  us(Percentile(rtts, 50)),
+		P90:  us(Percentile(rtts, 90)),
+		P99:  us(Percentile(rtts, 99)),
+		Max:  us(rtts[len(rtts)-1]),
+		Mean: sum / float64(len(rtts)) / 1e3,
+	}
+}
+
+// Find returns the record of one figure, or nil.
+func (r *Results) Find(bench, system string, size int, metric string) *Record {
+	for i := range r.Records {
+		rec := &r.Records[i]
+		if rec.Benchmark == bench && rec.System == system && rec.Size == size && rec.Metric == metric {
+			return rec
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes r as indented JSON to path, creating its directory. It writes a
+// temporary file first and renames it, so a reader never sees half a document.
+func (r *Results) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	b = append(b, '\n')
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errors.Join(fmt.Errorf("write results: %w", err), os.Remove(tmp))
+	}
+	return nil
+}
+
+// ReadJSON reads results written by WriteJSON.
+func ReadJSON(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode results %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// WriteTable prints the figures as three tables: one-way, ping-pong, and the ratio of
+// xdpndk to asavie for each figure both have.
+func (r *Results) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	systems := r.systems()
+	sizes := r.sizes(BenchOneWay)
+	val := func(bench, sys string, size int, metric string) (float64, bool) {
+		rec := r.Find(bench, sys, size, metric)
+		if rec == nil || len(rec.Runs) == 0 {
+			return 0, false
+		}
+		return rec.Value, true
+	}
+	cell := func(bench, sys string, size int, metric string, scale float64, prec int) string {
+		v, ok := val(bench, sys, size, metric)
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprintf("%.*f", prec, v*scale)
+	}
+	runs := r.Header.Config.Runs
+
+	if len(sizes) > 0 {
+		fmt.Fprintf(&b, "One-way, B receiving from A (median of %d; size = IP packet length; rates are what B received)\n", runs)
+		fmt.Fprintf(&b, "%-17s %5s %9s %9s %9s %8s %7s\n", "system", "size", "rx Mpps", "rx Gb/s", "tx Mpps", "loss %", "kicks/p")
+		for _, sys := range systems {
+			for _, size := range sizes {
+				if rec := r.Find(BenchOneWay, sys, size, MetricUnsupported); rec != nil {
+					fmt.Fprintf(&b, "%-17s %5d   unsupported: %s\n", sys, size, rec.Note)
+					continue
+				}
+				if _, ok := val(BenchOneWay, sys, size, MetricPPS); !ok {
+					continue
+				}
+				fmt.Fprintf(&b, "%-17s %5d %9s %9s %9s %8s %7s\n", sys, size,
+					cell(BenchOneWay, sys, size, MetricPPS, 1e-6, 3),
+					cell(BenchOneWay, sys, size, MetricGbps, 1, 2),
+					cell(BenchOneWay, sys, size, MetricTxPPS, 1e-6, 3),
+					cell(BenchOneWay, sys, size, MetricLoss, 1, 2),
+					cell(BenchOneWay, sys, size, MetricKicksPerPkt, 1, 3))
+			}
+		}
+		b.WriteString("\n")
+	}
+
+	if r.has(BenchPingPong) {
+		fmt.Fprintf(&b, "Ping-pong, %d-byte datagrams, A<->B round trip in us (median of %d)\n", PingSize, runs)
+		fmt.Fprintf(&b, "%-17s %8s %8s %8s %8s %6s\n", "system", "p50", "p90", "p99", "mean", "lost")
+		for _, sys := range systems {
+			if _, ok := val(BenchPingPong, sys, PingSize, MetricRTTP50); !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "%-17s %8s %8s %8s %8s %6s\n", sys,
+				cell(BenchPingPong, sys, PingSize, MetricRTTP50, 1, 2),
+				cell(BenchPingPong, sys, PingSize, MetricRTTP90, 1, 2),
+				cell(BenchPingPong, sys, PingSize, MetricRTTP99, 1, 2),
+				cell(BenchPingPong, sys, PingSize, MetricRTTMean, 1, 2),
+				cell(BenchPingPong, sys, PingSize, MetricRTTLost, 1, 0))
+		}
+		b.WriteString("\n")
+	}
+
+	type ratio struct {
+		bench  string
+		size   int
+		metric string
+		label  string
+	}
+	var ratios []ratio
+	for _, size := range sizes {
+		ratios = append(ratios,
+			ratio{BenchOneWay, size, MetricPPS, fmt.Sprintf("one-way %d B rx pkt/s (higher is better)", size)},
+			ratio{BenchOneWay, size, MetricGbps, fmt.Sprintf("one-way %d B rx Gbit/s (higher is better)", size)})
+	}
+	for _, m := range []string{MetricRTTP50, MetricRTTP90, MetricRTTP99, MetricRTTMean} {
+		ratios = append(ratios, ratio{BenchPingPong, PingSize, m, fmt.Sprintf("ping-pong %s (lower is better)", strings.TrimPrefix(m, "rtt_"))})
+	}
+	header := false
+	for _, q := range ratios {
+		x, okx := val(q.bench, SystemXDPNDK, q.size, q.metric)
+		y, oky := val(q.bench, SystemAsavie, q.size, q.metric)
+		var line string
+		switch {
+		case okx && oky && y != 0:
+			line = fmt.Sprintf("  %-45s %6.2f\n", q.label, x/y)
+		case okx && r.Find(q.bench, SystemAsavie, q.size, MetricUnsupported) != nil:
+			line = fmt.Sprintf("  %-45s %s\n", q.label, "  n/a (asavie: unsupported)")
+		default:
+			continue
+		}
+		if !header {
+			b.WriteString("Ratio xdpndk / asavie (medians)\n")
+			header = true
+		}
+		b.WriteString(line)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// systems returns the systems that have records, in AllSystems order.
+func (r *Results) systems() []string {
+	var out []string
+	for _, s := range AllSystems {
+		for _, rec := range r.Records {
+			if rec.System == s {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// sizes returns the sizes that have records of bench, ascending.
+func (r *Results) sizes(bench string) []int {
+	var out []int
+	for _, rec := range r.Records {
+		if rec.Benchmark == bench && !slices.Contains(out, rec.Size) {
+			out = append(out, rec.Size)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (r *Results) has(bench string) bool {
+	for _, rec := range r.Records {
+		if rec.Benchmark == bench {
+			return true
+		}
+	}
+	return false
+}

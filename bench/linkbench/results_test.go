@@ -1,0 +1,220 @@
+package linkbench
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{5}, 5},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{1e6, -1, 7, 7, 7}, 7},
+	} {
+		in := append([]float64(nil), tc.in...)
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		if !reflect.DeepEqual(in, tc.in) {
+			t.Errorf("Median modified its input: %v became %v", in, tc.in)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	v := make([]int64, 100)
+	for i := range v {
+		v[i] = int64(i + 1) // 1..100
+	}
+	for _, tc := range []struct {
+		p    float64
+		want int64
+	}{{0, 1}, {1, 1}, {50, 50}, {90, 90}, {99, 99}, {99.5, 100}, {100, 100}} {
+		if got := Percentile(v, tc.p); got != tc.want {
+			t.Errorf("Percentile(1..100, %v) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+	if got := Percentile(nil, 50); got != 0 {
+		t.Errorf("Percentile(nil) = %d, want 0", got)
+	}
+	if got := Percentile([]int64{7}, 99); got != 7 {
+		t.Errorf("Percentile([7], 99) = %d, want 7", got)
+	}
+}
+
+func TestSummarizeRTT(t *testing.T) {
+	rtts := []int64{9000, 1000, 3000, 2000, 5000, 4000, 8000, 7000, 6000, 10000} // ns
+	s := SummarizeRTT(rtts)
+	want := RTTStats{N: 10, P50: 5, P90: 9, P99: 10, Max: 10, Mean: 5.5}
+	if s != want {
+		t.Errorf("SummarizeRTT = %+v, want %+v", s, want)
+	}
+	if (SummarizeRTT(nil) != RTTStats{}) {
+		t.Error("SummarizeRTT(nil) is not zero")
+	}
+}
+
+func TestCollector(t *testing.T) {
+	c := newCollector()
+	for _, v := range []float64{3, 1, 2} {
+		c.add(BenchOneWay, SystemXDPNDK, OpSend, 64, MetricPPS, UnitPPS, v)
+	}
+	c.add(BenchOneWay, SystemXDPNDK, OpSend, 64, MetricLoss, UnitPercent, math.NaN()) // not recorded at all
+	c.unsupported(BenchOneWay, SystemAsavie, OpSend, 9000, "no multi-buffer")
+	c.add(BenchPingPong, SystemKernelUDP, OpRTT, PingSize, MetricRTTP50, UnitMicros, 20)
+	c.add(BenchPingPong, SystemKernelUDP, OpRTT, PingSize, MetricRTTP50, UnitMicros, 30)
+
+	got := c.records()
+	want := []Record{
+		{Benchmark: BenchOneWay, System: SystemXDPNDK, Op: OpSend, Size: 64, Metric: MetricPPS, Value: 2, Unit: UnitPPS, Runs: []float64{3, 1, 2}},
+		{Benchmark: BenchOneWay, System: SystemAsavie, Op: OpSend, Size: 9000, Metric: MetricUnsupported, Runs: []float64{}, Note: "no multi-buffer"},
+		{Benchmark: BenchPingPong, System: SystemKernelUDP, Op: OpRTT, Size: PingSize, Metric: MetricRTTP50, Value: 25, Unit: UnitMicros, Runs: []float64{20, 30}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("records:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// sampleResults is a small but complete document.
+func sampleResults() *Results {
+	c := newCollector()
+	for _, sys := range []string{SystemXDPNDK, SystemAsavie, SystemKernelUDP} {
+		for run, f := range []float64{1, 1.2, 0.9} {
+			base := map[string]float64{SystemXDPNDK: 1e6, SystemAsavie: 5e5, SystemKernelUDP: 1e5}[sys] * f
+			c.add(BenchOneWay, sys, OpSend, 64, MetricPPS, UnitPPS, base)
+			c.add(BenchOneWay, sys, OpSend, 64, MetricGbps, UnitGbps, base*64*8/1e9)
+			c.add(BenchOneWay, sys, OpSend, 64, MetricTxPPS, UnitPPS, base)
+			c.add(BenchOneWay, sys, OpSend, 64, MetricLoss, UnitPercent, float64(run))
+			c.add(BenchPingPong, sys, OpRTT, PingSize, MetricRTTP50, UnitMicros, 10*f)
+			c.add(BenchPingPong, sys, OpRTT, PingSize, MetricRTTP99, UnitMicros, 20*f)
+		}
+	}
+	c.unsupported(BenchOneWay, SystemAsavie, OpSend, 9000, "no multi-buffer")
+	h := machineHeader()
+	h.MTU = BedMTU
+	h.Modes[SystemXDPNDK] = "xdp=native af_xdp=copy+sg+need_wakeup pages=thp"
+	h.Config = Config{Runs: 3, Sizes: []int{64, 9000}, Systems: []string{SystemXDPNDK, SystemAsavie, SystemKernelUDP}}
+	h.Notes = append(h.Notes, "a note")
+	return &Results{Header: h, Records: c.records()}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	r := sampleResults()
+	path := filepath.Join(t.TempDir(), "out", "results.json")
+	if err := r.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r, back) {
+		t.Errorf("round trip changed the results:\n got %+v\nwant %+v", back, r)
+	}
+	rec := back.Find(BenchOneWay, SystemXDPNDK, 64, MetricPPS)
+	if rec == nil || rec.Value != 1e6 || len(rec.Runs) != 3 || rec.Unit != UnitPPS {
+		t.Errorf("Find(xdpndk pps) = %+v", rec)
+	}
+	if back.Header.Kernel == "" || back.Header.Go == "" || back.Header.CPUs < 1 || back.Header.Date == "" {
+		t.Errorf("header incomplete: %+v", back.Header)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var b strings.Builder
+	if err := sampleResults().WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	flat := strings.Join(strings.Fields(out), " ") // compare without column padding
+	for _, want := range []string{
+		"One-way", "Ping-pong", "xdpndk / asavie",
+		"xdpndk 64 1.000 0.51 1.000 1.00 -",
+		"asavie 9000 unsupported: no multi-buffer",
+		"kernel-udp 10.00 - 20.00 - -",
+		"one-way 64 B rx pkt/s (higher is better) 2.00",
+		"ping-pong p50 (lower is better) 1.00",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	o, err := DefaultOptions().normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.MaxPackets == 0 || o.Logger == nil || !reflect.DeepEqual(o.Systems, AllSystems) {
+		t.Errorf("defaults not filled: %+v", o)
+	}
+	q := QuickOptions()
+	q.Systems = []string{SystemKernelUDP, SystemXDPNDK}
+	if q, err = q.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(q.Systems, []string{SystemXDPNDK, SystemKernelUDP}) {
+		t.Errorf("systems not put in canonical order: %v", q.Systems)
+	}
+	for name, mod := range map[string]func(*Options){
+		"size too small":   func(o *Options) { o.Sizes = []int{20} },
+		"size above mtu":   func(o *Options) { o.Sizes = []int{9001} },
+		"unknown system":   func(o *Options) { o.Systems = []string{"dpdk"} },
+		"duplicate system": func(o *Options) { o.Systems = []string{"asavie", "asavie"} },
+		"no system":        func(o *Options) { o.Systems = nil },
+		"zero runs":        func(o *Options) { o.Runs = 0 },
+		"zero duration":    func(o *Options) { o.Duration = 0 },
+		"huge batch":       func(o *Options) { o.Batch = 5000 },
+	} {
+		o := DefaultOptions()
+		mod(&o)
+		if _, err := o.normalize(); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s: err = %v, want ErrInvalidOptions", name, err)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	s, err := ParseSizes(" 64, 1500,,9000 ")
+	if err != nil || !reflect.DeepEqual(s, []int{64, 1500, 9000}) {
+		t.Errorf("ParseSizes = %v, %v", s, err)
+	}
+	if _, err := ParseSizes("64,big"); err == nil {
+		t.Error("ParseSizes accepted a non-number")
+	}
+	if s, err := ParseSizes(""); err != nil || len(s) != 0 {
+		t.Errorf("ParseSizes(\"\") = %v, %v", s, err)
+	}
+	if got := ParseSystems("all"); !reflect.DeepEqual(got, AllSystems) {
+		t.Errorf("ParseSystems(all) = %v", got)
+	}
+	if got := ParseSystems("asavie, kernel-udp"); !reflect.DeepEqual(got, []string{"asavie", "kernel-udp"}) {
+		t.Errorf("ParseSystems = %v", got)
+	}
+}
+
+func TestFillPattern(t *testing.T) {
+	a, b := make([]byte, 100), make([]byte, 100)
+	fillPattern(a, 7)
+	fillPattern(b, 8)
+	if seqOf(a) != 7 || seqOf(b) != 8 || string(a[8:]) == string(b[8:]) {
+		t.Errorf("patterns of 7 and 8 not distinct or seq not readable")
+	}
+	putSeq(a, 9)
+	if seqOf(a) != 9 {
+		t.Errorf("putSeq/seqOf disagree")
+	}
+	if seqOf(a[:7]) != 0 {
+		t.Errorf("seqOf of a short payload is not 0")
+	}
+}

@@ -1,0 +1,89 @@
+//go:build linux
+
+package linkbench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xdpndk/xdpndk/internal/privileged"
+	"github.com/xdpndk/xdpndk/internal/testbed"
+)
+
+// TestSmokeQuick runs the whole harness in quick mode for the three systems at 64 bytes
+// and checks that every figure is there, positive and survives the JSON round trip. It
+// asserts sanity only, never speed.
+func TestSmokeQuick(t *testing.T) {
+	privileged.Require(t)
+	o := QuickOptions()
+	o.Sizes = []int{64}
+	o.Systems = []string{SystemXDPNDK, SystemAsavie, SystemKernelUDP}
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	for _, sys := range o.Systems {
+		if res.Header.Modes[sys] == "" {
+			t.Errorf("%s: no mode in the header", sys)
+		}
+		for _, m := range []struct {
+			bench, metric string
+			size          int
+		}{
+			{BenchOneWay, MetricPPS, 64},
+			{BenchOneWay, MetricGbps, 64},
+			{BenchOneWay, MetricTxPPS, 64},
+			{BenchPingPong, MetricRTTP50, PingSize},
+			{BenchPingPong, MetricRTTP90, PingSize},
+			{BenchPingPong, MetricRTTP99, PingSize},
+			{BenchPingPong, MetricRTTMean, PingSize},
+		} {
+			rec := res.Find(m.bench, sys, m.size, m.metric)
+			if rec == nil || len(rec.Runs) != o.Runs || !(rec.Value > 0) {
+				t.Errorf("%s %s %s: record %+v, want %d positive runs", sys, m.bench, m.metric, rec, o.Runs)
+			}
+		}
+		p50 := res.Find(BenchPingPong, sys, PingSize, MetricRTTP50)
+		p99 := res.Find(BenchPingPong, sys, PingSize, MetricRTTP99)
+		if p50 != nil && p99 != nil && p99.Value < p50.Value {
+			t.Errorf("%s: rtt p99 %v below p50 %v", sys, p99.Value, p50.Value)
+		}
+		// Not a speed goal: allocating per packet would show as one object per datagram.
+		pps := res.Find(BenchOneWay, sys, 64, MetricPPS)
+		allocs := res.Find(BenchOneWay, sys, 64, MetricAllocs)
+		if pps != nil && allocs != nil {
+			pkts := pps.Value * o.Duration.Seconds()
+			if allocs.Value > pkts/100 {
+				t.Errorf("%s: %v heap objects allocated while about %.0f datagrams were received", sys, allocs.Value, pkts)
+			}
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "results.json")
+	if err := res.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Records) != len(res.Records) || back.Header.MTU != BedMTU {
+		t.Errorf("JSON round trip: %d records, mtu %d; want %d, %d", len(back.Records), back.Header.MTU, len(res.Records), BedMTU)
+	}
+
+	// Run removed its bed.
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	mine := fmt.Sprintf("%s%d-", testbed.NSPrefix, os.Getpid())
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), mine) {
+			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+}
