@@ -524,24 +524,8 @@ func TestSweep(t *testing.T) {
 	if _, err := runIP("-n", dead, "link", "add", "xnsweep0", "type", "veth", "peer", "name", "xnsweep1"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sleeper := (&Host{NS: dead}).Command(ctx, "sleep", "30")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- sleeper.Wait() }()
 	// Any concurrent New (other tests, other packages' test processes) sweeps too and may
-	// remove the stale namespace first; either way the end state below must hold.
-	waitFor(t, func() bool {
-		if exists, _ := nsExists(dead); !exists {
-			return true
-		}
-		pids, _ := nsPids(dead)
-		return len(pids) > 0
-	})
-
+	// remove the stale namespaces first; either way the end state must hold.
 	if err := Sweep(); err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
@@ -554,10 +538,42 @@ func TestSweep(t *testing.T) {
 			t.Errorf("after Sweep, %s exists = %v, want %v", ns, exists, wantKept)
 		}
 	}
+}
+
+// TestRemoveStaleKillsProcesses checks the removal step of Sweep on its own: processes left
+// inside a namespace die before the namespace goes. The namespace is named for this live
+// process, so no concurrent sweep touches it.
+func TestRemoveStaleKillsProcesses(t *testing.T) {
+	privileged.Require(t)
+	t.Parallel()
+	ns := nsName(selfID, bedCounter.Add(1), "removestale", 'a')
+	if _, err := runIP("netns", "add", ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := removeStale(ns); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sleeper := (&Host{NS: ns}).Command(ctx, "sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- sleeper.Wait() }()
+	waitFor(t, func() bool { pids, _ := nsPids(ns); return len(pids) > 0 })
+	if err := removeStale(ns); err != nil {
+		t.Fatalf("removeStale: %v", err)
+	}
+	if exists, err := nsExists(ns); err != nil || exists {
+		t.Fatalf("namespace still exists (%v) after removeStale", err)
+	}
 	select {
 	case <-waited:
 	case <-time.After(5 * time.Second):
-		t.Fatal("process inside the stale namespace survived Sweep")
+		t.Fatal("process inside the namespace survived removeStale")
 	}
 }
 
