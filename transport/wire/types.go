@@ -28,7 +28,7 @@ const (
 	MaxPrivateData = 196
 	// CMExtLen is the fixed part of a connection-management extension, before the private
 	// data.
-	CMExtLen = 40
+	CMExtLen = 42
 )
 
 // Opcode says what a packet is.
@@ -137,6 +137,7 @@ type CMExt struct {
 	Cookie     uint64 // ConnReply: the cookie every later packet carries
 	MaxPayload uint16 // the largest datagram payload the sender accepts (path MTU - IP/UDP)
 	IRD, ORD   uint8  // inbound / outbound read limits
+	DataPort   uint16 // the UDP source port the sender's QP sends data from (per-QP flow entropy): the receiver accepts that QP's packets only from it
 	Reason     uint16 // ConnReject: why
 	PrivateLen uint16 // bytes of private data that follow, up to MaxPrivateData
 }
