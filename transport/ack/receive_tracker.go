@@ -1,0 +1,204 @@
+package ack
+
+import (
+	"math/bits"
+
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// Limits and default of a ReceiveTracker's window, in PSNs.
+const (
+	// DefaultWindow is the window NewReceiveTracker uses when given a window of zero or less.
+	DefaultWindow = 1024
+	// MinWindow is the smallest window: at least the 64 PSNs one SACK bitmap covers.
+	MinWindow = 64
+	// MaxWindow is the largest window (a 128 KiB bitmap), far below the 2^31 PSNs that
+	// serial-number comparison allows.
+	MaxWindow = 1 << 20
+)
+
+// Verdict is what a ReceiveTracker says about an arriving data packet.
+type Verdict uint8
+
+// Verdicts returned by ReceiveTracker.Receive.
+const (
+	// New: the first arrival of this PSN. Deliver (place) the packet.
+	New Verdict = iota
+	// Duplicate: this PSN arrived before, either behind the cumulative point by at most a
+	// window (a retransmission whose acknowledgement the sender has not seen) or beyond it
+	// and already recorded. Drop the packet but acknowledge again, so the sender learns
+	// what it missed.
+	Duplicate
+	// TooOld: more than a window behind the cumulative point. It is a duplicate of
+	// something acknowledged long ago; a sender that respects the window never sends it,
+	// so it is stale or forged. Drop it; re-acknowledging is not needed.
+	TooOld
+	// TooNew: at or beyond the end of the window (the cumulative point plus the window).
+	// A sender that respects the window never sends it. Drop it, record nothing.
+	TooNew
+)
+
+// String returns the verdict's name.
+func (v Verdict) String() string {
+	switch v {
+	case New:
+		return "New"
+	case Duplicate:
+		return "Duplicate"
+	case TooOld:
+		return "TooOld"
+	case TooNew:
+		return "TooNew"
+	}
+	return "Verdict(?)"
+}
+
+// ReceiveTracker is the responder's record of which PSNs of the peer's stream arrived: a
+// cumulative point (every PSN before it arrived) and a bitmap of the window of PSNs after
+// it. It tells the engine whether an arriving packet is new and produces the AckPSN and
+// SACK fields of wire.AckExt.
+//
+// The window is a ring of bits indexed by PSN modulo the window size: the slot of PSN p
+// holds whether p arrived, for every p in [Cumulative, Cumulative+window). Invariants: the
+// bit of Cumulative itself is clear (else the point would have advanced), and every bit
+// whose PSN is outside the window is clear, so a slot is clean when the window slides
+// onto it.
+//
+// A ReceiveTracker is owned by one engine goroutine and is not safe for concurrent use.
+// No method allocates.
+type ReceiveTracker struct {
+	words   []uint64 // the ring: window bits
+	mask    uint32   // window - 1 (the window is a power of two)
+	window  uint32
+	cum     wire.PSN // next expected PSN: every PSN before it arrived
+	pending int      // number of set bits: PSNs after cum that arrived
+}
+
+// NewReceiveTracker returns a tracker whose stream starts at initial (the peer's initial
+// PSN, the first one expected) and that accepts PSNs up to window ahead of the cumulative
+// point. The sender never has more than its window in flight, so the window must be at
+// least the sender's; it is rounded up to a power of two and clamped to
+// [MinWindow, MaxWindow]; zero or less means DefaultWindow.
+func NewReceiveTracker(initial wire.PSN, window int) *ReceiveTracker {
+	w := normalizeWindow(window)
+	return &ReceiveTracker{
+		words:  make([]uint64, w/64),
+		mask:   w - 1,
+		window: w,
+		cum:    initial,
+	}
+}
+
+func normalizeWindow(window int) uint32 {
+	switch {
+	case window <= 0:
+		window = DefaultWindow
+	case window < MinWindow:
+		window = MinWindow
+	case window > MaxWindow:
+		window = MaxWindow
+	}
+	// Round up to a power of two (window <= MaxWindow, so this fits).
+	return uint32(1) << bits.Len32(uint32(window-1))
+}
+
+// Window returns the tracker's window in PSNs (after rounding and clamping).
+func (t *ReceiveTracker) Window() int { return int(t.window) }
+
+// Check returns the verdict Receive would return for psn, without recording anything. The
+// engine checks a packet first, validates and places it, and calls Receive only if it was
+// accepted, so a packet refused after the check (no receive posted: RNR) is taken again
+// when it is retransmitted.
+func (t *ReceiveTracker) Check(psn wire.PSN) Verdict {
+	if psn.Less(t.cum) {
+		if t.cum.Sub(psn) <= t.window {
+			return Duplicate
+		}
+		return TooOld
+	}
+	if !psn.InWindow(t.cum, t.window) {
+		return TooNew
+	}
+	slot := uint32(psn) & t.mask
+	if t.words[slot>>6]&(uint64(1)<<(slot&63)) != 0 {
+		return Duplicate
+	}
+	return New
+}
+
+// Receive records the arrival of psn and says what to do with the packet (the verdicts
+// are those of Check). A New PSN equal to the cumulative point advances it over every
+// contiguous PSN that arrived. Receive never panics and never allocates, whatever psn is.
+func (t *ReceiveTracker) Receive(psn wire.PSN) Verdict {
+	if psn == t.cum {
+		// Always new (the bit of the cumulative point is clear). Slide over the run of
+		// arrivals after it.
+		t.cum = t.cum.Add(1)
+		if t.pending > 0 {
+			t.advance()
+		}
+		return New
+	}
+	if v := t.Check(psn); v != New {
+		return v
+	}
+	slot := uint32(psn) & t.mask
+	t.words[slot>>6] |= uint64(1) << (slot & 63)
+	t.pending++
+	return New
+}
+
+// advance moves the cumulative point over the run of set bits starting at its slot,
+// clearing them. It works a word at a time.
+func (t *ReceiveTracker) advance() {
+	for t.pending > 0 {
+		slot := uint32(t.cum) & t.mask
+		w, off := slot>>6, slot&63
+		// Length of the run of set bits from off; the zeros shifted in at the top stop it
+		// at the word's end (64-off) at the latest.
+		run := uint32(bits.TrailingZeros64(^(t.words[w] >> off)))
+		if run == 0 {
+			return
+		}
+		if run == 64 {
+			t.words[w] = 0
+		} else {
+			t.words[w] &^= ((uint64(1) << run) - 1) << off
+		}
+		t.pending -= int(run)
+		t.cum = t.cum.Add(run)
+		if off+run < 64 {
+			return // stopped at a clear bit inside this word
+		}
+	}
+}
+
+// Cumulative returns the next expected PSN: every PSN before it arrived. It is the AckPSN
+// of an acknowledgement.
+func (t *ReceiveTracker) Cumulative() wire.PSN { return t.cum }
+
+// SACK returns the selective-acknowledgement bitmap of an acknowledgement: bit i is set
+// when PSN Cumulative()+1+i arrived.
+func (t *ReceiveTracker) SACK() uint64 {
+	if t.pending == 0 {
+		return 0
+	}
+	start := (uint32(t.cum) + 1) & t.mask
+	w, off := start>>6, start&63
+	s := t.words[w] >> off
+	if off != 0 {
+		// The next word of the ring (with a one-word ring, the same word: its bits below
+		// off are the slots of Cumulative+64-off+1..., outside the window or the clear
+		// slot of Cumulative itself, so they read correctly as not arrived).
+		next := (w + 1) & (t.mask >> 6)
+		s |= t.words[next] << (64 - off)
+	}
+	return s
+}
+
+// HasGap reports whether some PSN beyond the cumulative point arrived, i.e. whether
+// Cumulative() is a hole the sender should fill.
+func (t *ReceiveTracker) HasGap() bool { return t.pending > 0 }
+
+// Pending returns the number of PSNs beyond the cumulative point that arrived.
+func (t *ReceiveTracker) Pending() int { return t.pending }

@@ -1,0 +1,144 @@
+package ack
+
+import "time"
+
+// RTOConfig bounds the retransmission timeout. Zero or negative fields take the value of
+// DefaultRTOConfig; NewRTO raises Max to Min if it is smaller and clamps Initial into
+// [Min, Max].
+type RTOConfig struct {
+	// Initial is the RTO before the first RTT sample (RFC 6298 §2.1 says 1 s for the
+	// Internet).
+	Initial time.Duration
+	// Min is the floor of the RTO (RFC 6298 §2.4 says 1 s for the Internet).
+	Min time.Duration
+	// Max is the ceiling of the RTO, also after backoff (RFC 6298 §2.5 allows >= 60 s).
+	Max time.Duration
+}
+
+// DefaultRTOConfig returns the bounds for the veth and LAN paths xdpndk runs on, where an
+// RTT is 10-100 µs:
+//
+//   - Initial 2 ms: about 20 times a LAN RTT including a receiver's ack coalescing, so the
+//     first packets of a connection are not retransmitted spuriously, yet a loss before any
+//     sample costs milliseconds, not RFC 6298's second.
+//   - Min 200 µs: the floor sits above what inflates an RTT without loss on a host (ack
+//     coalescing, scheduler wakeups of an adaptive-polling engine, Go GC pauses and
+//     preemption, copy-mode AF_XDP on veth), so a smooth low-variance SRTT does not shrink
+//     the RTO into spurious retransmissions. SACK and RACK recover most losses well before
+//     it; the RTO is the backstop for tail and ack losses.
+//   - Max 500 ms: backoff stops growing there, so a peer that comes back is noticed within
+//     half a second, and a retry limit of N gives up after at most about N/2 seconds
+//     (with 7 retries from 2 ms: 2+4+...+256 = 510 ms).
+func DefaultRTOConfig() RTOConfig {
+	return RTOConfig{
+		Initial: 2 * time.Millisecond,
+		Min:     200 * time.Microsecond,
+		Max:     500 * time.Millisecond,
+	}
+}
+
+// Constants of RFC 6298 §2, in nanoseconds where they are times.
+const (
+	rtoGranularity = int64(time.Microsecond) // G: the clock granularity the RTO assumes
+	rtoK           = 4
+	// maxRTTSample caps a sample so that 8*SRTT cannot overflow; an RTT beyond it says
+	// the clock is broken, and Max is far below it anyway.
+	maxRTTSample = int64(time.Hour)
+)
+
+// RTO is the retransmission-timeout estimator of RFC 6298: SRTT and RTTVAR smoothed from
+// RTT samples (alpha 1/8, beta 1/4, K 4, granularity 1 µs), clamped to the configured
+// bounds, with exponential backoff (§5.5). All values are nanoseconds. The caller feeds it
+// only Karn-valid samples (from packets never retransmitted, as SentHistory.OnAck
+// produces them).
+//
+// An RTO is owned by one engine goroutine and is not safe for concurrent use. No method
+// allocates.
+type RTO struct {
+	initial, min, max int64
+	srtt, rttvar      int64
+	sampled           bool // at least one sample: srtt and rttvar are meaningful
+	backoffs          int
+}
+
+// NewRTO returns an estimator with no sample yet: its Timeout is cfg.Initial.
+func NewRTO(cfg RTOConfig) *RTO {
+	def := DefaultRTOConfig()
+	if cfg.Initial <= 0 {
+		cfg.Initial = def.Initial
+	}
+	if cfg.Min <= 0 {
+		cfg.Min = def.Min
+	}
+	if cfg.Max <= 0 {
+		cfg.Max = def.Max
+	}
+	if cfg.Max < cfg.Min {
+		cfg.Max = cfg.Min
+	}
+	cfg.Initial = min(max(cfg.Initial, cfg.Min), cfg.Max)
+	return &RTO{initial: int64(cfg.Initial), min: int64(cfg.Min), max: int64(cfg.Max)}
+}
+
+// Sample feeds one RTT measurement in nanoseconds (RFC 6298 §2.2, §2.3). The first sets
+// SRTT = R and RTTVAR = R/2; each later one sets RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|, then
+// SRTT = 7/8 SRTT + 1/8 R. A new RTO is computed from them, replacing any backed-off value,
+// so Sample also resets the backoff. A sample of zero or less is ignored.
+func (r *RTO) Sample(rtt int64) {
+	if rtt <= 0 {
+		return
+	}
+	rtt = min(rtt, maxRTTSample)
+	if !r.sampled {
+		r.sampled = true
+		r.srtt = rtt
+		r.rttvar = rtt / 2
+	} else {
+		d := r.srtt - rtt
+		if d < 0 {
+			d = -d
+		}
+		r.rttvar = (3*r.rttvar + d) / 4
+		r.srtt = (7*r.srtt + rtt) / 8
+	}
+	r.backoffs = 0
+}
+
+// base is the RTO without backoff, clamped to [Min, Max] (RFC 6298 §2.1, §2.3, §2.4).
+func (r *RTO) base() int64 {
+	if !r.sampled {
+		return r.initial
+	}
+	return min(max(r.srtt+max(rtoGranularity, rtoK*r.rttvar), r.min), r.max)
+}
+
+// Timeout returns the current RTO in nanoseconds: the RFC 6298 value clamped to
+// [Min, Max], doubled once per Backoff since the last reset, and never above Max.
+func (r *RTO) Timeout() int64 {
+	t := r.base()
+	for i := 0; i < r.backoffs; i++ {
+		if t >= r.max-t { // 2t >= max, written so that it cannot overflow
+			return r.max
+		}
+		t *= 2
+	}
+	return t
+}
+
+// Backoff doubles the timeout after it expired (RFC 6298 §5.5); the timeout stops growing
+// at Max but Backoffs keeps counting, so the caller can apply its retry limit to it.
+func (r *RTO) Backoff() { r.backoffs++ }
+
+// ResetBackoff cancels the backoff: call it on forward progress (an ack of new data).
+// Sample resets it too.
+func (r *RTO) ResetBackoff() { r.backoffs = 0 }
+
+// SRTT returns the smoothed RTT in nanoseconds, 0 before the first sample.
+func (r *RTO) SRTT() int64 { return r.srtt }
+
+// RTTVar returns the RTT variation in nanoseconds, 0 before the first sample.
+func (r *RTO) RTTVar() int64 { return r.rttvar }
+
+// Backoffs returns how many times Backoff was called since the last reset: the number of
+// consecutive timeouts, for a retry limit.
+func (r *RTO) Backoffs() int { return r.backoffs }

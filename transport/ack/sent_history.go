@@ -1,0 +1,342 @@
+package ack
+
+import (
+	"math/bits"
+
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// Limits of a SentHistory's capacity, in packets.
+const (
+	// DefaultCapacity is the capacity NewSentHistory uses when given zero or less.
+	DefaultCapacity = 1024
+	// MaxCapacity is the largest capacity, far below the 2^31 PSNs that serial-number
+	// comparison allows.
+	MaxCapacity = 1 << 20
+)
+
+// PacketInfo describes one data packet of the local stream, as recorded by SentHistory.
+type PacketInfo struct {
+	// PSN is the packet's place in the stream; a retransmission keeps it.
+	PSN wire.PSN
+	// Bytes is what the packet counts for in flight (the caller's choice: payload or
+	// datagram length).
+	Bytes int
+	// SentAt is the time of the packet's latest transmission, in monotonic nanoseconds.
+	SentAt int64
+	// Retransmits is how many times the packet was sent again (0: only once).
+	Retransmits int
+	// Tag is the engine's own reference to what the packet carries (e.g. work request
+	// index and offset); SentHistory never interprets it.
+	Tag uint64
+}
+
+// Stats counts what SentHistory saw on acknowledgements and loss detection. Every counter
+// only grows.
+type Stats struct {
+	Acks            uint64 // OnAck calls
+	DuplicateAcks   uint64 // valid acks that acknowledged no new packet
+	StaleAcks       uint64 // acks whose AckPSN is behind the cumulative point already known (reordered or repeated acks)
+	InvalidAcks     uint64 // acks ignored entirely: AckPSN beyond NextPSN (PSNs never sent)
+	IgnoredSACKBits uint64 // SACK bits naming PSNs at or beyond NextPSN, ignored one by one
+	Acked           uint64 // packets acknowledged (each exactly once)
+	Lost            uint64 // packets DetectLost reported
+	Retransmitted   uint64 // OnRetransmitted calls that matched an outstanding packet
+}
+
+type sentSlot struct {
+	PacketInfo
+	acked bool // acknowledged (only possible selectively while slots before it are not)
+	lost  bool // reported lost by DetectLost since its latest transmission
+}
+
+// SentHistory is the requester's record of the packets of its stream that are in flight:
+// what it sent, what the peer acknowledged (cumulatively or selectively), and what is lost.
+// It stores packets in a ring indexed by PSN, from the oldest unacknowledged PSN up to
+// NextPSN; a retransmission keeps the packet's PSN and slot.
+//
+// Loss detection follows RACK (RFC 8985) with a packet threshold as in RFC 9002 §6.1.1;
+// RTT samples follow Karn's rule (RFC 6298 §3). Acknowledgements come from the network
+// and are never trusted: whatever they say, no method panics, and nothing outside
+// [oldest unacknowledged, NextPSN) is ever marked.
+//
+// A SentHistory is owned by one engine goroutine and is not safe for concurrent use.
+// No method allocates; the append-style methods reuse the caller's slice and allocate only
+// if it is too small (give it the history's capacity once).
+type SentHistory struct {
+	slots    []sentSlot
+	mask     uint32 // len(slots) - 1: slots is a power of two at least limit
+	limit    uint32 // most packets outstanding (the requested capacity)
+	start    wire.PSN
+	next     wire.PSN
+	inflight int // unacknowledged packets in [start, next)
+	bytes    int // their Bytes
+
+	lostPkts, lostBytes int // reported lost, not yet retransmitted or acknowledged
+
+	// Highest PSN acknowledged, for the packet threshold and the loss scan bound.
+	highestAcked wire.PSN
+	anyAcked     bool
+
+	// RACK state (RFC 8985 §6.2 step 2): the most recently sent packet that was delivered.
+	rackValid bool
+	rackXmit  int64    // its SentAt
+	rackPSN   wire.PSN // its PSN, the tie-break for equal send times
+	rackRTT   int64    // now - SentAt when its ack arrived
+	rackRetx  bool     // it had been retransmitted (loss candidates may lie beyond highestAcked)
+	minRTT    int64    // smallest RTT sample (Karn-valid), 0 before the first
+
+	lossTime    int64 // earliest time a not-yet-lost packet becomes lost by the time rule
+	lossTimeSet bool  // lossTime is meaningful
+
+	stats Stats
+}
+
+// NewSentHistory returns an empty history for a stream whose first PSN is initial (the QP's
+// random initial PSN, NextPSN until the first OnSent), holding at most capacity
+// outstanding packets (zero or less means DefaultCapacity; more than MaxCapacity is
+// clamped). The capacity is the most the sender may have in flight: the peer's
+// ReceiveTracker window must be at least as large.
+func NewSentHistory(initial wire.PSN, capacity int) *SentHistory {
+	switch {
+	case capacity <= 0:
+		capacity = DefaultCapacity
+	case capacity > MaxCapacity:
+		capacity = MaxCapacity
+	}
+	n := uint32(1) << bits.Len32(uint32(capacity-1))
+	return &SentHistory{
+		slots: make([]sentSlot, n),
+		mask:  n - 1,
+		limit: uint32(capacity),
+		start: initial,
+		next:  initial,
+	}
+}
+
+func (h *SentHistory) slot(psn wire.PSN) *sentSlot { return &h.slots[uint32(psn)&h.mask] }
+
+// Cap returns the most packets the history holds outstanding.
+func (h *SentHistory) Cap() int { return int(h.limit) }
+
+// Len returns the number of slots in use: from the oldest unacknowledged packet to
+// NextPSN, including packets after it that were selectively acknowledged.
+func (h *SentHistory) Len() int { return int(h.next.Sub(h.start)) }
+
+// Full reports whether OnSent would refuse a packet for lack of room.
+func (h *SentHistory) Full() bool { return h.next.Sub(h.start) >= h.limit }
+
+// OnSent records the first transmission of p, which must carry NextPSN. It returns false
+// and records nothing when the history is full (Cap packets from the oldest
+// unacknowledged one) or p.PSN is not NextPSN; p.Retransmits is recorded as given
+// (normally 0). SentAt must not decrease from one packet to the next.
+func (h *SentHistory) OnSent(p PacketInfo) bool {
+	if p.PSN != h.next || h.Full() {
+		return false
+	}
+	*h.slot(p.PSN) = sentSlot{PacketInfo: p}
+	h.next = h.next.Add(1)
+	h.inflight++
+	h.bytes += p.Bytes
+	return true
+}
+
+// outstanding returns the slot of psn if psn is in flight: sent and not acknowledged.
+func (h *SentHistory) outstanding(psn wire.PSN) *sentSlot {
+	if !psn.InWindow(h.start, h.next.Sub(h.start)) {
+		return nil
+	}
+	s := h.slot(psn)
+	if s.acked {
+		return nil
+	}
+	return s
+}
+
+// OnRetransmitted records that the packet psn was sent again at now: its SentAt becomes
+// now, Retransmits grows, and DetectLost may report it again (once) if this transmission
+// is lost too. A psn that is not outstanding (acknowledged, or never sent) is ignored.
+func (h *SentHistory) OnRetransmitted(psn wire.PSN, now int64) {
+	s := h.outstanding(psn)
+	if s == nil {
+		return
+	}
+	if s.lost {
+		s.lost = false
+		h.lostPkts--
+		h.lostBytes -= s.Bytes
+	}
+	s.SentAt = now
+	s.Retransmits++
+	h.stats.Retransmitted++
+}
+
+// OnAck applies an acknowledgement from the peer: every PSN before ackPSN arrived, and
+// bit i of sack says PSN ackPSN+1+i arrived. It appends the packets this ack acknowledges
+// for the first time to acked, in PSN order, and returns it, plus an RTT sample: now minus
+// the SentAt of the newest newly acknowledged packet that was never retransmitted (Karn's
+// rule, RFC 6298 §3), at least 1; 0 when there is none. The sample includes the time the
+// peer held the ack (wire.AckExt.Delay); subtracting it is the caller's business.
+//
+// An ack is never trusted: an ackPSN beyond NextPSN makes the whole ack invalid and it changes nothing; an ackPSN behind the known cumulative
+// point (a reordered or repeated ack) acknowledges nothing cumulatively but its SACK bits
+// still count; SACK bits for PSNs at or beyond NextPSN are ignored bit by bit. Stats
+// counts each case.
+func (h *SentHistory) OnAck(ackPSN wire.PSN, sack uint64, now int64, acked []PacketInfo) ([]PacketInfo, int64) {
+	h.stats.Acks++
+	if h.next.Less(ackPSN) {
+		h.stats.InvalidAcks++
+		return acked, 0
+	}
+	before := len(acked)
+	var sample int64
+	var sampled bool
+
+	// Cumulative part: [start, ackPSN).
+	if h.start.Less(ackPSN) {
+		for p := h.start; p != ackPSN; p = p.Add(1) {
+			if s := h.slot(p); !s.acked {
+				acked = h.markAcked(s, now, acked, &sample, &sampled)
+			}
+		}
+	} else if ackPSN.Less(h.start) {
+		h.stats.StaleAcks++
+	}
+
+	// Selective part: bit i is ackPSN+1+i.
+	for sack != 0 {
+		i := uint32(bits.TrailingZeros64(sack))
+		p := ackPSN.Add(1 + i)
+		if !p.Less(h.next) {
+			// This bit and every higher one name PSNs never sent.
+			h.stats.IgnoredSACKBits += uint64(bits.OnesCount64(sack))
+			break
+		}
+		sack &= sack - 1
+		if s := h.outstanding(p); s != nil {
+			acked = h.markAcked(s, now, acked, &sample, &sampled)
+		}
+	}
+
+	if len(acked) == before {
+		h.stats.DuplicateAcks++
+		return acked, 0
+	}
+	// Release the ring from the front over everything acknowledged.
+	for h.start != h.next && h.slot(h.start).acked {
+		h.start = h.start.Add(1)
+	}
+	if sampled && (h.minRTT == 0 || sample < h.minRTT) {
+		h.minRTT = sample
+	}
+	return acked, sample
+}
+
+// markAcked acknowledges one outstanding packet: counters, RACK state (RFC 8985 §6.2
+// step 2), Karn's RTT sample. Packets arrive here in ascending PSN order.
+func (h *SentHistory) markAcked(s *sentSlot, now int64, acked []PacketInfo, sample *int64, sampled *bool) []PacketInfo {
+	s.acked = true
+	h.inflight--
+	h.bytes -= s.Bytes
+	if s.lost {
+		s.lost = false
+		h.lostPkts--
+		h.lostBytes -= s.Bytes
+	}
+	h.stats.Acked++
+	if !h.anyAcked || h.highestAcked.Less(s.PSN) {
+		h.highestAcked, h.anyAcked = s.PSN, true
+	}
+	rtt := now - s.SentAt
+	if rtt < 1 {
+		rtt = 1
+	}
+	if s.Retransmits == 0 {
+		*sample, *sampled = rtt, true
+	}
+	// RACK: a retransmitted packet may be acknowledged for an earlier transmission; an RTT
+	// below the minimum says so, and then it says nothing about what was delivered when.
+	if s.Retransmits == 0 || h.minRTT == 0 || rtt >= h.minRTT {
+		if !h.rackValid || sentAfter(s.SentAt, s.PSN, h.rackXmit, h.rackPSN) {
+			h.rackValid = true
+			h.rackXmit, h.rackPSN = s.SentAt, s.PSN
+			h.rackRTT = rtt
+			h.rackRetx = s.Retransmits > 0
+		}
+	}
+	return append(acked, s.PacketInfo)
+}
+
+// sentAfter reports whether a packet sent at t1 with PSN p1 was sent after one sent at t2
+// with PSN p2 (RFC 8985 RACK_sent_after; the PSN breaks ties of equal times).
+func sentAfter(t1 int64, p1 wire.PSN, t2 int64, p2 wire.PSN) bool {
+	return t1 > t2 || (t1 == t2 && p2.Less(p1))
+}
+
+// Oldest returns the unacknowledged packet with the lowest PSN (the one the RTO timer
+// guards), and false when nothing is in flight.
+func (h *SentHistory) Oldest() (PacketInfo, bool) {
+	if h.inflight == 0 {
+		return PacketInfo{}, false
+	}
+	// start is unacknowledged whenever something is in flight: OnAck releases the front.
+	return h.slot(h.start).PacketInfo, true
+}
+
+// InFlight returns the number of packets sent and not yet acknowledged, and the sum of
+// their Bytes. Packets reported lost and not yet retransmitted are included (Lost says how
+// many); a congestion controller that wants the bytes actually in the network subtracts
+// them.
+func (h *SentHistory) InFlight() (packets, bytes int) { return h.inflight, h.bytes }
+
+// Lost returns the number of packets DetectLost reported that have been neither
+// retransmitted nor acknowledged since, and the sum of their Bytes.
+func (h *SentHistory) Lost() (packets, bytes int) { return h.lostPkts, h.lostBytes }
+
+// NextPSN returns the PSN the next OnSent must carry (the initial PSN before the first).
+func (h *SentHistory) NextPSN() wire.PSN { return h.next }
+
+// MinRTT returns the smallest RTT sample OnAck has produced, in nanoseconds, 0 before the
+// first. RFC 8985 §6.2 step 4 derives the reordering window from it (MinRTT/4).
+func (h *SentHistory) MinRTT() int64 { return h.minRTT }
+
+// Stats returns the counters.
+func (h *SentHistory) Stats() Stats { return h.stats }
+
+// Lookup returns the outstanding (sent, not yet acknowledged) packet psn, and false when
+// psn is not outstanding.
+func (h *SentHistory) Lookup(psn wire.PSN) (PacketInfo, bool) {
+	if s := h.outstanding(psn); s != nil {
+		return s.PacketInfo, true
+	}
+	return PacketInfo{}, false
+}
+
+// Reset forgets every outstanding packet, as when the QP enters the error state and its
+// work completes with an error: nothing is in flight or lost afterwards and acks for the
+// forgotten PSNs change nothing. NextPSN, MinRTT and Stats are kept; the stream continues
+// from NextPSN.
+func (h *SentHistory) Reset() {
+	for p := h.start; p != h.next; p = p.Add(1) {
+		*h.slot(p) = sentSlot{}
+	}
+	h.start = h.next
+	h.inflight, h.bytes = 0, 0
+	h.lostPkts, h.lostBytes = 0, 0
+	h.anyAcked, h.highestAcked = false, 0
+	h.rackValid, h.rackRetx = false, false
+	h.rackXmit, h.rackPSN, h.rackRTT = 0, 0, 0
+	h.lossTime, h.lossTimeSet = 0, false
+}
+
+// Unacked appends every unacknowledged packet to dst in PSN order and returns it. It
+// exists for the go-back-N mode that the benchmarks compare against; selective
+// retransmission uses DetectLost.
+func (h *SentHistory) Unacked(dst []PacketInfo) []PacketInfo {
+	for p := h.start; p != h.next; p = p.Add(1) {
+		if s := h.slot(p); !s.acked {
+			dst = append(dst, s.PacketInfo)
+		}
+	}
+	return dst
+}
