@@ -316,6 +316,7 @@ func TestSimExtraDelayShrinksWindow(t *testing.T) {
 	cfg.duration = 5_000_000
 	// Delay can never fall below 10+70 µs, above the largest target (BaseTarget+FSRange).
 	cfg.extraDelay = 70_000
+	cfg.swift.MinCwnd = 0.01 // this test follows the window below one packet, into pacing
 	last := []float64{math.Inf(1), math.Inf(1)}
 	cfg.onAck = func(_ int64, flow int, ctls []*Swift) {
 		s := ctls[flow]

@@ -79,7 +79,8 @@ type SwiftConfig struct {
 //
 //	MSS 1400 B            payload of a 1500-byte MTU packet after IP/UDP/transport headers
 //	InitialCwnd 16 pkt     about 22 KB: line rate of 10 Gbit/s at an 18 µs round trip
-//	MinCwnd 0.01 pkt       pace down to one packet per 100 round trips under heavy incast
+//	MinCwnd 1 pkt          no pacing below one packet by default: host wake-up latency on
+//	                       software endpoints would otherwise starve flows (0.01 suits incast)
 //	MaxCwnd 2048 pkt       about 2.9 MB: 100 Gbit/s at 230 µs, far beyond a datacenter BDP
 //	AI 1 pkt/RTT           Reno-like probing; round trips are µs, so ramp-up is still fast
 //	Beta 0.8, MaxMDF 0.5   a decrease proportional to the excess delay, never below half
@@ -93,9 +94,12 @@ type SwiftConfig struct {
 //	InitialRTT 25 µs       the base target until the first sample arrives
 func DefaultSwiftConfig() SwiftConfig {
 	return SwiftConfig{
-		MSS:                1400,
-		InitialCwnd:        16,
-		MinCwnd:            0.01,
+		MSS:         1400,
+		InitialCwnd: 16,
+		// One packet: below that Swift paces, and on software endpoints (veth, VMs) whose
+		// wake-up latency dominates the delay signal the pacing gaps starve flows (a
+		// measured 50 ms per packet). Incast-heavy fabrics can lower it.
+		MinCwnd:            1,
 		MaxCwnd:            2048,
 		AI:                 1,
 		Beta:               0.8,

@@ -148,7 +148,7 @@ func TestAdditiveIncreaseBelowTarget(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// Below one packet the increase is AI per acked packet.
-	s = newTestSwift(t, func(c *SwiftConfig) { c.InitialCwnd = 0.25 })
+	s = newTestSwift(t, func(c *SwiftConfig) { c.MinCwnd = 0.01; c.InitialCwnd = 0.25 })
 	s.OnAck(0, mss, low)
 	if !near(s.cwnd, 1.25, 1e-9) {
 		t.Errorf("cwnd from 0.25 after one ack = %v, want 1.25", s.cwnd)
@@ -341,7 +341,7 @@ func TestPacingBelowOnePacket(t *testing.T) {
 		t.Errorf("PacingInterval %d at 16 packets, want 0", s.Stats().PacingInterval)
 	}
 
-	s = newTestSwift(t, func(c *SwiftConfig) { c.InitialCwnd = 0.25; c.InitialRTT = 20_000 })
+	s = newTestSwift(t, func(c *SwiftConfig) { c.MinCwnd = 0.01; c.InitialCwnd = 0.25; c.InitialRTT = 20_000 })
 	if got := s.NextSendTime(5, mss); got != 5 {
 		t.Errorf("before the first send: NextSendTime = %d, want now", got)
 	}
@@ -364,7 +364,7 @@ func TestPacingBelowOnePacket(t *testing.T) {
 	}
 
 	// With samples the gap follows the smoothed delay: 0.25 packets per 40 µs.
-	s = newTestSwift(t, func(c *SwiftConfig) { c.InitialCwnd = 0.25; c.FSRange = 0; c.BaseTarget = 30_000 })
+	s = newTestSwift(t, func(c *SwiftConfig) { c.MinCwnd = 0.01; c.InitialCwnd = 0.25; c.FSRange = 0; c.BaseTarget = 30_000 })
 	s.OnAck(0, 1, 40_000) // above target: one decrease to 0.25*(1-0.8*10/40) = 0.2
 	s.OnSent(0, mss)
 	if !near(s.cwnd, 0.2, 1e-12) {

@@ -1,0 +1,552 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdpndk/xdpndk/transport/ack"
+	"github.com/xdpndk/xdpndk/transport/congestion"
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// Config configures an Engine. DefaultConfig fills every field but Link.
+type Config struct {
+	// Link is what the engine sends and receives on. Required. The engine owns it while it
+	// runs but does not close it.
+	Link Link
+	// Now is the monotonic clock in nanoseconds. Default: time since the engine's creation.
+	// Tests pass a manual clock shared with transport/simlink.
+	Now func() int64
+	// Resolver checks and resolves the peer's remote accesses. Default: refuses everything.
+	Resolver MemoryResolver
+
+	// RTO configures the retransmission timer (RFC 6298 estimator).
+	RTO ack.RTOConfig
+	// RetryLimit is how many times one packet is retransmitted before the QP fails with
+	// StatusTimeout. Default 7.
+	RetryLimit int
+	// RNRRetryLimit is how many RNR NAKs one Send may get before it fails with
+	// StatusTimeout. Default 7.
+	RNRRetryLimit int
+	// RNRDelay is how long a sender waits after an RNR NAK that names no delay. Default
+	// 100 µs.
+	RNRDelay time.Duration
+	// AckEvery acknowledges after this many new packets; AckDelay at the latest this long
+	// after the oldest unacknowledged one. Defaults 16 and 20 µs.
+	AckEvery int
+	AckDelay time.Duration
+	// Window bounds the packets one QP has in flight (and the receiver's reorder window).
+	// Power of two. Default 1024.
+	Window int
+	// NewController makes a QP's congestion controller for a payload size (MSS) in bytes.
+	// Default: congestion.NewSwift with its defaults.
+	NewController func(mss int) congestion.Controller
+	// GoBackN retransmits everything unacknowledged after a loss instead of just the missing
+	// packets. It exists so benchmarks can show the difference; never use it otherwise.
+	GoBackN bool
+	// MaxHalfOpen bounds connection requests waiting for Accept/Reject or for their
+	// ready-to-use, per engine. Default 64.
+	MaxHalfOpen int
+	// CMTimeout is the connection manager's retransmission interval; CMRetries how many
+	// times a CM message is sent before the attempt fails. Defaults 20 ms and 10.
+	CMTimeout time.Duration
+	CMRetries int
+}
+
+// DefaultConfig returns a Config with every default filled in, for link.
+func DefaultConfig(link Link) Config {
+	c := Config{Link: link}
+	_ = c.normalize()
+	return c
+}
+
+func (c *Config) normalize() error {
+	if c.Link == nil {
+		return errors.New("transport config: link required")
+	}
+	if c.Now == nil {
+		start := time.Now()
+		c.Now = func() int64 { return int64(time.Since(start)) }
+	}
+	if c.Resolver == nil {
+		c.Resolver = refuseAll{}
+	}
+	if c.RetryLimit == 0 {
+		c.RetryLimit = 7
+	}
+	if c.RNRRetryLimit == 0 {
+		c.RNRRetryLimit = 7
+	}
+	if c.RNRDelay == 0 {
+		c.RNRDelay = 100 * time.Microsecond
+	}
+	if c.AckEvery == 0 {
+		c.AckEvery = 16
+	}
+	if c.AckDelay == 0 {
+		c.AckDelay = 20 * time.Microsecond
+	}
+	if c.Window == 0 {
+		c.Window = 1024
+	}
+	if c.Window&(c.Window-1) != 0 || c.Window < 64 || c.Window > 1<<16 {
+		return fmt.Errorf("transport config: window %d must be a power of two in [64, 65536]", c.Window)
+	}
+	if c.NewController == nil {
+		c.NewController = func(mss int) congestion.Controller {
+			cfg := congestion.DefaultSwiftConfig()
+			cfg.MSS = mss
+			if s, err := congestion.NewSwift(cfg); err == nil {
+				return s
+			}
+			// Only an MSS outside Swift's range gets here; a fixed window still works.
+			f, err := congestion.NewFixed(64 * max(mss, 1))
+			if err != nil {
+				panic("transport: fixed congestion window refused: " + err.Error())
+			}
+			return f
+		}
+	}
+	if c.MaxHalfOpen == 0 {
+		c.MaxHalfOpen = 64
+	}
+	if c.CMTimeout == 0 {
+		c.CMTimeout = 20 * time.Millisecond
+	}
+	if c.CMRetries == 0 {
+		c.CMRetries = 10
+	}
+	if c.RetryLimit < 0 || c.RNRRetryLimit < 0 || c.AckEvery < 1 || c.MaxHalfOpen < 1 || c.CMRetries < 1 {
+		return errors.New("transport config: negative limits")
+	}
+	return nil
+}
+
+// refuseAll is the resolver of an engine without memory: every remote access is refused.
+type refuseAll struct{}
+
+func (refuseAll) Resolve(uint32, uint32, uint64, uint32, Access) ([]byte, error) {
+	return nil, ErrAccess
+}
+func (refuseAll) Invalidate(uint32, uint32) error { return ErrAccess }
+
+// Engine runs the protocol for the QPs placed on one Link (one AF_XDP queue). Poll does one
+// round of work; Run calls Poll in a loop. Exactly one goroutine at a time may call Poll or
+// Run. NewQP, Listen, Connect and the posting methods of QPs are safe from any goroutine.
+type Engine struct {
+	cfg  Config
+	link Link
+	now  func() int64
+
+	mu      sync.Mutex // guards qps (writers: NewQP/close), cmds, listeners
+	qps     map[uint32]*QP
+	qpView  atomic.Pointer[map[uint32]*QP] // copy of qps for lock-free lookups per packet
+	nextQPN uint32
+	cmds    []func(now int64) // control-path work for the engine goroutine
+	hasCmd  atomic.Bool
+
+	// engine goroutine state
+	active   []*QP // connected or erroring QPs the engine polls
+	rxPkts   [64]Packet
+	txPkts   [64]Packet
+	txHdr    [64][wire.HeaderLen + wire.CMExtLen + wire.MaxPrivateData]byte
+	txTrl    [64][wire.TrailerLen]byte
+	txBounce [64][]byte
+	ntx      int
+	parsed   wire.Packet
+	txWire   wire.Packet // the packet being encoded
+	segs     [MaxSegments][]byte
+
+	cm cmState
+
+	sleeping atomic.Bool
+	ctr      engineCounters
+}
+
+// engineCounters count what the engine dropped and why.
+type engineCounters struct {
+	rxPackets, txPackets, badPackets, noQP, badSource, badCookie, outOfWindow atomic.Uint64
+	cmDrops, halfOpenFull                                                     atomic.Uint64
+}
+
+// EngineStats are an engine's counters.
+type EngineStats struct {
+	RxPackets, TxPackets uint64 // datagrams received from and handed to the link
+	Malformed            uint64 // failed to parse (length, version, CRC...)
+	NoQP                 uint64 // addressed to a QP that does not exist
+	BadSource            uint64 // from an address other than the QP's peer
+	BadCookie            uint64 // with the wrong connection cookie
+	OutOfWindow          uint64 // PSN outside the receive window
+	CMDropped            uint64 // connection-management messages that matched nothing
+	HalfOpenFull         uint64 // connection requests refused because MaxHalfOpen were pending
+}
+
+// Stats returns the engine's counters. Safe from any goroutine.
+func (e *Engine) Stats() EngineStats {
+	c := &e.ctr
+	return EngineStats{
+		RxPackets: c.rxPackets.Load(), TxPackets: c.txPackets.Load(), Malformed: c.badPackets.Load(),
+		NoQP: c.noQP.Load(), BadSource: c.badSource.Load(), BadCookie: c.badCookie.Load(),
+		OutOfWindow: c.outOfWindow.Load(), CMDropped: c.cmDrops.Load(), HalfOpenFull: c.halfOpenFull.Load(),
+	}
+}
+
+// NewEngine creates an engine on cfg.Link.
+func NewEngine(cfg Config) (*Engine, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if cfg.Link.MaxPayload() < wire.HeaderLen+wire.CMExtLen+wire.MaxPrivateData+wire.TrailerLen {
+		return nil, fmt.Errorf("link max payload %d is too small for the protocol", cfg.Link.MaxPayload())
+	}
+	e := &Engine{cfg: cfg, link: cfg.Link, now: cfg.Now, qps: make(map[uint32]*QP)}
+	e.nextQPN = uint32(randUint64()>>40) | 1 // random start: QPNs of a restarted engine differ
+	for i := range e.txBounce {
+		e.txBounce[i] = make([]byte, cfg.Link.MaxPayload())
+	}
+	e.cm.init(e)
+	return e, nil
+}
+
+// NewQP creates a queue pair on the engine, in the idle state.
+func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
+	if cfg.Sink == nil {
+		return nil, errors.New("qp config: completion sink required")
+	}
+	if cfg.SendDepth == 0 {
+		cfg.SendDepth = 256
+	}
+	if cfg.RecvDepth == 0 {
+		cfg.RecvDepth = 256
+	}
+	if cfg.IRD == 0 {
+		cfg.IRD = 16
+	}
+	if cfg.ORD == 0 {
+		cfg.ORD = 16
+	}
+	if cfg.SendDepth < 1 || cfg.SendDepth > 1<<16 || cfg.RecvDepth < 1 || cfg.RecvDepth > 1<<16 || cfg.IRD < 0 || cfg.ORD < 0 || cfg.IRD > 255 || cfg.ORD > 255 {
+		return nil, errors.New("qp config: depths must be in [1, 65536] and read limits in [0, 255]")
+	}
+	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1}
+	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth)
+	q.recvQ = newSPSC[Receive](cfg.RecvDepth)
+	sd, rd := len(q.sendQ.slots), len(q.recvQ.slots)
+	q.req.wrs = make([]wrState, sd)
+	q.req.mask = uint32(sd - 1)
+	q.req.jobs = make([]readJob, cfg.IRD)
+	q.resp.recvs = make([]recvState, rd)
+	q.resp.mask = uint32(rd - 1)
+	q.req.scratch = make([]ack.PacketInfo, 0, e.cfg.Window)
+	q.req.retx = make([]ack.PacketInfo, 0, e.cfg.Window)
+	q.req.rto = ack.NewRTO(e.cfg.RTO)
+	q.srcPort = uint16(49152 + randUint64()%16384)
+	e.mu.Lock()
+	for {
+		e.nextQPN++
+		if e.nextQPN != 0 && e.qps[e.nextQPN] == nil {
+			break
+		}
+	}
+	q.qpn = e.nextQPN
+	e.qps[q.qpn] = q
+	e.publishQPs()
+	e.mu.Unlock()
+	return q, nil
+}
+
+// Close removes a QP from the engine: outstanding requests complete cancelled first. The
+// call returns once the engine goroutine has done it, or ctx ends.
+func (q *QP) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	q.e.command(func(now int64) {
+		q.fail(now, StatusCancelled, -1)
+		q.e.deactivate(q)
+		q.e.mu.Lock()
+		delete(q.e.qps, q.qpn)
+		q.e.publishQPs()
+		q.e.mu.Unlock()
+		close(done)
+	})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// publishQPs replaces the lock-free view of the QP table. Called with e.mu held, on the
+// rare creation and removal of a QP.
+func (e *Engine) publishQPs() {
+	m := make(map[uint32]*QP, len(e.qps))
+	for k, v := range e.qps {
+		m[k] = v
+	}
+	e.qpView.Store(&m)
+}
+
+// lookupQP finds a QP by number without locking.
+func (e *Engine) lookupQP(qpn uint32) *QP {
+	if m := e.qpView.Load(); m != nil {
+		return (*m)[qpn]
+	}
+	return nil
+}
+
+// command queues control-path work for the engine goroutine.
+func (e *Engine) command(fn func(now int64)) {
+	e.mu.Lock()
+	e.cmds = append(e.cmds, fn)
+	e.hasCmd.Store(true)
+	e.mu.Unlock()
+	e.wake()
+}
+
+// wake rings the doorbell of a sleeping engine.
+func (e *Engine) wake() {
+	if e.sleeping.Load() {
+		e.link.Wake()
+	}
+}
+
+// Run polls until ctx ends. After spin of idle time it sleeps in Link.Wait until the next
+// timer, a datagram, or a post (adaptive progress: a busy engine never sleeps, so a packet
+// and its acknowledgement do not each pay a wake-up; an idle one costs no CPU). A spin of 0
+// sleeps at once; a negative spin never sleeps (busy polling).
+func (e *Engine) Run(ctx context.Context, spin time.Duration) error {
+	lastBusy := e.now()
+	for ctx.Err() == nil {
+		now := e.now()
+		next, busy := e.Poll(now)
+		if busy {
+			lastBusy = now
+			continue
+		}
+		if spin < 0 || now-lastBusy < int64(spin) {
+			continue
+		}
+		wait := time.Millisecond * 10
+		if next > 0 {
+			wait = min(wait, time.Duration(max(next-now, 0)))
+		}
+		e.sleeping.Store(true)
+		if e.hasCmd.Load() || e.pendingPosts() {
+			e.sleeping.Store(false)
+			continue
+		}
+		err := e.link.Wait(wait)
+		e.sleeping.Store(false)
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// pendingPosts reports whether an application posted work the engine has not taken yet.
+func (e *Engine) pendingPosts() bool {
+	for _, q := range e.active {
+		if q.sendQ.len() > 0 || q.recvQ.len() > 0 || q.flushReq.Load() {
+			return true
+		}
+	}
+	return e.cm.pendingPosts()
+}
+
+// Poll does one round of work at time now: receive and process a batch, take posted work,
+// run timers, transmit what windows allow. It returns the earliest time something is due
+// (0: nothing scheduled) and whether it did anything.
+func (e *Engine) Poll(now int64) (next int64, busy bool) {
+	if e.hasCmd.Load() {
+		e.runCommands(now)
+		busy = true
+	}
+	n, err := e.link.Receive(e.rxPkts[:])
+	if err == nil && n > 0 {
+		busy = true
+		e.ctr.rxPackets.Add(uint64(n))
+		for i := range e.rxPkts[:n] {
+			e.input(now, &e.rxPkts[i])
+		}
+		e.link.Release(e.rxPkts[:n])
+	}
+	next = e.cm.poll(now)
+	for i := 0; i < len(e.active); i++ {
+		q := e.active[i]
+		d, b := q.poll(now)
+		busy = busy || b
+		if d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	// Idle QPs may have receives posted before they connected.
+	e.flushTx()
+	return next, busy
+}
+
+func (e *Engine) runCommands(now int64) {
+	e.mu.Lock()
+	cmds := e.cmds
+	e.cmds = nil
+	e.hasCmd.Store(false)
+	e.mu.Unlock()
+	for _, fn := range cmds {
+		fn(now)
+	}
+}
+
+// activate puts a QP on the polled list.
+func (e *Engine) activate(q *QP) {
+	if q.connIndex >= 0 {
+		return
+	}
+	q.connIndex = len(e.active)
+	e.active = append(e.active, q)
+}
+
+// deactivate takes a QP off the polled list.
+func (e *Engine) deactivate(q *QP) {
+	i := q.connIndex
+	if i < 0 {
+		return
+	}
+	last := len(e.active) - 1
+	e.active[i] = e.active[last]
+	e.active[i].connIndex = i
+	e.active[last] = nil
+	e.active = e.active[:last]
+	q.connIndex = -1
+}
+
+// input parses one datagram and hands it to its QP or to the connection manager. Anything
+// that does not match a live QP exactly is dropped and counted; nothing a forged packet
+// carries can change a QP that it does not match.
+func (e *Engine) input(now int64, pkt *Packet) {
+	nseg := min(int(pkt.NSegs), MaxSegments)
+	for i := range nseg {
+		e.segs[i] = pkt.Segs[i]
+	}
+	p := &e.parsed
+	if err := wire.Parse(e.segs[:nseg], p); err != nil {
+		e.ctr.badPackets.Add(1)
+		return
+	}
+	if p.Opcode >= wire.OpConnRequest {
+		e.cm.input(now, pkt.Remote, p)
+		return
+	}
+	q := e.lookupQP(p.DestQPN)
+	switch {
+	case q == nil || q.cookie == 0:
+		e.ctr.noQP.Add(1)
+	case pkt.Remote != q.peerSrc:
+		e.ctr.badSource.Add(1)
+	case p.Cookie != q.cookie:
+		e.ctr.badCookie.Add(1)
+	default:
+		q.input(now, p)
+	}
+}
+
+// txSlot returns the next free transmit slot, flushing the batch to the link when full. It
+// returns -1 when the link takes nothing more now.
+func (e *Engine) txSlot() int {
+	if e.ntx == len(e.txPkts) {
+		e.flushTx()
+		if e.ntx == len(e.txPkts) {
+			return -1
+		}
+	}
+	return e.ntx
+}
+
+// canTransmit reports whether a packet can be queued now.
+func (e *Engine) canTransmit() bool { return e.txSlot() >= 0 }
+
+// emit finishes the packet in slot i: header bytes hdr (already in e.txHdr[i]), payload
+// pieces, CRC trailer; it queues it for the link.
+func (e *Engine) emit(i int, to netip.AddrPort, srcPort uint16, hdrLen int, payload ...[]byte) {
+	hdr := e.txHdr[i][:hdrLen]
+	crc := wire.UpdateCRC(0, hdr)
+	pk := &e.txPkts[i]
+	*pk = Packet{Remote: to, LocalPort: srcPort}
+	pk.Segs[0] = hdr
+	n := 1
+	for _, b := range payload {
+		if len(b) == 0 {
+			continue
+		}
+		crc = wire.UpdateCRC(crc, b)
+		pk.Segs[n] = b
+		n++
+	}
+	wire.PutTrailer(e.txTrl[i][:], crc)
+	pk.Segs[n] = e.txTrl[i][:]
+	pk.NSegs = uint8(n + 1)
+	e.ntx++
+}
+
+// flushTx hands the queued packets to the link. Packets the link does not take now stay
+// queued, in order.
+func (e *Engine) flushTx() {
+	if e.ntx == 0 {
+		return
+	}
+	n, err := e.link.Send(e.txPkts[:e.ntx])
+	if err != nil {
+		// A datagram the link can never send (too large for it: a bug, or an unreachable
+		// peer): drop it; reliability retransmits or times the QP out.
+		n++
+	}
+	n = min(n, e.ntx)
+	e.ctr.txPackets.Add(uint64(n))
+	if n == 0 {
+		return
+	}
+	// Keep the rest at the front, with their buffers.
+	for j := n; j < e.ntx; j++ {
+		e.txPkts[j-n] = e.txPkts[j]
+		e.txHdr[j-n], e.txHdr[j] = e.txHdr[j], e.txHdr[j-n]
+		e.txTrl[j-n] = e.txTrl[j]
+		e.txBounce[j-n], e.txBounce[j] = e.txBounce[j], e.txBounce[j-n]
+		e.fixSegs(j-n, j)
+	}
+	e.ntx -= n
+}
+
+// fixSegs points the segments of a packet moved from slot from to slot to at its new
+// buffers.
+func (e *Engine) fixSegs(to, from int) {
+	pk := &e.txPkts[to]
+	hl := len(pk.Segs[0])
+	pk.Segs[0] = e.txHdr[to][:hl]
+	last := int(pk.NSegs) - 1
+	pk.Segs[last] = e.txTrl[to][:]
+	for k := 1; k < last; k++ {
+		if sameBuffer(pk.Segs[k], e.txBounce[from]) {
+			pk.Segs[k] = e.txBounce[to][:len(pk.Segs[k])]
+		}
+	}
+}
+
+// sameBuffer reports whether b starts at the start of buf.
+func sameBuffer(b, buf []byte) bool {
+	return len(b) > 0 && len(buf) > 0 && &b[0] == &buf[0]
+}
+
+// randUint64 returns a random 64-bit value (cookies, initial PSNs, QPNs).
+func randUint64() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("transport: no randomness: " + err.Error()) // crypto/rand never fails on Linux
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}

@@ -1,0 +1,246 @@
+package transport_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/simlink"
+)
+
+// testMem is a MemoryResolver over a few registered buffers: token -> region. The address
+// of a region's first byte is base; rights are per region.
+type testMem struct {
+	mu      sync.Mutex
+	regions map[uint32]*region
+}
+
+type region struct {
+	pd     uint32
+	base   uint64
+	buf    []byte
+	access transport.Access
+	valid  bool
+}
+
+func newTestMem() *testMem { return &testMem{regions: map[uint32]*region{}} }
+
+func (m *testMem) add(token, pd uint32, base uint64, buf []byte, access transport.Access) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.regions[token] = &region{pd: pd, base: base, buf: buf, access: access, valid: true}
+}
+
+func (m *testMem) Resolve(pd, token uint32, addr uint64, length uint32, access transport.Access) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.regions[token]
+	if r == nil || !r.valid || r.pd != pd || r.access&access != access || addr < r.base {
+		return nil, transport.ErrAccess
+	}
+	off := addr - r.base
+	if off > uint64(len(r.buf)) || uint64(length) > uint64(len(r.buf))-off {
+		return nil, transport.ErrAccess
+	}
+	return r.buf[off : off+uint64(length)], nil
+}
+
+func (m *testMem) Invalidate(pd, token uint32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.regions[token]
+	if r == nil || !r.valid || r.pd != pd {
+		return transport.ErrAccess
+	}
+	r.valid = false
+	return nil
+}
+
+// recorder is a CompletionSink that keeps every completion of every QP.
+type recorder struct {
+	mu   sync.Mutex
+	byQP map[*transport.QP][]transport.Completion
+}
+
+func newRecorder() *recorder { return &recorder{byQP: map[*transport.QP][]transport.Completion{}} }
+
+func (r *recorder) Complete(qp *transport.QP, c *transport.Completion) {
+	r.mu.Lock()
+	r.byQP[qp] = append(r.byQP[qp], *c)
+	r.mu.Unlock()
+}
+
+// of returns the completions of qp for op kinds in ops (all if none).
+func (r *recorder) of(qp *transport.QP, ops ...transport.OpKind) []transport.Completion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []transport.Completion
+	for _, c := range r.byQP[qp] {
+		if len(ops) == 0 {
+			out = append(out, c)
+			continue
+		}
+		for _, o := range ops {
+			if c.Op == o {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// world is two engines on a simulated network, driven in virtual time by one goroutine.
+type world struct {
+	t      testing.TB
+	clock  *simlink.ManualClock
+	net    *simlink.Network
+	la, lb *simlink.Link
+	a, b   *transport.Engine
+	memA   *testMem
+	memB   *testMem
+	rec    *recorder
+}
+
+func newWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) *world {
+	t.Helper()
+	w := &world{t: t, clock: simlink.NewManualClock(1), memA: newTestMem(), memB: newTestMem(), rec: newRecorder()}
+	ncfg.Clock = w.clock
+	w.la, w.lb = simlink.Pair(ncfg)
+	w.net = w.la.Network()
+	mk := func(l *simlink.Link, m *testMem) *transport.Engine {
+		cfg := transport.DefaultConfig(l)
+		cfg.Now = w.clock.Now
+		cfg.Resolver = m
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		e, err := transport.NewEngine(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	w.a, w.b = mk(w.la, w.memA), mk(w.lb, w.memB)
+	t.Cleanup(func() { w.net.Close() })
+	return w
+}
+
+// step polls both engines once at the current virtual time; if neither did anything it
+// moves the clock to the next thing due (an engine timer or a delivery). It reports false
+// when nothing at all is scheduled.
+func (w *world) step() bool {
+	now := w.clock.Now()
+	na, ba := w.a.Poll(now)
+	nb, bb := w.b.Poll(now)
+	if ba || bb {
+		return true
+	}
+	next := int64(0)
+	for _, n := range []int64{na, nb} {
+		if n > now && (next == 0 || n < next) {
+			next = n
+		}
+	}
+	if d, ok := w.net.NextDelivery(); ok && (next == 0 || d < next) {
+		next = d
+	}
+	if next == 0 {
+		return false
+	}
+	if next <= now {
+		next = now + 1
+	}
+	w.clock.Set(next)
+	return true
+}
+
+// runUntil steps until cond holds, failing the test past limit of virtual time or when
+// nothing is scheduled any more.
+func (w *world) runUntil(limit time.Duration, what string, cond func() bool) {
+	w.t.Helper()
+	end := w.clock.Now() + int64(limit)
+	for steps := 0; !cond(); steps++ {
+		if w.clock.Now() > end {
+			w.t.Fatalf("%s: not done after %v of virtual time", what, limit)
+		}
+		if steps > 50_000_000 {
+			w.t.Fatalf("%s: not done after %d steps", what, steps)
+		}
+		if !w.step() && !cond() {
+			w.t.Fatalf("%s: nothing scheduled and not done (virtual time %v)", what, time.Duration(w.clock.Now()))
+		}
+	}
+}
+
+// connect makes a connected QP pair: qa on engine a connects to a listener on engine b.
+func (w *world) connect(qcfg transport.QPConfig) (qa, qb *transport.QP) {
+	w.t.Helper()
+	qcfg.Sink = w.rec
+	var err error
+	if qa, err = w.a.NewQP(qcfg); err != nil {
+		w.t.Fatal(err)
+	}
+	if qb, err = w.b.NewQP(qcfg); err != nil {
+		w.t.Fatal(err)
+	}
+	l, err := w.b.Listen(7, 4)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer l.Close()
+	conn, err := w.a.Connect(qa, w.lb.LocalAddr(), 7, []byte("hello"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var req *transport.ConnRequest
+	w.runUntil(time.Second, "connection request", func() bool {
+		select {
+		case req = <-l.Requests():
+			return true
+		default:
+			return false
+		}
+	})
+	if string(req.PrivateData) != "hello" {
+		w.t.Fatalf("request private data %q", req.PrivateData)
+	}
+	if err := req.Accept(qb, []byte("welcome")); err != nil {
+		w.t.Fatal(err)
+	}
+	w.runUntil(time.Second, "connection reply", func() bool { d, _ := conn.Replied(); return d })
+	if _, err := conn.Replied(); err != nil {
+		w.t.Fatalf("connect: %v", err)
+	}
+	if string(conn.PeerPrivateData()) != "welcome" {
+		w.t.Fatalf("reply private data %q", conn.PeerPrivateData())
+	}
+	if err := conn.Complete(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.runUntil(time.Second, "established", func() bool {
+		d, _ := req.Established()
+		return d && qa.State() == transport.QPConnected
+	})
+	if _, err := req.Established(); err != nil {
+		w.t.Fatalf("accept: %v", err)
+	}
+	return qa, qb
+}
+
+// pattern fills b with bytes derived from seed.
+func pattern(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte(seed*131 + i*7 + i>>8)
+	}
+}
+
+func statusOf(cs []transport.Completion) string {
+	s := ""
+	for _, c := range cs {
+		s += fmt.Sprintf("[%v %v %d ctx=%d] ", c.Op, c.Status, c.Bytes, c.Context)
+	}
+	return s
+}

@@ -1,0 +1,300 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/xdpndk/xdpndk/transport/ack"
+	"github.com/xdpndk/xdpndk/transport/congestion"
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// QPState is where a queue pair is in its life.
+type QPState uint32
+
+const (
+	// QPIdle: created; receives may be posted, work requests may not.
+	QPIdle QPState = iota
+	// QPConnecting: a connection is being set up.
+	QPConnecting
+	// QPConnected: work requests flow.
+	QPConnected
+	// QPError: a request failed, the QP was flushed, or the peer went away; everything
+	// outstanding completes (cancelled), new posts complete cancelled.
+	QPError
+	// QPDisconnected: the connection was closed gracefully; the QP cannot be reused.
+	QPDisconnected
+)
+
+var qpStateNames = [...]string{"idle", "connecting", "connected", "error", "disconnected"}
+
+// String names the state.
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return fmt.Sprintf("QPState(%d)", uint32(s))
+}
+
+// QPConfig configures Engine.NewQP.
+type QPConfig struct {
+	// SendDepth and RecvDepth bound the work requests and receives outstanding at once
+	// (rounded up to powers of two). Defaults 256 and 256.
+	SendDepth, RecvDepth int
+	// PD is the protection domain handed to the MemoryResolver.
+	PD uint32
+	// IRD is how many Reads the peer may have outstanding here (inbound); ORD how many this
+	// QP may have outstanding at the peer (outbound). Negotiated down at connect. Default 16.
+	IRD, ORD int
+	// Sink receives the QP's completions. Required.
+	Sink CompletionSink
+	// Context is returned by QP.Context (the NDK QP context echoed in results).
+	Context any
+	// OnDisconnect, if set, is called on the engine goroutine when the peer disconnects
+	// (NDK's disconnect event). It must not block.
+	OnDisconnect func(q *QP)
+}
+
+// Errors returned by posting calls. A posting call that returns an error changed nothing.
+var (
+	// ErrNotConnected: work requests need a connected QP (NDK: STATUS_CONNECTION_INVALID).
+	ErrNotConnected = errors.New("queue pair not connected")
+	// ErrQueueFull: the queue already holds its depth of requests.
+	ErrQueueFull = errors.New("queue full")
+	// ErrInvalidRequest: the request is malformed (no SGE or too many, bad kind, zero-length
+	// Read).
+	ErrInvalidRequest = errors.New("invalid work request")
+)
+
+// QP is a reliable connected queue pair on an Engine. Posting (PostSend, PostReceive) may be
+// done from any goroutine, one poster per queue at a time (NDKPI §4.1), never blocks and never
+// allocates. Everything else runs on the engine goroutine.
+type QP struct {
+	e    *Engine
+	qpn  uint32
+	cfg  QPConfig
+	sink CompletionSink
+
+	state    atomic.Uint32 // QPState; written by the engine, read by posters
+	sendQ    *spsc[WorkRequest]
+	recvQ    *spsc[Receive]
+	flushReq atomic.Bool
+
+	// Connection, set by the connection manager before the state becomes connected.
+	peer      netip.AddrPort // where the peer receives: its IP and its link's port
+	peerSrc   netip.AddrPort // where the peer's data comes from: its IP and its QP's source port
+	peerQPN   uint32
+	cookie    uint64
+	srcPort   uint16 // UDP source port: per-QP flow entropy
+	mss       int    // payload bytes per data packet
+	ird, ord  int
+	connIndex int // index in the engine's connected list, -1 when not in it
+
+	req  requester
+	resp responder
+
+	// counters (read by Stats from any goroutine)
+	ctr qpCounters
+}
+
+// QPN is the QP's number, unique on its engine.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Context returns QPConfig.Context.
+func (q *QP) Context() any { return q.cfg.Context }
+
+// State returns the QP's state.
+func (q *QP) State() QPState { return QPState(q.state.Load()) }
+
+// Peer returns the connected peer's address (zero before connect).
+func (q *QP) Peer() netip.AddrPort { return q.peer }
+
+// PostSend queues a Send, SendAndInvalidate, Write or Read. It returns ErrNotConnected
+// unless the QP is connected or in error (an errored QP takes the request and completes it
+// cancelled), ErrInvalidRequest for a malformed request, ErrQueueFull when SendDepth
+// requests are outstanding.
+func (q *QP) PostSend(wr *WorkRequest) error {
+	switch QPState(q.state.Load()) {
+	case QPConnected, QPError:
+	default:
+		return ErrNotConnected
+	}
+	if wr.NSGE > MaxSGE {
+		return fmt.Errorf("%d SGEs (max %d): %w", wr.NSGE, MaxSGE, ErrInvalidRequest)
+	}
+	switch wr.Kind {
+	case OpSend, OpSendInv, OpWrite:
+	case OpRead:
+		if wr.Len() == 0 {
+			return fmt.Errorf("zero-length read: %w", ErrInvalidRequest)
+		}
+	default:
+		return fmt.Errorf("kind %v: %w", wr.Kind, ErrInvalidRequest)
+	}
+	if uint64(wr.Len()) > maxMessage {
+		return fmt.Errorf("%d bytes (max %d): %w", wr.Len(), maxMessage, ErrInvalidRequest)
+	}
+	if !q.sendQ.push(wr) {
+		return ErrQueueFull
+	}
+	q.e.wake()
+	return nil
+}
+
+// PostReceive queues a receive buffer. Receives may be posted before the QP connects.
+func (q *QP) PostReceive(r *Receive) error {
+	if r.NSGE > MaxSGE {
+		return fmt.Errorf("%d SGEs (max %d): %w", r.NSGE, MaxSGE, ErrInvalidRequest)
+	}
+	if !q.recvQ.push(r) {
+		return ErrQueueFull
+	}
+	q.e.wake()
+	return nil
+}
+
+// Flush cancels every outstanding request and receive: they complete StatusCancelled and the
+// QP enters the error state. Safe concurrently with posting (NDKPI §4.1).
+func (q *QP) Flush() {
+	q.flushReq.Store(true)
+	q.e.wake()
+}
+
+// nakKinds bounds the syndromes counted per kind.
+const nakKinds = 8
+
+// maxMessage is the largest message: the wire's offsets are 32-bit and signed-safe.
+const maxMessage = 1 << 31
+
+// requester is the QP's initiator side: its work requests, its PSN stream, reliability and
+// congestion state. Engine goroutine only.
+type requester struct {
+	wrs      []wrState // ring of SendDepth active requests, indexed by seq & mask
+	mask     uint32
+	head     uint32 // oldest request not yet completed
+	next     uint32 // next request to start transmitting
+	tail     uint32 // next free slot
+	sendOff  uint32 // bytes of wrs[next] already transmitted (first transmission)
+	nextMSN  uint32 // MSN of the next Send message
+	credits  uint32 // peer's MSN limit, as last advertised
+	credKnow bool   // the peer has advertised credits at least once
+	reads    int    // Reads outstanding (ORD)
+
+	sent     *ack.SentHistory
+	rto      *ack.RTO
+	rtoAt    int64 // when the retransmission timer fires; 0 when not armed
+	cc       congestion.Controller
+	rnrAt    int64    // when the RNR-NAKed packet may be retried; 0 when none waits
+	rnrPSN   wire.PSN // the RNR-NAKed packet
+	lastRecv int64    // send time of the most recently delivered packet (RACK)
+	scratch  []ack.PacketInfo
+	retx     []ack.PacketInfo // packets waiting for retransmission (lost)
+
+	// read responses this QP owes the peer (the peer's Reads), in our stream
+	jobs []readJob
+}
+
+// wrState is one active work request.
+type wrState struct {
+	wr       WorkRequest
+	seq      uint32   // position in the request sequence (for tags)
+	firstPSN wire.PSN // PSN of its first packet
+	npkts    uint32   // packets it has (known once fully transmitted)
+	acked    uint32   // packets acknowledged
+	sentAll  bool     // every packet transmitted once
+	msn      uint32   // Send: its message sequence number
+	readGot  uint32   // Read: response bytes placed
+	rnr      int      // RNR retries used
+	done     bool
+}
+
+// readJob is a Read the peer asked of us: its response packets are sent in our stream.
+type readJob struct {
+	active  bool
+	reqPSN  wire.PSN
+	data    []byte // the resolved memory
+	sentOff uint32 // bytes transmitted once
+	npkts   uint32
+	acked   uint32
+	sentAll bool
+}
+
+// responder is the QP's target side: the peer's PSN stream, receives, acks to send.
+type responder struct {
+	rx       *ack.ReceiveTracker
+	recvs    []recvState // ring of RecvDepth receives, indexed by MSN & mask
+	mask     uint32
+	base     uint32 // MSN of the oldest receive not completed
+	posted   uint32 // MSN limit: receives posted so far (base + outstanding)
+	lastCred uint32 // credits last advertised
+
+	ackPending int    // new packets not yet acknowledged
+	ackFirst   int64  // arrival of the oldest unacknowledged packet
+	ackNow     bool   // acknowledge at the next opportunity (gap, request, duplicate)
+	ackEchoTS  uint32 // TS of the packet the next ack answers
+	ackArrival int64  // its arrival time
+	nakSyn     wire.Syndrome
+	nakPSN     wire.PSN
+	nakValue   uint16
+	nakSend    bool // a NAK is waiting to be sent
+}
+
+// recvState is one posted receive and the message being placed into it.
+type recvState struct {
+	r         Receive
+	got       uint32 // bytes placed
+	total     uint32 // message length (known from the first packet seen)
+	started   bool
+	solicited bool
+	invToken  uint32
+	inv       bool
+}
+
+// qpCounters are a QP's cumulative counters.
+type qpCounters struct {
+	txPackets, txBytes, rxPackets, rxBytes, retransmits, timeouts atomic.Uint64
+	acksSent, naksSent, naksRecv, dupRecv, rnrNaks                atomic.Uint64
+	naksSentBy, naksRecvBy                                        [nakKinds]atomic.Uint64
+	// estimates, published by the engine after each acknowledgement it processes
+	srtt, rttvar, rto, cwnd, inflight atomic.Int64
+}
+
+// QPStats are a QP's counters and estimates.
+type QPStats struct {
+	TxPackets, TxBytes uint64 // data packets sent (retransmissions included) and payload bytes
+	RxPackets, RxBytes uint64 // new data packets accepted and payload bytes
+	Retransmits        uint64 // data packets sent again
+	Timeouts           uint64 // retransmission timer expiries
+	AcksSent, NaksSent uint64
+	NaksReceived       uint64
+	// NaksSentBy and NaksReceivedBy count NAKs by kind, indexed by wire.Syndrome
+	// (1 sequence, 2 RNR, 3 access, 4 invalid request, 5 remote operation, 6 invalidate token).
+	NaksSentBy, NaksReceivedBy [nakKinds]uint64
+	Duplicates                 uint64 // data packets received more than once
+	RNRNaks                    uint64 // RNR NAKs received
+	SRTT, RTTVar, RTO          int64  // ns
+	CongestionWindow           int    // bytes
+	InFlight                   int    // bytes
+	State                      QPState
+}
+
+// Stats returns the QP's counters and its latest published estimates. Safe from any
+// goroutine.
+func (q *QP) Stats() QPStats {
+	s := QPStats{
+		TxPackets: q.ctr.txPackets.Load(), TxBytes: q.ctr.txBytes.Load(),
+		RxPackets: q.ctr.rxPackets.Load(), RxBytes: q.ctr.rxBytes.Load(),
+		Retransmits: q.ctr.retransmits.Load(), Timeouts: q.ctr.timeouts.Load(),
+		AcksSent: q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(),
+		NaksReceived: q.ctr.naksRecv.Load(), Duplicates: q.ctr.dupRecv.Load(), RNRNaks: q.ctr.rnrNaks.Load(),
+		State: q.State(),
+	}
+	for i := range s.NaksSentBy {
+		s.NaksSentBy[i], s.NaksReceivedBy[i] = q.ctr.naksSentBy[i].Load(), q.ctr.naksRecvBy[i].Load()
+	}
+	s.SRTT, s.RTTVar, s.RTO = q.ctr.srtt.Load(), q.ctr.rttvar.Load(), q.ctr.rto.Load()
+	s.CongestionWindow, s.InFlight = int(q.ctr.cwnd.Load()), int(q.ctr.inflight.Load())
+	return s
+}

@@ -1,0 +1,646 @@
+package transport
+
+import (
+	"github.com/xdpndk/xdpndk/transport/ack"
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// Tags name what a packet in the sent history carries, so it can be rebuilt for
+// retransmission: a work request (its sequence number) or a read job (its index), and the
+// byte offset of the packet's payload.
+const tagJob = 1 << 63
+
+func wrTag(seq, off uint32) uint64 { return uint64(seq&0x7fffffff)<<32 | uint64(off) }
+func jobTag(i int, off uint32) uint64 {
+	return tagJob | uint64(uint32(i)&0x7fffffff)<<32 | uint64(off)
+}
+func splitTag(t uint64) (job bool, idx, off uint32) {
+	return t&tagJob != 0, uint32(t>>32) & 0x7fffffff, uint32(t)
+}
+
+// poll does one round of the QP's work.
+func (q *QP) poll(now int64) (next int64, busy bool) {
+	if q.flushReq.Load() {
+		q.flushReq.Store(false)
+		q.fail(now, StatusCancelled, -1)
+		busy = true
+	}
+	busy = q.takeReceives(now) || busy
+	switch q.State() {
+	case QPError, QPDisconnected:
+		busy = q.cancelPosts() || busy
+		if q.resp.nakSend && q.e.canTransmit() {
+			q.sendAck(now)
+		}
+		return 0, busy
+	}
+	busy = q.takeSends() || busy
+	next = q.timers(now)
+	if q.transmit(now, &next) {
+		busy = true
+	}
+	if d := q.maybeAck(now); d > 0 && (next == 0 || d < next) {
+		next = d
+	}
+	return next, busy
+}
+
+// takeSends moves posted work requests into the active ring.
+func (q *QP) takeSends() bool {
+	r := &q.req
+	moved := false
+	for r.tail-r.head < uint32(len(r.wrs)) {
+		wr := q.sendQ.peek()
+		if wr == nil {
+			break
+		}
+		s := &r.wrs[r.tail&r.mask]
+		*s = wrState{wr: *wr, seq: r.tail}
+		q.sendQ.pop()
+		r.tail++
+		moved = true
+	}
+	return moved
+}
+
+// cancelPosts completes everything posted to a QP in the error state as cancelled.
+func (q *QP) cancelPosts() bool {
+	moved := false
+	for wr := q.sendQ.peek(); wr != nil; wr = q.sendQ.peek() {
+		c := Completion{Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}
+		q.sendQ.pop()
+		q.sink.Complete(q, &c)
+		moved = true
+	}
+	return moved
+}
+
+// timers runs the RNR and retransmission timers and returns the next deadline.
+func (q *QP) timers(now int64) (next int64) {
+	r := &q.req
+	if r.rtoAt != 0 {
+		if now >= r.rtoAt {
+			q.onRTO(now)
+		}
+		if r.rtoAt != 0 {
+			next = r.rtoAt
+		}
+	}
+	if r.rnrAt != 0 && (next == 0 || r.rnrAt < next) {
+		next = r.rnrAt
+	}
+	return next
+}
+
+// onRTO handles an expired retransmission timer: the oldest unacknowledged packet goes again
+// (or, in go-back-N mode, everything unacknowledged), with exponential backoff; past the
+// retry limit the QP fails with StatusTimeout.
+func (q *QP) onRTO(now int64) {
+	r := &q.req
+	oldest, ok := r.sent.Oldest()
+	if !ok {
+		r.rtoAt = 0
+		return
+	}
+	if oldest.Retransmits >= q.e.cfg.RetryLimit {
+		q.fail(now, StatusTimeout, q.seqOfTag(oldest.Tag))
+		return
+	}
+	q.ctr.timeouts.Add(1)
+	r.cc.OnTimeout(now)
+	r.rto.Backoff()
+	if q.e.cfg.GoBackN {
+		r.retx = r.sent.Unacked(r.retx[:0])
+	} else if !containsPSN(r.retx, oldest.PSN) {
+		r.retx = append(r.retx, oldest)
+	}
+	r.rtoAt = now + r.rto.Timeout()
+}
+
+func containsPSN(l []ack.PacketInfo, psn wire.PSN) bool {
+	for i := range l {
+		if l[i].PSN == psn {
+			return true
+		}
+	}
+	return false
+}
+
+// seqOfTag returns the sequence number of the work request a tag names, or -1 for a read
+// job.
+func (q *QP) seqOfTag(tag uint64) int64 {
+	job, idx, _ := splitTag(tag)
+	if job {
+		return -1
+	}
+	return int64(idx)
+}
+
+// transmit sends what is due, in order: an RNR retry, retransmissions, read responses, new
+// packets of work requests; new packets only while the congestion window and the pacing
+// allow.
+func (q *QP) transmit(now int64, next *int64) bool {
+	r := &q.req
+	sent := false
+	if r.rnrAt != 0 && now >= r.rnrAt {
+		if info, ok := r.sent.Lookup(r.rnrPSN); ok && !containsPSN(r.retx, info.PSN) {
+			r.retx = append(r.retx, info)
+		}
+		r.rnrAt = 0
+	}
+	done := 0
+	for done < len(r.retx) && q.e.canTransmit() {
+		if q.resend(now, r.retx[done]) {
+			sent = true
+		}
+		done++
+	}
+	r.retx = r.retx[:copy(r.retx, r.retx[done:])]
+	for q.e.canTransmit() {
+		if !q.windowOpen(now, next) {
+			break
+		}
+		if q.sendJobPacket(now) || q.sendWRPacket(now) {
+			sent = true
+			continue
+		}
+		break
+	}
+	if sent && r.rtoAt == 0 {
+		r.rtoAt = now + r.rto.Timeout()
+	}
+	return sent
+}
+
+// windowOpen reports whether a new full-size packet may leave now.
+func (q *QP) windowOpen(now int64, next *int64) bool {
+	r := &q.req
+	npk, bytes := r.sent.InFlight()
+	if npk >= q.e.cfg.Window {
+		return false
+	}
+	if npk > 0 && bytes+q.mss > r.cc.Window() {
+		return false
+	}
+	if t := r.cc.NextSendTime(now, q.mss); t > now {
+		if *next == 0 || t < *next {
+			*next = t
+		}
+		return false
+	}
+	return true
+}
+
+// sendJobPacket sends the next new packet of a read response, if one is waiting.
+func (q *QP) sendJobPacket(now int64) bool {
+	for i := range q.req.jobs {
+		j := &q.req.jobs[i]
+		if !j.active || j.sentAll {
+			continue
+		}
+		off := j.sentOff
+		n := min(uint32(q.mss), uint32(len(j.data))-off)
+		psn := q.req.sent.NextPSN()
+		if !q.req.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, Tag: jobTag(i, off)}) {
+			return false
+		}
+		q.buildJobPacket(now, i, psn, off, false)
+		j.sentOff += n
+		if j.sentOff == uint32(len(j.data)) {
+			j.sentAll = true
+		}
+		q.req.cc.OnSent(now, int(n))
+		return true
+	}
+	return false
+}
+
+// sendWRPacket sends the next new packet of the oldest work request not fully sent.
+func (q *QP) sendWRPacket(now int64) bool {
+	r := &q.req
+	if r.next == r.tail {
+		return false
+	}
+	s := &r.wrs[r.next&r.mask]
+	if r.sendOff == 0 {
+		// Starting a request: its admission checks.
+		switch {
+		case s.wr.Flags&WRReadFence != 0 && r.reads > 0:
+			return false
+		case s.wr.Kind == OpRead && r.reads >= q.ord:
+			return false
+		case s.wr.Kind == OpSend || s.wr.Kind == OpSendInv:
+			if r.credKnow && !msnBefore(r.nextMSN, r.credits) {
+				return false // the peer has no receive for it: wait for credits
+			}
+		}
+		s.firstPSN = r.sent.NextPSN()
+		s.npkts = 1
+		if s.wr.Kind != OpRead {
+			if l := s.wr.Len(); l > q.mss {
+				s.npkts = uint32((l + q.mss - 1) / q.mss)
+			}
+		}
+		if s.wr.Kind == OpSend || s.wr.Kind == OpSendInv {
+			s.msn = r.nextMSN
+		}
+	}
+	total := uint32(s.wr.Len())
+	off := r.sendOff
+	n := uint32(0)
+	if s.wr.Kind != OpRead {
+		n = min(uint32(q.mss), total-off)
+	}
+	psn := r.sent.NextPSN()
+	if !r.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, Tag: wrTag(s.seq, off)}) {
+		return false
+	}
+	if r.sendOff == 0 {
+		switch s.wr.Kind {
+		case OpSend, OpSendInv:
+			r.nextMSN++
+		case OpRead:
+			r.reads++
+		}
+	}
+	q.buildWRPacket(now, s, psn, off, false)
+	r.sendOff += n
+	if s.wr.Kind == OpRead || r.sendOff >= total { // a Read is one request packet
+		s.sentAll = true
+		r.sendOff = 0
+		r.next++
+	}
+	r.cc.OnSent(now, int(n))
+	return true
+}
+
+// msnBefore reports whether a comes before b in the wrapping MSN space.
+func msnBefore(a, b uint32) bool { return int32(a-b) < 0 }
+
+// resend retransmits the packet info describes, if what it carries still exists.
+func (q *QP) resend(now int64, info ack.PacketInfo) bool {
+	if !q.e.canTransmit() {
+		return false
+	}
+	job, idx, off := splitTag(info.Tag)
+	if job {
+		if int(idx) >= len(q.req.jobs) || !q.req.jobs[idx].active {
+			return false
+		}
+		q.buildJobPacket(now, int(idx), info.PSN, off, true)
+	} else {
+		s := &q.req.wrs[idx&q.req.mask]
+		if s.seq&0x7fffffff != idx || s.done {
+			return false
+		}
+		q.buildWRPacket(now, s, info.PSN, off, true)
+	}
+	q.req.sent.OnRetransmitted(info.PSN, now)
+	q.req.cc.OnSent(now, info.Bytes)
+	q.ctr.retransmits.Add(1)
+	return true
+}
+
+// header fills the common header of a data packet.
+func (q *QP) header(p *wire.Packet, op wire.Opcode, psn wire.PSN, now int64, retx bool) {
+	p.Header = wire.Header{Opcode: op, DestQPN: q.peerQPN, PSN: psn, Cookie: q.cookie, TS: uint32(now / 1000)}
+	if retx {
+		p.Flags |= wire.FlagRetransmit
+	}
+}
+
+// buildWRPacket encodes and queues the packet of work request s at byte offset off.
+func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx bool) {
+	e := q.e
+	i := e.txSlot()
+	p := &e.txWire
+	*p = wire.Packet{}
+	total := uint32(s.wr.Len())
+	n := uint32(0)
+	if s.wr.Kind != OpRead {
+		n = min(uint32(q.mss), total-off)
+	}
+	last := off+n >= total || s.wr.Kind == OpRead
+	switch s.wr.Kind {
+	case OpSend, OpSendInv:
+		op := wire.OpSendMiddle
+		switch {
+		case off == 0 && last:
+			op = wire.OpSendOnly
+		case off == 0:
+			op = wire.OpSendFirst
+		case last:
+			op = wire.OpSendLast
+		}
+		if last && s.wr.Kind == OpSendInv {
+			if op == wire.OpSendOnly {
+				op = wire.OpSendOnlyInv
+			} else {
+				op = wire.OpSendLastInv
+			}
+			p.Send.InvToken = s.wr.InvToken
+		}
+		q.header(p, op, psn, now, retx)
+		p.Send.MSN, p.Send.Offset, p.Send.Total = s.msn, off, total
+		if last && s.wr.Flags&WRSolicited != 0 {
+			p.Flags |= wire.FlagSolicited
+		}
+	case OpWrite:
+		q.header(p, wire.OpWrite, psn, now, retx)
+		p.RDMA = wire.RDMAExt{Addr: s.wr.RemoteAddr + uint64(off), Token: s.wr.RemoteToken, Length: total}
+		if last {
+			p.Flags |= wire.FlagLast
+		}
+	case OpRead:
+		q.header(p, wire.OpReadRequest, psn, now, retx)
+		p.RDMA = wire.RDMAExt{Addr: s.wr.RemoteAddr, Token: s.wr.RemoteToken, Length: total}
+	}
+	if last {
+		p.Flags |= wire.FlagAckReq // the request completes on this packet's ack: don't delay it
+	}
+	hl, err := wire.Encode(e.txHdr[i][:], p)
+	if err != nil {
+		panic("transport: encoding a valid request failed: " + err.Error())
+	}
+	a, b := gather(&s.wr.SGL, s.wr.NSGE, off, n, e.txBounce[i])
+	e.emit(i, q.peer, q.srcPort, hl, a, b)
+	q.ctr.txPackets.Add(1)
+	q.ctr.txBytes.Add(uint64(n))
+}
+
+// buildJobPacket encodes and queues the read-response packet of job i at offset off.
+func (q *QP) buildJobPacket(now int64, i int, psn wire.PSN, off uint32, retx bool) {
+	e := q.e
+	j := &q.req.jobs[i]
+	slot := e.txSlot()
+	p := &e.txWire
+	*p = wire.Packet{}
+	n := min(uint32(q.mss), uint32(len(j.data))-off)
+	q.header(p, wire.OpReadResponse, psn, now, retx)
+	p.ReadResp = wire.ReadRespExt{ReqPSN: j.reqPSN, Offset: off}
+	if off+n >= uint32(len(j.data)) {
+		p.Flags |= wire.FlagLast | wire.FlagAckReq
+	}
+	hl, err := wire.Encode(e.txHdr[slot][:], p)
+	if err != nil {
+		panic("transport: encoding a read response failed: " + err.Error())
+	}
+	e.emit(slot, q.peer, q.srcPort, hl, j.data[off:off+n])
+	q.ctr.txPackets.Add(1)
+	q.ctr.txBytes.Add(uint64(n))
+}
+
+// gather returns the n bytes at offset off of an SGL as at most two slices referencing it,
+// or, when they span more than two SGEs, as one slice of bounce holding a copy.
+func gather(sgl *[MaxSGE][]byte, nsge uint8, off, n uint32, bounce []byte) (a, b []byte) {
+	if n == 0 {
+		return nil, nil
+	}
+	var pieces [MaxSGE][]byte
+	np := 0
+	for i := 0; i < int(nsge) && i < MaxSGE && n > 0; i++ {
+		l := uint32(len(sgl[i]))
+		if off >= l {
+			off -= l
+			continue
+		}
+		take := min(l-off, n)
+		pieces[np] = sgl[i][off : off+take]
+		np++
+		n -= take
+		off = 0
+	}
+	switch np {
+	case 1:
+		return pieces[0], nil
+	case 2:
+		return pieces[0], pieces[1]
+	}
+	w := 0
+	for _, p := range pieces[:np] {
+		w += copy(bounce[w:], p)
+	}
+	return bounce[:w], nil
+}
+
+// onAck processes an acknowledgement of our stream (and, for a NAK, what failed).
+func (q *QP) onAck(now int64, p *wire.Packet) {
+	r := &q.req
+	a := &p.Ack
+	if !r.credKnow || msnBefore(r.credits, a.Credits) {
+		r.credits, r.credKnow = a.Credits, true
+	}
+	acked, rtt := r.sent.OnAck(a.AckPSN, a.SACK, now, r.scratch[:0])
+	bytes := 0
+	for i := range acked {
+		info := &acked[i]
+		bytes += info.Bytes
+		if info.SentAt > r.lastRecv {
+			r.lastRecv = info.SentAt
+		}
+		job, idx, _ := splitTag(info.Tag)
+		if job {
+			if int(idx) < len(r.jobs) && r.jobs[idx].active {
+				j := &r.jobs[idx]
+				if j.acked++; j.sentAll && j.acked >= j.npkts {
+					*j = readJob{}
+				}
+			}
+			continue
+		}
+		if s := &r.wrs[idx&r.mask]; s.seq&0x7fffffff == idx && !s.done {
+			s.acked++
+		}
+	}
+	if len(acked) > 0 {
+		r.rto.ResetBackoff()
+		// The RTT sample comes from the timestamp echo, as TCP timestamps do (RFC 7323):
+		// EchoTS is the send time of the packet that triggered this ack, whichever
+		// transmission of it that was, and Delay how long the receiver held it. A sample
+		// from the history's send times would be wrong after a lost ack: the ack that
+		// finally arrives also covers packets sent an RTO earlier and never resent.
+		if d := echoDelay(now, a); d > 0 {
+			rtt = d
+		} else if rtt > 0 {
+			rtt = max(rtt-int64(a.Delay)*1000, 1)
+		}
+		if rtt > 0 {
+			r.rto.Sample(rtt)
+		}
+		r.cc.OnAck(now, bytes, rtt)
+		if npk, _ := r.sent.InFlight(); npk > 0 {
+			r.rtoAt = now + r.rto.Timeout()
+		} else {
+			r.rtoAt = 0
+		}
+	}
+	if a.Syndrome != wire.SynAck {
+		q.ctr.naksRecv.Add(1)
+		q.ctr.naksRecvBy[int(a.Syndrome)%nakKinds].Add(1)
+		if q.onNak(now, a) {
+			return
+		}
+	}
+	q.detectLoss(now, a)
+	q.completeSends(now)
+	q.publishStats()
+}
+
+// echoDelay returns the round trip an ack's timestamp echo measures, without the receiver's
+// holding time, in ns; 0 when the ack carries no usable echo. Timestamps are microseconds
+// that wrap every 71 minutes; a round trip beyond 10 s is not believed.
+func echoDelay(now int64, a *wire.AckExt) int64 {
+	if a.EchoTS == 0 {
+		return 0
+	}
+	us := int64(uint32(now/1000)-a.EchoTS) - int64(a.Delay)
+	if us < 0 || us > 10_000_000 {
+		return 0
+	}
+	return max(us*1000, 1000)
+}
+
+// onNak handles a negative acknowledgement; it reports whether the QP failed.
+func (q *QP) onNak(now int64, a *wire.AckExt) bool {
+	r := &q.req
+	info, ok := r.sent.Lookup(a.NakPSN)
+	seq := int64(-1)
+	if ok {
+		seq = q.seqOfTag(info.Tag)
+	}
+	switch a.Syndrome {
+	case wire.SynNakSeq:
+		return false // the SACK bitmap says what is missing
+	case wire.SynNakRNR:
+		q.ctr.rnrNaks.Add(1)
+		if !ok || (r.rnrAt != 0 && r.rnrPSN == a.NakPSN) {
+			return false // already waiting out the delay for this packet: an early copy's NAK
+		}
+		if seq >= 0 {
+			s := &r.wrs[uint32(seq)&r.mask]
+			if s.rnr++; s.rnr > q.e.cfg.RNRRetryLimit {
+				q.fail(now, StatusTimeout, seq)
+				return true
+			}
+		}
+		d := int64(q.e.cfg.RNRDelay)
+		if a.Value > 0 {
+			d = int64(a.Value) * 16 * 1000
+		}
+		r.rnrPSN, r.rnrAt = a.NakPSN, now+d
+		return false
+	case wire.SynNakAccess:
+		q.fail(now, StatusAccessViolation, seq)
+	case wire.SynNakInvalid:
+		q.fail(now, StatusDataError, seq)
+	default:
+		q.fail(now, StatusRemoteError, seq)
+	}
+	return true
+}
+
+// detectLoss finds packets the peer's acknowledgements show missing and queues them for
+// retransmission (go-back-N: everything unacknowledged from the first missing).
+func (q *QP) detectLoss(now int64, a *wire.AckExt) {
+	r := &q.req
+	if q.e.cfg.GoBackN {
+		if a.SACK != 0 || a.Syndrome == wire.SynNakSeq {
+			if len(r.retx) == 0 {
+				r.retx = r.sent.Unacked(r.retx[:0])
+				if len(r.retx) > 0 {
+					r.cc.OnLoss(now, r.retx[0].Bytes)
+				}
+			}
+		}
+		return
+	}
+	reo := r.rto.SRTT() / 4
+	before := len(r.retx)
+	r.retx = r.sent.DetectLost(now, reo, r.retx)
+	if lost := len(r.retx) - before; lost > 0 {
+		bytes := 0
+		for _, info := range r.retx[before:] {
+			bytes += info.Bytes
+		}
+		r.cc.OnLoss(now, bytes)
+	}
+}
+
+// completeSends completes, in posting order, every finished work request at the head.
+func (q *QP) completeSends(now int64) {
+	r := &q.req
+	for r.head != r.next {
+		s := &r.wrs[r.head&r.mask]
+		if !s.sentAll || s.acked < s.npkts {
+			return
+		}
+		if s.wr.Kind == OpRead {
+			if s.readGot < uint32(s.wr.Len()) {
+				return
+			}
+			r.reads--
+		}
+		q.completeWR(s, StatusSuccess)
+		r.head++
+	}
+}
+
+// completeWR reports a work request's completion and frees its slot.
+func (q *QP) completeWR(s *wrState, st Status) {
+	c := Completion{Context: s.wr.Context, Op: s.wr.Kind, Status: st}
+	if st == StatusSuccess {
+		c.Bytes = uint32(s.wr.Len())
+	}
+	s.done = true
+	s.wr = WorkRequest{} // drop references to caller memory
+	q.sink.Complete(q, &c)
+}
+
+// fail puts the QP in the error state: the work request with sequence number failSeq (if
+// any, and still outstanding) completes with st, every other outstanding request and receive
+// with StatusCancelled, in posting order. Retransmission stops.
+func (q *QP) fail(now int64, st Status, failSeq int64) {
+	if q.State() == QPError {
+		return
+	}
+	q.state.Store(uint32(QPError))
+	r := &q.req
+	// A failure that names no request (a timeout of a read response we owed) is reported on
+	// the oldest outstanding one.
+	target := failSeq
+	if target < 0 && st != StatusCancelled && r.head != r.tail {
+		target = int64(r.wrs[r.head&r.mask].seq)
+	}
+	for r.head != r.tail {
+		s := &r.wrs[r.head&r.mask]
+		if !s.done {
+			cst := StatusCancelled
+			if int64(s.seq) == target {
+				cst = st
+			}
+			q.completeWR(s, cst)
+		}
+		r.head++
+	}
+	r.next, r.sendOff, r.reads = r.tail, 0, 0
+	r.retx = r.retx[:0]
+	r.rtoAt, r.rnrAt = 0, 0
+	r.sent.Reset()
+	for i := range r.jobs {
+		r.jobs[i] = readJob{}
+	}
+	q.cancelReceives()
+	q.publishStats()
+	_ = now
+}
+
+// publishStats makes the engine's estimates visible to Stats.
+func (q *QP) publishStats() {
+	r := &q.req
+	q.ctr.srtt.Store(r.rto.SRTT())
+	q.ctr.rttvar.Store(r.rto.RTTVar())
+	q.ctr.rto.Store(r.rto.Timeout())
+	q.ctr.cwnd.Store(int64(r.cc.Window()))
+	_, b := r.sent.InFlight()
+	q.ctr.inflight.Store(int64(b))
+}

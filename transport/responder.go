@@ -1,0 +1,335 @@
+package transport
+
+import (
+	"github.com/xdpndk/xdpndk/transport/ack"
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// takeReceives moves posted receives into the receive ring (or, in the error state,
+// completes them cancelled).
+func (q *QP) takeReceives(now int64) bool {
+	rs := &q.resp
+	moved := false
+	errored := q.State() == QPError || q.State() == QPDisconnected
+	for rs.posted-rs.base < uint32(len(rs.recvs)) {
+		r := q.recvQ.peek()
+		if r == nil {
+			break
+		}
+		if errored {
+			c := Completion{Context: r.Context, Op: OpReceive, Status: StatusCancelled}
+			q.recvQ.pop()
+			q.sink.Complete(q, &c)
+			moved = true
+			continue
+		}
+		rs.recvs[rs.posted&rs.mask] = recvState{r: *r}
+		q.recvQ.pop()
+		rs.posted++
+		moved = true
+	}
+	return moved
+}
+
+// input handles a data packet or an acknowledgement that matched this QP.
+func (q *QP) input(now int64, p *wire.Packet) {
+	switch q.State() {
+	case QPConnecting:
+		// A packet with the right cookie means the peer got our reply: an implicit
+		// ready-to-use.
+		if !q.e.cm.established(now, q) {
+			return
+		}
+	case QPError, QPDisconnected:
+		if p.Opcode != wire.OpAck {
+			q.resp.nakSend = true // the peer keeps retransmitting: tell it again
+			if q.resp.nakSyn == wire.SynAck {
+				q.resp.nakSyn, q.resp.nakPSN = wire.SynNakRemoteOp, p.PSN
+			}
+		}
+		return
+	}
+	if p.Opcode == wire.OpAck {
+		q.onAck(now, p)
+		return
+	}
+	rs := &q.resp
+	switch rs.rx.Check(p.PSN) {
+	case ack.Duplicate, ack.TooOld:
+		q.ctr.dupRecv.Add(1)
+		rs.ackNow = true // our ack was probably lost: repeat it
+		return
+	case ack.TooNew:
+		q.e.ctr.outOfWindow.Add(1)
+		return
+	}
+	if !q.accept(now, p) {
+		return
+	}
+	rs.rx.Receive(p.PSN)
+	n := p.PayloadLen()
+	q.ctr.rxPackets.Add(1)
+	q.ctr.rxBytes.Add(uint64(n))
+	if rs.ackPending == 0 {
+		rs.ackFirst = now
+	}
+	rs.ackPending++
+	rs.ackEchoTS, rs.ackArrival = p.TS, now
+	if p.Flags&wire.FlagAckReq != 0 || rs.rx.HasGap() {
+		rs.ackNow = true
+	}
+}
+
+// accept places a new data packet. It reports false when the packet is refused and must not
+// count as received (no receive posted: RNR; or the QP failed).
+func (q *QP) accept(now int64, p *wire.Packet) bool {
+	switch p.Opcode {
+	case wire.OpSendFirst, wire.OpSendMiddle, wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
+		return q.acceptSend(now, p)
+	case wire.OpWrite:
+		n := uint32(p.PayloadLen())
+		if n == 0 {
+			return true
+		}
+		dst, err := q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, n, AccessRemoteWrite)
+		if err != nil || uint32(len(dst)) < n {
+			q.nak(wire.SynNakAccess, p.PSN)
+			q.fail(now, StatusCancelled, -1)
+			return false
+		}
+		copyPayload(dst, p)
+		return true
+	case wire.OpReadRequest:
+		return q.acceptRead(now, p)
+	case wire.OpReadResponse:
+		return q.acceptReadResponse(now, p)
+	}
+	return false
+}
+
+// acceptSend places a Send packet into the receive its MSN names.
+func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
+	rs := &q.resp
+	msn := p.Send.MSN
+	if msnBefore(msn, rs.base) {
+		return true // its message completed already: a late copy
+	}
+	if !msnBefore(msn, rs.posted) {
+		q.nak(wire.SynNakRNR, p.PSN) // no receive posted for it yet
+		return false
+	}
+	r := &rs.recvs[msn&rs.mask]
+	if !r.started {
+		r.started, r.total = true, p.Send.Total
+		if int(r.total) > r.r.Len() {
+			// Too large for the receive: the receive completes with data overrun, the
+			// sender's request with data error, and both QPs fail. In MSN order: the
+			// receives before it are cancelled first.
+			q.nak(wire.SynNakInvalid, p.PSN)
+			for rs.base != msn {
+				q.cancelReceive()
+			}
+			c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusDataOverrun}
+			*r = recvState{}
+			rs.base++
+			q.sink.Complete(q, &c)
+			q.fail(now, StatusCancelled, -1)
+			return false
+		}
+	} else if r.total != p.Send.Total {
+		q.nak(wire.SynNakInvalid, p.PSN)
+		q.fail(now, StatusCancelled, -1)
+		return false
+	}
+	if !scatter(&r.r.SGL, r.r.NSGE, p.Send.Offset, p) {
+		q.nak(wire.SynNakInvalid, p.PSN)
+		q.fail(now, StatusCancelled, -1)
+		return false
+	}
+	r.got += uint32(p.PayloadLen())
+	switch p.Opcode {
+	case wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
+		r.solicited = p.Flags&wire.FlagSolicited != 0
+		if p.Opcode == wire.OpSendLastInv || p.Opcode == wire.OpSendOnlyInv {
+			r.inv, r.invToken = true, p.Send.InvToken
+		}
+	}
+	q.completeReceives(now)
+	return true
+}
+
+// completeReceives completes, in MSN order, every receive at the head whose message has fully
+// arrived. A SendAndInvalidate invalidates its token first; a token that cannot be
+// invalidated aborts the connection.
+func (q *QP) completeReceives(now int64) {
+	rs := &q.resp
+	for rs.base != rs.posted {
+		r := &rs.recvs[rs.base&rs.mask]
+		if !r.started || r.got < r.total {
+			return
+		}
+		c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusSuccess, Bytes: r.total, Solicited: r.solicited}
+		if r.inv {
+			c.Op, c.InvToken = OpReceiveInv, r.invToken
+			if err := q.e.cfg.Resolver.Invalidate(q.cfg.PD, r.invToken); err != nil {
+				q.nak(wire.SynNakInvalToken, rs.rx.Cumulative())
+				q.fail(now, StatusCancelled, -1)
+				return
+			}
+		}
+		*r = recvState{}
+		rs.base++
+		q.sink.Complete(q, &c)
+	}
+}
+
+// acceptRead starts a read job for the peer's ReadRequest.
+func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
+	free := -1
+	for i := range q.req.jobs {
+		if !q.req.jobs[i].active {
+			free = i
+			break
+		}
+	}
+	if free < 0 {
+		q.nak(wire.SynNakInvalid, p.PSN) // more Reads than the negotiated IRD
+		q.fail(now, StatusCancelled, -1)
+		return false
+	}
+	src, err := q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
+	if err != nil || uint32(len(src)) < p.RDMA.Length {
+		q.nak(wire.SynNakAccess, p.PSN)
+		q.fail(now, StatusCancelled, -1)
+		return false
+	}
+	n := (p.RDMA.Length + uint32(q.mss) - 1) / uint32(q.mss)
+	q.req.jobs[free] = readJob{active: true, reqPSN: p.PSN, data: src[:p.RDMA.Length], npkts: n}
+	return true
+}
+
+// acceptReadResponse places response bytes into the Read that asked for them.
+func (q *QP) acceptReadResponse(now int64, p *wire.Packet) bool {
+	r := &q.req
+	for seq := r.head; seq != r.next; seq++ {
+		s := &r.wrs[seq&r.mask]
+		if s.wr.Kind != OpRead || s.done || s.firstPSN != p.ReadResp.ReqPSN {
+			continue
+		}
+		if !scatter(&s.wr.SGL, s.wr.NSGE, p.ReadResp.Offset, p) {
+			q.fail(now, StatusRemoteError, int64(s.seq))
+			return false
+		}
+		s.readGot += uint32(p.PayloadLen())
+		q.completeSends(now)
+		return true
+	}
+	return true // for a Read that completed or failed already: nothing to place
+}
+
+// nak schedules a negative acknowledgement.
+func (q *QP) nak(syn wire.Syndrome, psn wire.PSN) {
+	rs := &q.resp
+	rs.nakSyn, rs.nakPSN, rs.nakSend = syn, psn, true
+}
+
+// maybeAck sends an acknowledgement when one is due and returns when the next one will be.
+func (q *QP) maybeAck(now int64) int64 {
+	rs := &q.resp
+	credits := rs.posted != rs.lastCred
+	due := rs.nakSend || rs.ackNow || rs.ackPending >= q.e.cfg.AckEvery ||
+		(rs.ackPending > 0 && now-rs.ackFirst >= int64(q.e.cfg.AckDelay)) || credits
+	if due && q.e.canTransmit() {
+		q.sendAck(now)
+		return 0
+	}
+	if rs.ackPending > 0 {
+		return rs.ackFirst + int64(q.e.cfg.AckDelay)
+	}
+	return 0
+}
+
+// sendAck queues an Ack (or the pending NAK) for the peer's stream.
+func (q *QP) sendAck(now int64) {
+	e := q.e
+	rs := &q.resp
+	i := e.txSlot()
+	p := &e.txWire
+	*p = wire.Packet{}
+	p.Header = wire.Header{Opcode: wire.OpAck, DestQPN: q.peerQPN, Cookie: q.cookie, TS: uint32(now / 1000)}
+	p.Ack = wire.AckExt{
+		AckPSN: rs.rx.Cumulative(), SACK: rs.rx.SACK(), Credits: rs.posted,
+		EchoTS: rs.ackEchoTS, Delay: uint32(max(now-rs.ackArrival, 0) / 1000),
+	}
+	if rs.nakSend {
+		p.Ack.Syndrome, p.Ack.NakPSN, p.Ack.Value = rs.nakSyn, rs.nakPSN, rs.nakValue
+		if rs.nakSyn == wire.SynNakRNR {
+			p.Ack.Value = uint16(q.e.cfg.RNRDelay / 16 / 1000)
+		}
+		q.ctr.naksSent.Add(1)
+		q.ctr.naksSentBy[int(rs.nakSyn)%nakKinds].Add(1)
+		rs.nakSend = false
+		if rs.nakSyn == wire.SynNakRNR {
+			rs.nakSyn = wire.SynAck
+		}
+	} else {
+		q.ctr.acksSent.Add(1)
+	}
+	hl, err := wire.Encode(e.txHdr[i][:], p)
+	if err != nil {
+		panic("transport: encoding an ack failed: " + err.Error())
+	}
+	e.emit(i, q.peer, q.srcPort, hl)
+	rs.ackPending, rs.ackNow, rs.lastCred = 0, false, rs.posted
+}
+
+// cancelReceives completes every outstanding receive cancelled, in MSN order.
+func (q *QP) cancelReceives() {
+	for q.resp.base != q.resp.posted {
+		q.cancelReceive()
+	}
+}
+
+// cancelReceive completes the oldest outstanding receive cancelled.
+func (q *QP) cancelReceive() {
+	rs := &q.resp
+	r := &rs.recvs[rs.base&rs.mask]
+	c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusCancelled}
+	*r = recvState{}
+	rs.base++
+	q.sink.Complete(q, &c)
+}
+
+// copyPayload copies a packet's payload segments into dst.
+func copyPayload(dst []byte, p *wire.Packet) {
+	w := 0
+	for i := 0; i < p.NPayload; i++ {
+		w += copy(dst[w:], p.Payload[i])
+	}
+}
+
+// scatter copies a packet's payload into an SGL at byte offset off; false if it does not
+// fit.
+func scatter(sgl *[MaxSGE][]byte, nsge uint8, off uint32, p *wire.Packet) bool {
+	if uint64(off)+uint64(p.PayloadLen()) > uint64(sglLen(sgl, nsge)) {
+		return false
+	}
+	sge, pos := 0, int(off)
+	for sge < int(nsge) && pos >= len(sgl[sge]) {
+		pos -= len(sgl[sge])
+		sge++
+	}
+	for i := 0; i < p.NPayload; i++ {
+		src := p.Payload[i]
+		for len(src) > 0 {
+			c := copy(sgl[sge][pos:], src)
+			src = src[c:]
+			pos += c
+			if pos == len(sgl[sge]) {
+				sge++
+				pos = 0
+			}
+		}
+	}
+	return true
+}

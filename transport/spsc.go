@@ -1,0 +1,55 @@
+package transport
+
+import "sync/atomic"
+
+// spsc is a fixed-capacity single-producer/single-consumer queue: the application posts work
+// requests on one side, the engine takes them on the other. No locks, no allocation after
+// creation. The producer and the consumer may be different goroutines; two producers (or two
+// consumers) may not run at once, which NDKPI's posting rules already guarantee (§4.1: calls
+// on one queue are serialized).
+type spsc[T any] struct {
+	slots []T
+	mask  uint64
+	head  atomic.Uint64 // next slot to consume; written by the consumer
+	_     [56]byte      // keep head and tail on different cache lines
+	tail  atomic.Uint64 // next slot to fill; written by the producer
+}
+
+func newSPSC[T any](capacity int) *spsc[T] {
+	n := 1
+	for n < capacity {
+		n <<= 1
+	}
+	return &spsc[T]{slots: make([]T, n), mask: uint64(n - 1)}
+}
+
+// push copies *v into the queue; false when full. Producer side.
+func (q *spsc[T]) push(v *T) bool {
+	t := q.tail.Load()
+	if t-q.head.Load() == uint64(len(q.slots)) {
+		return false
+	}
+	q.slots[t&q.mask] = *v
+	q.tail.Store(t + 1)
+	return true
+}
+
+// peek returns the oldest entry without taking it; nil when empty. Consumer side.
+func (q *spsc[T]) peek() *T {
+	h := q.head.Load()
+	if h == q.tail.Load() {
+		return nil
+	}
+	return &q.slots[h&q.mask]
+}
+
+// pop takes the entry peek returned. Consumer side.
+func (q *spsc[T]) pop() {
+	h := q.head.Load()
+	var zero T
+	q.slots[h&q.mask] = zero // drop references to caller memory
+	q.head.Store(h + 1)
+}
+
+// len is the number of queued entries (a snapshot).
+func (q *spsc[T]) len() int { return int(q.tail.Load() - q.head.Load()) }

@@ -1,0 +1,169 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxSGE is the most scatter/gather entries one work request or receive may have.
+const MaxSGE = 4
+
+// Status is the outcome of a work request or receive as the transport reports it. Package
+// ndk maps each to its NTSTATUS (NDKPI-REFERENCE §5.3).
+type Status uint8
+
+const (
+	// StatusSuccess: done.
+	StatusSuccess Status = iota
+	// StatusCancelled: flushed (Flush, disconnect, or the QP entered the error state
+	// because of an earlier failure). NDK: STATUS_CANCELLED.
+	StatusCancelled
+	// StatusTimeout: the retry limit or the RNR retry limit was exceeded; the peer is gone or
+	// never posted a receive. NDK: STATUS_IO_TIMEOUT.
+	StatusTimeout
+	// StatusAccessViolation: the peer refused a remote access (token, rights, bounds, or an
+	// invalidated token); nothing was written. NDK: STATUS_ACCESS_VIOLATION.
+	StatusAccessViolation
+	// StatusDataOverrun: at the receiver, an incoming Send was larger than the receive
+	// buffer. NDK: STATUS_DATA_OVERRUN.
+	StatusDataOverrun
+	// StatusDataError: at the sender, the peer refused the Send (too large for its receive)
+	// or the request as invalid. NDK: STATUS_DATA_ERROR.
+	StatusDataError
+	// StatusRemoteError: the peer's QP failed while processing the request.
+	// NDK: STATUS_REMOTE_ERROR... mapped by ndk.
+	StatusRemoteError
+	// StatusLocalError: the request was malformed locally (more SGEs than allowed, a length
+	// over the limit). NDK: STATUS_INVALID_PARAMETER / DATA_OVERRUN by ndk.
+	StatusLocalError
+)
+
+var statusNames = [...]string{"success", "cancelled", "timeout", "access violation", "data overrun", "data error", "remote error", "local error"}
+
+// String names the status.
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// OpKind is what a work request does.
+type OpKind uint8
+
+const (
+	// OpSend sends the gathered bytes into the peer's next receive.
+	OpSend OpKind = iota + 1
+	// OpSendInv is OpSend that also asks the peer to invalidate InvToken.
+	OpSendInv
+	// OpWrite writes the gathered bytes to the peer's memory at RemoteAddr/RemoteToken.
+	OpWrite
+	// OpRead reads Length bytes of the peer's memory at RemoteAddr/RemoteToken into the
+	// scatter list.
+	OpRead
+	// OpReceive is a posted receive (used in completions only).
+	OpReceive
+	// OpReceiveInv is a receive that was completed by a SendAndInvalidate (completions only).
+	OpReceiveInv
+)
+
+var opNames = [...]string{"", "send", "send+invalidate", "write", "read", "receive", "receive+invalidate"}
+
+// String names the operation.
+func (o OpKind) String() string {
+	if int(o) < len(opNames) && o != 0 {
+		return opNames[o]
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(o))
+}
+
+// WRFlags modify a work request.
+type WRFlags uint8
+
+const (
+	// WRSolicited asks the peer to signal its solicited-event waiters when this Send's receive
+	// completes (SEND_AND_SOLICIT_EVENT).
+	WRSolicited WRFlags = 1 << iota
+	// WRReadFence holds the request until every earlier Read of the QP has completed
+	// (READ_FENCE).
+	WRReadFence
+)
+
+// WorkRequest is one initiator-queue request. The memory its SGL names belongs to the
+// transport from PostSend until the request completes: Send and Write read it (possibly
+// more than once, for retransmission), Read writes into it.
+type WorkRequest struct {
+	Kind        OpKind
+	Flags       WRFlags
+	NSGE        uint8
+	SGL         [MaxSGE][]byte // local memory: the gather list (Send, Write) or scatter list (Read)
+	RemoteAddr  uint64         // Write, Read: the peer's virtual address (host order; may include an offset)
+	RemoteToken uint32         // Write, Read: the peer's remote token
+	InvToken    uint32         // OpSendInv: the token the peer invalidates
+	Context     uint64         // returned in the completion
+}
+
+// Len is the total length of the work request's SGL.
+func (w *WorkRequest) Len() int { return sglLen(&w.SGL, w.NSGE) }
+
+// Receive is one posted receive: a scatter list and the context returned in its completion.
+type Receive struct {
+	NSGE    uint8
+	SGL     [MaxSGE][]byte
+	Context uint64
+}
+
+// Len is the total length of the receive's SGL.
+func (r *Receive) Len() int { return sglLen(&r.SGL, r.NSGE) }
+
+func sglLen(sgl *[MaxSGE][]byte, n uint8) int {
+	t := 0
+	for i := 0; i < int(n) && i < MaxSGE; i++ {
+		t += len(sgl[i])
+	}
+	return t
+}
+
+// Completion reports the end of a work request or receive.
+type Completion struct {
+	Context   uint64
+	Op        OpKind
+	Status    Status
+	Bytes     uint32 // bytes transferred: received (receives), read (reads), sent (sends, writes)
+	Solicited bool   // a receive completed by a solicited Send
+	InvToken  uint32 // OpReceiveInv: the token the peer invalidated here
+}
+
+// CompletionSink receives a QP's completions, on the engine goroutine, in posting order per
+// queue (initiator queue, receive queue). It must not block and must not call back into the
+// engine.
+type CompletionSink interface {
+	Complete(qp *QP, c *Completion)
+}
+
+// Access is a set of remote rights checked by a MemoryResolver.
+type Access uint8
+
+const (
+	// AccessRemoteRead: the peer may read (RDMA Read).
+	AccessRemoteRead Access = 1 << iota
+	// AccessRemoteWrite: the peer may write (RDMA Write).
+	AccessRemoteWrite
+)
+
+// MemoryResolver checks remote accesses and resolves them to memory. package memreg
+// implements it; tests use simple ones. Its methods are called on the engine goroutine and
+// must not allocate or block.
+type MemoryResolver interface {
+	// Resolve returns the bytes [addr, addr+length) of the memory that token names, if a QP
+	// of protection domain pd may access them with access. On refusal it returns an error
+	// (ErrAccess or one wrapping it) and the caller writes nothing.
+	Resolve(pd uint32, token uint32, addr uint64, length uint32, access Access) ([]byte, error)
+	// Invalidate invalidates token for SendAndInvalidate; an error means the token could not
+	// be invalidated (not a fast-registered region or a window of pd) and the connection is
+	// aborted.
+	Invalidate(pd uint32, token uint32) error
+}
+
+// ErrAccess is the reason a MemoryResolver refuses an access.
+var ErrAccess = errors.New("remote access refused")
