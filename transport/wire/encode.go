@@ -77,6 +77,7 @@ func putRDMA(b []byte, r *RDMAExt) {
 	binary.BigEndian.PutUint64(b[0:8], r.Addr)
 	binary.BigEndian.PutUint32(b[8:12], r.Token)
 	binary.BigEndian.PutUint32(b[12:16], r.Length)
+	binary.BigEndian.PutUint32(b[16:20], r.Offset)
 }
 
 func putReadResp(b []byte, r *ReadRespExt) {

@@ -184,11 +184,10 @@ func parseSend(b []byte, p *Packet, plen int) error {
 
 func parseWrite(b []byte, p *Packet, plen int) error {
 	r := decodeRDMA(b, &p.RDMA)
-	if uint64(plen) > uint64(r.Length) {
+	// Whether [Addr, Addr+Length) is valid memory (including wrapping past 2^64) is the
+	// receiver's access check, answered with an access NAK, not a parse error.
+	if uint64(r.Offset)+uint64(plen) > uint64(r.Length) {
 		return ErrLength
-	}
-	if r.Addr > math.MaxUint64-uint64(plen) {
-		return ErrField
 	}
 	return nil
 }
@@ -198,7 +197,7 @@ func parseReadReq(b []byte, p *Packet, plen int) error {
 	if plen != 0 {
 		return ErrLength
 	}
-	if r.Length == 0 || r.Addr > math.MaxUint64-uint64(r.Length) {
+	if r.Length == 0 || r.Offset != 0 {
 		return ErrField
 	}
 	return nil
@@ -209,6 +208,7 @@ func decodeRDMA(b []byte, r *RDMAExt) *RDMAExt {
 	r.Addr = binary.BigEndian.Uint64(b[0:8])
 	r.Token = binary.BigEndian.Uint32(b[8:12])
 	r.Length = binary.BigEndian.Uint32(b[12:16])
+	r.Offset = binary.BigEndian.Uint32(b[16:20])
 	return r
 }
 

@@ -19,7 +19,7 @@ const Version = 1
 const (
 	HeaderLen   = 24 // the fixed header
 	SendExtLen  = 16 // Send*: MSN, offset, total, invalidate token
-	RDMAExtLen  = 16 // Write, ReadRequest: remote address, token, length
+	RDMAExtLen  = 20 // Write, ReadRequest: remote address, token, length, offset
 	ReadRespLen = 8  // ReadResponse: request PSN, offset
 	AckExtLen   = 32 // Ack: see AckExt
 	TrailerLen  = 4  // CRC32C
@@ -88,11 +88,15 @@ type SendExt struct {
 	InvToken uint32 // OpSend*Inv: the token the receiver invalidates; else 0
 }
 
-// RDMAExt follows the header of Write and ReadRequest packets.
+// RDMAExt follows the header of Write and ReadRequest packets. Every packet of a Write
+// names the whole Write (start address and length), so the receiver checks the full range
+// on each packet and a Write that is refused writes nothing, whatever order its packets
+// arrive in.
 type RDMAExt struct {
-	Addr   uint64 // remote virtual address of this packet's first byte (Write) or of the bytes to read
+	Addr   uint64 // remote virtual address of the Write's (or the Read's) first byte
 	Token  uint32 // remote token naming the region or window
 	Length uint32 // Write: total length of the Write; ReadRequest: bytes to read
+	Offset uint32 // Write: where this packet's payload goes, from Addr; ReadRequest: 0
 }
 
 // ReadRespExt follows the header of ReadResponse packets.

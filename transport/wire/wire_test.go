@@ -19,7 +19,7 @@ func TestSizes(t *testing.T) {
 	}{
 		{"Header", []int{1, 1, 2, 4, 4, 8, 4}, HeaderLen},
 		{"SendExt", []int{4, 4, 4, 4}, SendExtLen},
-		{"RDMAExt", []int{8, 4, 4}, RDMAExtLen},
+		{"RDMAExt", []int{8, 4, 4, 4}, RDMAExtLen},
 		{"ReadRespExt", []int{4, 4}, ReadRespLen},
 		{"AckExt", []int{4, 8, 4, 1, 1, 2, 4, 4, 4}, AckExtLen},
 		{"CMExt", []int{8, 8, 4, 4, 8, 2, 1, 1, 2, 2, 2}, CMExtLen},
@@ -89,16 +89,17 @@ func TestEncodeLayout(t *testing.T) {
 	// One golden datagram, byte by byte, as docs/PROTOCOL.md draws it.
 	p := Packet{Header: Header{Opcode: OpWrite, Flags: FlagLast | FlagAckReq, DestQPN: 0x01020304,
 		PSN: 0x05060708, Cookie: 0x090a0b0c0d0e0f10, TS: 0x11121314}}
-	p.RDMA = RDMAExt{Addr: 0x2122232425262728, Token: 0x292a2b2c, Length: 0x2d2e2f30}
+	p.RDMA = RDMAExt{Addr: 0x2122232425262728, Token: 0x292a2b2c, Length: 0x2d2e2f30, Offset: 0x01020304}
 	d := dgram(t, &p, []byte{0xaa, 0xbb})
 	want := []byte{
 		0x01, 0x10, 0x00, 0x05, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 		0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14,
 		0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f, 0x30,
+		0x01, 0x02, 0x03, 0x04,
 		0xaa, 0xbb,
 	}
 	// The trailer docs/PROTOCOL.md shows for this example.
-	want = append(want, 0xd2, 0x60, 0xa1, 0xca)
+	want = append(want, 0xa6, 0x75, 0x3e, 0x0c)
 	if !bytes.Equal(d, want) {
 		t.Fatalf("datagram\n%x\nwant\n%x", d, want)
 	}
@@ -330,9 +331,9 @@ func TestParseReject(t *testing.T) {
 		{"SendLastInv short of Total", mk(sendFirst, send(OpSendLastInv, 5, 16, 10, 2), nil), ErrLength, ""},
 		// Write, ReadRequest, ReadResponse.
 		{"Write longer than Length", mk("Write", func(p *Packet, pl *[]byte) { p.RDMA.Length = uint32(len(*pl) - 1) }, nil), ErrLength, ""},
-		{"Write address wraps", mk("Write", func(p *Packet, pl *[]byte) { p.RDMA.Addr = math.MaxUint64 - uint64(len(*pl)) + 1 }, nil), ErrField, ""},
+		{"Write offset past its length", mk("Write", func(p *Packet, pl *[]byte) { p.RDMA.Offset = p.RDMA.Length - uint32(len(*pl)) + 1 }, nil), ErrLength, ""},
 		{"ReadRequest Length 0", mk("ReadRequest", func(p *Packet, _ *[]byte) { p.RDMA.Length = 0 }, nil), ErrField, ""},
-		{"ReadRequest address wraps", mk("ReadRequest", func(p *Packet, _ *[]byte) { p.RDMA.Addr = math.MaxUint64 - 65535 }, nil), ErrField, ""},
+		{"ReadRequest with an offset", mk("ReadRequest", func(p *Packet, _ *[]byte) { p.RDMA.Offset = 1 }, nil), ErrField, ""},
 		{"ReadResponse past 2^32-1", mk("ReadResponse", func(p *Packet, pl *[]byte) { p.ReadResp.Offset = math.MaxUint32 - uint32(len(*pl)) + 1 }, nil), ErrLength, ""},
 		// Ack.
 		{"Ack unknown Syndrome", mk("Ack", func(p *Packet, _ *[]byte) { p.Ack.Syndrome = SynNakInvalToken + 1 }, nil), ErrField, ""},
