@@ -45,6 +45,7 @@ type cmState struct {
 	listeners map[uint64]*Listener
 	conns     []*Connector   // our outgoing attempts, and completed ones lingering to re-send RTU
 	halfOpen  []*ConnRequest // incoming requests: waiting for the application, or for RTU
+	recent    []recentConn   // established incoming connections, remembered to drop late duplicates of their request
 	discs     []*disconnectState
 	cmPkt     wire.Packet
 }
@@ -55,6 +56,13 @@ func (c *cmState) init(e *Engine) {
 }
 
 func (c *cmState) pendingPosts() bool { return false }
+
+// recentConn is an incoming connection established a moment ago.
+type recentConn struct {
+	peer   netip.Addr
+	connID uint64
+	until  int64
+}
 
 // Listener receives connection requests for one service.
 type Listener struct {
@@ -323,11 +331,11 @@ func (q *QP) setup(peer netip.AddrPort, peerPort uint16, peerQPN uint32, cookie 
 	q.peerQPN, q.cookie = peerQPN, cookie
 	q.ird, q.ord = ird, ord
 	maxp := min(e.link.MaxPayload(), peerMax)
-	q.mss = maxp - wire.HeaderLen - wire.SendExtLen - wire.TrailerLen
+	q.mss = maxp - wire.HeaderLen - max(wire.SendExtLen, wire.RDMAExtLen, wire.ReadRespLen) - wire.TrailerLen
 	q.req.sent = ack.NewSentHistory(ourPSN, e.cfg.Window)
 	q.resp.rx = ack.NewReceiveTracker(peerPSN, e.cfg.Window)
 	q.req.cc = e.cfg.NewController(q.mss)
-	q.req.jobs = q.req.jobs[:min(len(q.req.jobs), ird)] // IRD 0: the peer may not read
+	q.req.jobs = q.req.jobs[:min(len(q.req.jobs), 2*ird)] // IRD 0: the peer may not read
 	q.publishStats()
 }
 
@@ -338,6 +346,8 @@ func (c *cmState) established(now int64, q *QP) bool {
 		if r.qp == q && r.replied {
 			q.state.Store(uint32(QPConnected))
 			c.e.activate(q)
+			c.recent = append(c.recent, recentConn{peer: r.Peer.Addr(), connID: r.connID,
+				until: now + int64(c.e.cfg.CMTimeout)*int64(c.e.cfg.CMRetries)})
 			c.dropHalfOpen(r, nil)
 			return true
 		}
@@ -385,7 +395,7 @@ func (c *cmState) poll(now int64) (next int64) {
 		switch {
 		case r.replied && now >= r.nextAt:
 			if r.tries >= e.cfg.CMRetries {
-				r.qp.fail(now, StatusCancelled, -1)
+				r.qp.abort(now)
 				c.dropHalfOpen(r, ErrConnectTimeout)
 				i--
 				continue
@@ -404,6 +414,14 @@ func (c *cmState) poll(now int64) (next int64) {
 			due(r.nextAt)
 		} else {
 			due(r.expireAt)
+		}
+	}
+	for i := 0; i < len(c.recent); i++ {
+		if now >= c.recent[i].until {
+			c.recent = append(c.recent[:i], c.recent[i+1:]...)
+			i--
+		} else {
+			due(c.recent[i].until)
 		}
 	}
 	for i := 0; i < len(c.discs); i++ {
@@ -460,6 +478,12 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 				if r.replied {
 					c.sendReply(r) // our reply was lost
 				}
+				return
+			}
+		}
+		for _, r := range c.recent {
+			if r.connID == m.ConnID && r.peer == from.Addr() {
+				e.ctr.cmDrops.Add(1) // a late copy of a request already established
 				return
 			}
 		}
@@ -526,7 +550,7 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 		}
 		for _, r := range c.halfOpen {
 			if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() {
-				r.qp.fail(now, StatusCancelled, -1)
+				r.qp.abort(now)
 				c.dropHalfOpen(r, ErrRejected)
 				return
 			}

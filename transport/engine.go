@@ -38,6 +38,11 @@ type Config struct {
 	// RNRDelay is how long a sender waits after an RNR NAK that names no delay. Default
 	// 100 µs.
 	RNRDelay time.Duration
+	// CreditTimeout is how long a Send waits for the peer to advertise a receive for it
+	// before it is sent anyway as a probe, so that a peer that never posts one fails it
+	// through the RNR retry limit (StatusTimeout) instead of holding it forever. Default
+	// 100 ms.
+	CreditTimeout time.Duration
 	// AckEvery acknowledges after this many new packets; AckDelay at the latest this long
 	// after the oldest unacknowledged one. Defaults 16 and 20 µs.
 	AckEvery int
@@ -86,6 +91,9 @@ func (c *Config) normalize() error {
 	}
 	if c.RNRDelay == 0 {
 		c.RNRDelay = 100 * time.Microsecond
+	}
+	if c.CreditTimeout == 0 {
+		c.CreditTimeout = 100 * time.Millisecond
 	}
 	if c.AckEvery == 0 {
 		c.AckEvery = 16
@@ -173,7 +181,7 @@ type Engine struct {
 // engineCounters count what the engine dropped and why.
 type engineCounters struct {
 	rxPackets, txPackets, badPackets, noQP, badSource, badCookie, outOfWindow atomic.Uint64
-	cmDrops, halfOpenFull                                                     atomic.Uint64
+	cmDrops, halfOpenFull, txRefused                                          atomic.Uint64
 }
 
 // EngineStats are an engine's counters.
@@ -186,6 +194,7 @@ type EngineStats struct {
 	OutOfWindow          uint64 // PSN outside the receive window
 	CMDropped            uint64 // connection-management messages that matched nothing
 	HalfOpenFull         uint64 // connection requests refused because MaxHalfOpen were pending
+	TxRefused            uint64 // datagrams the link refused outright (too large: a bug); reliability resends or times out
 }
 
 // Stats returns the engine's counters. Safe from any goroutine.
@@ -195,6 +204,7 @@ func (e *Engine) Stats() EngineStats {
 		RxPackets: c.rxPackets.Load(), TxPackets: c.txPackets.Load(), Malformed: c.badPackets.Load(),
 		NoQP: c.noQP.Load(), BadSource: c.badSource.Load(), BadCookie: c.badCookie.Load(),
 		OutOfWindow: c.outOfWindow.Load(), CMDropped: c.cmDrops.Load(), HalfOpenFull: c.halfOpenFull.Load(),
+		TxRefused: c.txRefused.Load(),
 	}
 }
 
@@ -241,7 +251,9 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	sd, rd := len(q.sendQ.slots), len(q.recvQ.slots)
 	q.req.wrs = make([]wrState, sd)
 	q.req.mask = uint32(sd - 1)
-	q.req.jobs = make([]readJob, cfg.IRD)
+	// Twice IRD job slots: a read whose responses were all sent stops counting against IRD
+	// but keeps its slot until they are acknowledged (they may need retransmission).
+	q.req.jobs = make([]readJob, 2*cfg.IRD)
 	q.resp.recvs = make([]recvState, rd)
 	q.resp.mask = uint32(rd - 1)
 	q.req.scratch = make([]ack.PacketInfo, 0, e.cfg.Window)
@@ -503,7 +515,8 @@ func (e *Engine) flushTx() {
 	n, err := e.link.Send(e.txPkts[:e.ntx])
 	if err != nil {
 		// A datagram the link can never send (too large for it: a bug, or an unreachable
-		// peer): drop it; reliability retransmits or times the QP out.
+		// peer): drop it, counted; reliability retransmits or times the QP out.
+		e.ctr.txRefused.Add(1)
 		n++
 	}
 	n = min(n, e.ntx)

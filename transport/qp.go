@@ -94,6 +94,7 @@ type QP struct {
 
 	req  requester
 	resp responder
+	comp Completion // the completion being delivered: Complete gets a pointer to it
 
 	// counters (read by Stats from any goroutine)
 	ctr qpCounters
@@ -155,11 +156,32 @@ func (q *QP) PostReceive(r *Receive) error {
 	return nil
 }
 
+// deliver hands a completion to the sink. The sink sees a pointer into the QP (so the
+// completion does not escape to the heap); it is valid only during the call.
+func (q *QP) deliver(c *Completion) {
+	q.comp = *c
+	q.sink.Complete(q, &q.comp)
+}
+
 // Flush cancels every outstanding request and receive: they complete StatusCancelled and the
-// QP enters the error state. Safe concurrently with posting (NDKPI §4.1).
+// QP enters the error state. Safe concurrently with posting (NDKPI §4.1), and on a QP that
+// never connected.
 func (q *QP) Flush() {
 	q.flushReq.Store(true)
-	q.e.wake()
+	q.e.command(func(now int64) {
+		if q.connIndex < 0 { // not polled: a QP that is idle or still connecting
+			q.flushReq.Store(false)
+			q.abort(now)
+		}
+	})
+}
+
+// abort fails a QP the engine may not be polling, and starts polling it so that what is
+// posted to it completes cancelled. Engine goroutine.
+func (q *QP) abort(now int64) {
+	q.takeReceives(now)
+	q.fail(now, StatusCancelled, -1)
+	q.e.activate(q)
 }
 
 // nakKinds bounds the syndromes counted per kind.
@@ -187,6 +209,7 @@ type requester struct {
 	rtoAt    int64 // when the retransmission timer fires; 0 when not armed
 	cc       congestion.Controller
 	rnrAt    int64    // when the RNR-NAKed packet may be retried; 0 when none waits
+	credWait int64    // since when a Send waits for credits; 0 when none waits
 	rnrPSN   wire.PSN // the RNR-NAKed packet
 	lastRecv int64    // send time of the most recently delivered packet (RACK)
 	scratch  []ack.PacketInfo
@@ -250,6 +273,8 @@ type recvState struct {
 	solicited bool
 	invToken  uint32
 	inv       bool
+	lastPSN   wire.PSN // PSN of the message's last packet, once it arrived
+	haveLast  bool
 }
 
 // qpCounters are a QP's cumulative counters.

@@ -35,7 +35,11 @@ func (q *QP) poll(now int64) (next int64, busy bool) {
 		return 0, busy
 	}
 	busy = q.takeSends() || busy
-	next = q.timers(now)
+	next, fired := q.timers(now)
+	busy = busy || fired
+	if q.State() != QPConnected {
+		return 0, true // a timer failed the QP: its completions were just delivered
+	}
 	if q.transmit(now, &next) {
 		busy = true
 	}
@@ -69,27 +73,56 @@ func (q *QP) cancelPosts() bool {
 	for wr := q.sendQ.peek(); wr != nil; wr = q.sendQ.peek() {
 		c := Completion{Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}
 		q.sendQ.pop()
-		q.sink.Complete(q, &c)
+		q.deliver(&c)
 		moved = true
 	}
 	return moved
 }
 
-// timers runs the RNR and retransmission timers and returns the next deadline.
-func (q *QP) timers(now int64) (next int64) {
+// timers runs the retransmission, reordering (RACK) and RNR timers. It returns the next
+// deadline and whether a timer fired.
+func (q *QP) timers(now int64) (next int64, fired bool) {
 	r := &q.req
 	if r.rtoAt != 0 {
 		if now >= r.rtoAt {
 			q.onRTO(now)
+			fired = true
 		}
 		if r.rtoAt != 0 {
 			next = r.rtoAt
 		}
 	}
+	// Packets that may be lost but were not yet old enough when the last ack came are
+	// declared lost when the reordering window has passed (RFC 8985 §6.3).
+	if t, ok := r.sent.LossTime(); ok && q.State() == QPConnected && !q.e.cfg.GoBackN {
+		if now >= t {
+			before := len(r.retx)
+			r.retx = r.sent.DetectLost(now, r.rto.SRTT()/4, r.retx)
+			if len(r.retx) > before {
+				r.cc.OnLoss(now, lostBytes(r.retx[before:]))
+				fired = true
+			}
+		} else if next == 0 || t < next {
+			next = t
+		}
+	}
 	if r.rnrAt != 0 && (next == 0 || r.rnrAt < next) {
 		next = r.rnrAt
 	}
-	return next
+	if r.credWait != 0 {
+		if t := r.credWait + int64(q.e.cfg.CreditTimeout); next == 0 || t < next {
+			next = t
+		}
+	}
+	return next, fired
+}
+
+func lostBytes(l []ack.PacketInfo) int {
+	b := 0
+	for i := range l {
+		b += l[i].Bytes
+	}
+	return b
 }
 
 // onRTO handles an expired retransmission timer: the oldest unacknowledged packet goes again
@@ -193,10 +226,11 @@ func (q *QP) windowOpen(now int64, next *int64) bool {
 
 // sendJobPacket sends the next new packet of a read response, if one is waiting.
 func (q *QP) sendJobPacket(now int64) bool {
+	cum := q.resp.rx.Cumulative()
 	for i := range q.req.jobs {
 		j := &q.req.jobs[i]
-		if !j.active || j.sentAll {
-			continue
+		if !j.active || j.sentAll || !j.reqPSN.Less(cum) {
+			continue // a read executes only after every earlier request of the peer arrived
 		}
 		off := j.sentOff
 		n := min(uint32(q.mss), uint32(len(j.data))-off)
@@ -231,8 +265,17 @@ func (q *QP) sendWRPacket(now int64) bool {
 			return false
 		case s.wr.Kind == OpSend || s.wr.Kind == OpSendInv:
 			if r.credKnow && !msnBefore(r.nextMSN, r.credits) {
-				return false // the peer has no receive for it: wait for credits
+				// The peer has no receive for it: wait for credits, but not forever. After
+				// CreditTimeout the Send goes anyway as a probe, so that a peer that never
+				// posts a receive fails it through the RNR retry limit (STATUS_IO_TIMEOUT).
+				if r.credWait == 0 {
+					r.credWait = now
+				}
+				if now-r.credWait < int64(q.e.cfg.CreditTimeout) {
+					return false
+				}
 			}
+			r.credWait = 0
 		}
 		s.firstPSN = r.sent.NextPSN()
 		s.npkts = 1
@@ -347,7 +390,7 @@ func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx
 		}
 	case OpWrite:
 		q.header(p, wire.OpWrite, psn, now, retx)
-		p.RDMA = wire.RDMAExt{Addr: s.wr.RemoteAddr + uint64(off), Token: s.wr.RemoteToken, Length: total}
+		p.RDMA = wire.RDMAExt{Addr: s.wr.RemoteAddr, Token: s.wr.RemoteToken, Length: total, Offset: off}
 		if last {
 			p.Flags |= wire.FlagLast
 		}
@@ -475,6 +518,8 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 		}
 	}
 	if a.Syndrome != wire.SynAck {
+		// What the NAK's ack part acknowledged completed before the failure it reports.
+		q.completeSends(now)
 		q.ctr.naksRecv.Add(1)
 		q.ctr.naksRecvBy[int(a.Syndrome)%nakKinds].Add(1)
 		if q.onNak(now, a) {
@@ -554,15 +599,10 @@ func (q *QP) detectLoss(now int64, a *wire.AckExt) {
 		}
 		return
 	}
-	reo := r.rto.SRTT() / 4
 	before := len(r.retx)
-	r.retx = r.sent.DetectLost(now, reo, r.retx)
-	if lost := len(r.retx) - before; lost > 0 {
-		bytes := 0
-		for _, info := range r.retx[before:] {
-			bytes += info.Bytes
-		}
-		r.cc.OnLoss(now, bytes)
+	r.retx = r.sent.DetectLost(now, r.rto.SRTT()/4, r.retx)
+	if len(r.retx) > before {
+		r.cc.OnLoss(now, lostBytes(r.retx[before:]))
 	}
 }
 
@@ -593,7 +633,7 @@ func (q *QP) completeWR(s *wrState, st Status) {
 	}
 	s.done = true
 	s.wr = WorkRequest{} // drop references to caller memory
-	q.sink.Complete(q, &c)
+	q.deliver(&c)
 }
 
 // fail puts the QP in the error state: the work request with sequence number failSeq (if
@@ -624,8 +664,10 @@ func (q *QP) fail(now int64, st Status, failSeq int64) {
 	}
 	r.next, r.sendOff, r.reads = r.tail, 0, 0
 	r.retx = r.retx[:0]
-	r.rtoAt, r.rnrAt = 0, 0
-	r.sent.Reset()
+	r.rtoAt, r.rnrAt, r.credWait = 0, 0, 0
+	if r.sent != nil { // nil on a QP that never connected
+		r.sent.Reset()
+	}
 	for i := range r.jobs {
 		r.jobs[i] = readJob{}
 	}
@@ -637,6 +679,9 @@ func (q *QP) fail(now int64, st Status, failSeq int64) {
 // publishStats makes the engine's estimates visible to Stats.
 func (q *QP) publishStats() {
 	r := &q.req
+	if r.sent == nil {
+		return
+	}
 	q.ctr.srtt.Store(r.rto.SRTT())
 	q.ctr.rttvar.Store(r.rto.RTTVar())
 	q.ctr.rto.Store(r.rto.Timeout())

@@ -19,7 +19,7 @@ func (q *QP) takeReceives(now int64) bool {
 		if errored {
 			c := Completion{Context: r.Context, Op: OpReceive, Status: StatusCancelled}
 			q.recvQ.pop()
-			q.sink.Complete(q, &c)
+			q.deliver(&c)
 			moved = true
 			continue
 		}
@@ -55,11 +55,12 @@ func (q *QP) input(now int64, p *wire.Packet) {
 	}
 	rs := &q.resp
 	switch rs.rx.Check(p.PSN) {
-	case ack.Duplicate, ack.TooOld:
+	case ack.Duplicate:
 		q.ctr.dupRecv.Add(1)
 		rs.ackNow = true // our ack was probably lost: repeat it
 		return
-	case ack.TooNew:
+	case ack.TooOld, ack.TooNew:
+		// No sender that respects the window sends these: stale or forged. Not answered.
 		q.e.ctr.outOfWindow.Add(1)
 		return
 	}
@@ -67,6 +68,9 @@ func (q *QP) input(now int64, p *wire.Packet) {
 		return
 	}
 	rs.rx.Receive(p.PSN)
+	// A receive completes only once every earlier packet of the peer arrived: a receive
+	// completion promises that what the peer posted before that Send (Writes) has landed.
+	q.completeReceives(now)
 	n := p.PayloadLen()
 	q.ctr.rxPackets.Add(1)
 	q.ctr.rxBytes.Add(uint64(n))
@@ -87,17 +91,25 @@ func (q *QP) accept(now int64, p *wire.Packet) bool {
 	case wire.OpSendFirst, wire.OpSendMiddle, wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
 		return q.acceptSend(now, p)
 	case wire.OpWrite:
-		n := uint32(p.PayloadLen())
-		if n == 0 {
+		// Every packet checks the whole Write, so a refused Write writes nothing, in
+		// whatever order its packets arrive.
+		total := p.RDMA.Length
+		if total == 0 {
 			return true
 		}
-		dst, err := q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, n, AccessRemoteWrite)
-		if err != nil || uint32(len(dst)) < n {
+		var dst []byte
+		var err error
+		if p.RDMA.Addr > ^uint64(0)-uint64(total) {
+			err = ErrAccess // the range wraps past 2^64
+		} else {
+			dst, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
+		}
+		if err != nil || uint32(len(dst)) < total {
 			q.nak(wire.SynNakAccess, p.PSN)
 			q.fail(now, StatusCancelled, -1)
 			return false
 		}
-		copyPayload(dst, p)
+		copyPayload(dst[p.RDMA.Offset:], p)
 		return true
 	case wire.OpReadRequest:
 		return q.acceptRead(now, p)
@@ -132,7 +144,7 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 			c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusDataOverrun}
 			*r = recvState{}
 			rs.base++
-			q.sink.Complete(q, &c)
+			q.deliver(&c)
 			q.fail(now, StatusCancelled, -1)
 			return false
 		}
@@ -141,12 +153,26 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 		q.fail(now, StatusCancelled, -1)
 		return false
 	}
+	if p.Opcode == wire.OpSendLastInv || p.Opcode == wire.OpSendOnlyInv {
+		// Invalidate when the packet carrying the token is taken, so that a token that
+		// cannot be invalidated refuses this very packet: the connection is aborted and the
+		// sender's SendAndInvalidate fails, not a later request (NDKPI: "the receiving
+		// provider must abort the connection if the token is invalid").
+		if err := q.e.cfg.Resolver.Invalidate(q.cfg.PD, p.Send.InvToken); err != nil {
+			q.nak(wire.SynNakInvalToken, p.PSN)
+			q.fail(now, StatusCancelled, -1)
+			return false
+		}
+	}
 	if !scatter(&r.r.SGL, r.r.NSGE, p.Send.Offset, p) {
 		q.nak(wire.SynNakInvalid, p.PSN)
 		q.fail(now, StatusCancelled, -1)
 		return false
 	}
 	r.got += uint32(p.PayloadLen())
+	if p.Send.Offset+uint32(p.PayloadLen()) == r.total {
+		r.lastPSN, r.haveLast = p.PSN, true
+	}
 	switch p.Opcode {
 	case wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
 		r.solicited = p.Flags&wire.FlagSolicited != 0
@@ -154,7 +180,6 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 			r.inv, r.invToken = true, p.Send.InvToken
 		}
 	}
-	q.completeReceives(now)
 	return true
 }
 
@@ -165,39 +190,48 @@ func (q *QP) completeReceives(now int64) {
 	rs := &q.resp
 	for rs.base != rs.posted {
 		r := &rs.recvs[rs.base&rs.mask]
-		if !r.started || r.got < r.total {
+		if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(rs.rx.Cumulative()) {
 			return
 		}
 		c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusSuccess, Bytes: r.total, Solicited: r.solicited}
 		if r.inv {
-			c.Op, c.InvToken = OpReceiveInv, r.invToken
-			if err := q.e.cfg.Resolver.Invalidate(q.cfg.PD, r.invToken); err != nil {
-				q.nak(wire.SynNakInvalToken, rs.rx.Cumulative())
-				q.fail(now, StatusCancelled, -1)
-				return
-			}
+			c.Op, c.InvToken = OpReceiveInv, r.invToken // invalidated when its packet was taken
 		}
 		*r = recvState{}
 		rs.base++
-		q.sink.Complete(q, &c)
+		q.deliver(&c)
 	}
 }
 
 // acceptRead starts a read job for the peer's ReadRequest.
 func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
-	free := -1
+	free, busy := -1, 0
 	for i := range q.req.jobs {
-		if !q.req.jobs[i].active {
-			free = i
-			break
+		j := &q.req.jobs[i]
+		switch {
+		case !j.active:
+			if free < 0 {
+				free = i
+			}
+		case !j.sentAll:
+			busy++ // only reads still being answered count against IRD
 		}
 	}
-	if free < 0 {
+	if busy >= q.ird {
 		q.nak(wire.SynNakInvalid, p.PSN) // more Reads than the negotiated IRD
 		q.fail(now, StatusCancelled, -1)
 		return false
 	}
-	src, err := q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
+	if free < 0 {
+		// Every slot holds answered reads waiting for their acks: not recorded, so the
+		// request is taken when retransmitted, after the acks freed a slot.
+		return false
+	}
+	var src []byte
+	err := ErrAccess // a range that wraps past 2^64
+	if p.RDMA.Addr <= ^uint64(0)-uint64(p.RDMA.Length) {
+		src, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
+	}
 	if err != nil || uint32(len(src)) < p.RDMA.Length {
 		q.nak(wire.SynNakAccess, p.PSN)
 		q.fail(now, StatusCancelled, -1)
@@ -227,9 +261,13 @@ func (q *QP) acceptReadResponse(now int64, p *wire.Packet) bool {
 	return true // for a Read that completed or failed already: nothing to place
 }
 
-// nak schedules a negative acknowledgement.
+// nak schedules a negative acknowledgement. Of several RNR refusals before the NAK leaves,
+// the earliest is kept: the sender retries from it, and the later packets come again anyway.
 func (q *QP) nak(syn wire.Syndrome, psn wire.PSN) {
 	rs := &q.resp
+	if syn == wire.SynNakRNR && rs.nakSend && rs.nakSyn == wire.SynNakRNR && rs.nakPSN.Less(psn) {
+		return
+	}
 	rs.nakSyn, rs.nakPSN, rs.nakSend = syn, psn, true
 }
 
@@ -297,7 +335,7 @@ func (q *QP) cancelReceive() {
 	c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusCancelled}
 	*r = recvState{}
 	rs.base++
-	q.sink.Complete(q, &c)
+	q.deliver(&c)
 }
 
 // copyPayload copies a packet's payload segments into dst.

@@ -136,7 +136,7 @@ type Completion struct {
 
 // CompletionSink receives a QP's completions, on the engine goroutine, in posting order per
 // queue (initiator queue, receive queue). It must not block and must not call back into the
-// engine.
+// engine, and c is valid only during the call (copy what is needed).
 type CompletionSink interface {
 	Complete(qp *QP, c *Completion)
 }
