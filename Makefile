@@ -23,13 +23,13 @@ RACE_PKGS := $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/.),./$(d)/...))
 TEST_TIMEOUT ?= 5m
 TEST_FLAGS ?=
 
-.PHONY: help build test test-race test-all demo bench generate check-generate lint staticcheck-install clean
+.PHONY: help build test test-race test-all demo bench bench-link bench-transport generate check-generate lint staticcheck-install clean
 
 help:
 	@echo "make build           go build ./..."
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
 	@echo "make demo            raw AF_XDP exchange between two namespace hosts (root)"
-	@echo "make bench           link benchmark (root)"
+	@echo "make bench           link benchmark (root) and transport benchmarks (bench-link, bench-transport)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
 	@echo "make check-generate  regenerate and fail if bpf/ differs from git"
 	@echo "make lint            gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
@@ -50,8 +50,14 @@ test-all:
 demo:
 	$(GO) run ./cmd/rawdemo
 
-bench:
+bench: bench-link bench-transport
+
+bench-link:
 	$(GO) run ./bench/cmd/linkbench
+
+bench-transport:
+	$(GO) run ./bench/cmd/transportbench
+	$(GO) test ./transport -run '^$$' -bench BenchmarkEngine -benchmem -count 3
 
 generate:
 	$(GO) generate ./bpf/...

@@ -521,11 +521,14 @@ func TestSweep(t *testing.T) {
 			}
 		})
 	}
-	if _, err := runIP("-n", dead, "link", "add", "xnsweep0", "type", "veth", "peer", "name", "xnsweep1"); err != nil {
-		t.Fatal(err)
-	}
 	// Any concurrent New (other tests, other packages' test processes) sweeps too and may
-	// remove the stale namespaces first; either way the end state must hold.
+	// remove the stale namespaces first, even before the link goes in; either way the end
+	// state must hold.
+	if _, err := runIP("-n", dead, "link", "add", "xnsweep0", "type", "veth", "peer", "name", "xnsweep1"); err != nil {
+		if exists, _ := nsExists(dead); exists {
+			t.Fatal(err)
+		}
+	}
 	if err := Sweep(); err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
