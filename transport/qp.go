@@ -210,6 +210,8 @@ type requester struct {
 	cc       congestion.Controller
 	rnrAt    int64    // when the RNR-NAKed packet may be retried; 0 when none waits
 	credWait int64    // since when a Send waits for credits; 0 when none waits
+	gbnUntil wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
+	gbnOn    bool
 	rnrPSN   wire.PSN // the RNR-NAKed packet
 	lastRecv int64    // send time of the most recently delivered packet (RACK)
 	scratch  []ack.PacketInfo

@@ -135,15 +135,16 @@ func (q *QP) onRTO(now int64) {
 		r.rtoAt = 0
 		return
 	}
+	q.ctr.timeouts.Add(1)
 	if oldest.Retransmits >= q.e.cfg.RetryLimit {
 		q.fail(now, StatusTimeout, q.seqOfTag(oldest.Tag))
 		return
 	}
-	q.ctr.timeouts.Add(1)
 	r.cc.OnTimeout(now)
 	r.rto.Backoff()
 	if q.e.cfg.GoBackN {
 		r.retx = r.sent.Unacked(r.retx[:0])
+		r.gbnOn, r.gbnUntil = true, r.sent.NextPSN()
 	} else if !containsPSN(r.retx, oldest.PSN) {
 		r.retx = append(r.retx, oldest)
 	}
@@ -589,12 +590,16 @@ func (q *QP) onNak(now int64, a *wire.AckExt) bool {
 func (q *QP) detectLoss(now int64, a *wire.AckExt) {
 	r := &q.req
 	if q.e.cfg.GoBackN {
-		if a.SACK != 0 || a.Syndrome == wire.SynNakSeq {
-			if len(r.retx) == 0 {
-				r.retx = r.sent.Unacked(r.retx[:0])
-				if len(r.retx) > 0 {
-					r.cc.OnLoss(now, r.retx[0].Bytes)
-				}
+		// Go back once per loss episode: resend everything unacknowledged, then ignore
+		// further gap reports until the cumulative ack passes what was outstanding then.
+		if r.gbnOn && !a.AckPSN.Less(r.gbnUntil) {
+			r.gbnOn = false
+		}
+		if !r.gbnOn && (a.SACK != 0 || a.Syndrome == wire.SynNakSeq) {
+			r.retx = r.sent.Unacked(r.retx[:0])
+			if len(r.retx) > 0 {
+				r.cc.OnLoss(now, lostBytes(r.retx))
+				r.gbnOn, r.gbnUntil = true, r.sent.NextPSN()
 			}
 		}
 		return

@@ -54,6 +54,13 @@ func (q *QP) input(now int64, p *wire.Packet) {
 		return
 	}
 	rs := &q.resp
+	if q.e.cfg.GoBackN && p.PSN != rs.rx.Cumulative() && rs.rx.Check(p.PSN) == ack.New {
+		// A go-back-N receiver (as RoCE NICs are) takes packets only in order: anything
+		// after a gap is dropped and the sender learns where to go back to.
+		q.e.ctr.outOfWindow.Add(1)
+		q.nak(wire.SynNakSeq, rs.rx.Cumulative())
+		return
+	}
 	switch rs.rx.Check(p.PSN) {
 	case ack.Duplicate:
 		q.ctr.dupRecv.Add(1)

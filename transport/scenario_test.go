@@ -529,8 +529,13 @@ func TestPartitionTimesOut(t *testing.T) {
 		t.Errorf("timed out after %v of virtual time, before the shortest retry budget %v", elapsed, lower)
 	}
 	st := qa.Stats()
-	if n := st.Timeouts - stats0.Timeouts; n != partitionRetries {
-		t.Errorf("%d retransmission timeouts before failing, want RetryLimit %d", n, partitionRetries)
+	// Timeouts counts every expiry of the retransmission timer: RetryLimit of them resend the
+	// packet, and one more finds it at the limit and fails the QP.
+	if n := st.Timeouts - stats0.Timeouts; n != partitionRetries+1 {
+		t.Errorf("%d retransmission timer expiries, want RetryLimit+1 = %d", n, partitionRetries+1)
+	}
+	if n := st.Retransmits - stats0.Retransmits; n != partitionRetries {
+		t.Errorf("%d retransmissions before failing, want RetryLimit %d", n, partitionRetries)
 	}
 	t.Logf("partition: failed after %v virtual (bound %v from base RTO %v; config range [%v, %v]); retransmits %d, timeouts %d",
 		elapsed, upper, base, lower, worst, st.Retransmits-stats0.Retransmits, st.Timeouts-stats0.Timeouts)

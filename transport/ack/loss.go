@@ -6,6 +6,12 @@ package ack
 // only network reordering can trip it early, and the RTO backstop covers the rest.
 const ReorderThreshold = 3
 
+// SACKReach is how far beyond the cumulative point a peer can report arrivals: the 64 bits
+// of the SACK bitmap. Loss detection never declares a packet beyond it lost, since the peer
+// could not have said otherwise (found by the transport benchmark: at 5% loss, 610 of 1511
+// retransmissions were of packets past that reach that the peer already had).
+const SACKReach = 64
+
 // DetectLost appends the outstanding packets now considered lost to lost, in PSN order,
 // and returns it. A packet is lost when either
 //
@@ -35,6 +41,9 @@ func (h *SentHistory) DetectLost(now int64, reoWnd int64, lost []PacketInfo) []P
 	end := h.next
 	if !h.rackRetx && h.highestAcked.Less(end) {
 		end = h.highestAcked
+	}
+	if reach := h.start.Add(SACKReach + 1); reach.Less(end) {
+		end = reach
 	}
 	for p := h.start; p.Less(end); p = p.Add(1) {
 		s := h.slot(p)

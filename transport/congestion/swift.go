@@ -24,6 +24,11 @@ type Swift struct {
 	lastDelay  int64 // ns, last valid sample, clamped to [1, MaxDelay]
 	srtt       int64 // ns, moving average of samples with gain 1/8
 
+	// The path's unloaded delay: the minimum sample of the current and of the previous
+	// half of BaseDelayWindow (a windowed minimum that forgets a path that got longer).
+	minCur, minPrev int64 // ns; 0 means none yet
+	minEpoch        int64 // ns, start of the current half
+
 	decreased    bool  // lastDecrease is valid
 	lastDecrease int64 // ns, time of the last window decrease
 
@@ -92,8 +97,9 @@ func (s *Swift) OnAck(now int64, acked int, delay int64) {
 	}
 	delay = min(delay, MaxDelay)
 	s.sample(delay)
+	s.learnBase(now, delay)
 
-	t := s.target.at(s.cwnd)
+	t := s.targetDelay()
 	d := float64(delay)
 	switch {
 	case d < t:
@@ -160,7 +166,7 @@ func (s *Swift) Stats() Stats {
 	st := s.stats
 	st.Window = s.Window()
 	st.Cwnd = int(s.cwnd * s.mss)
-	st.TargetDelay = int64(s.target.at(s.cwnd))
+	st.TargetDelay = int64(s.targetDelay())
 	st.LastDelay = s.lastDelay
 	st.SmoothedDelay = s.srtt
 	if s.cwnd < 1 {
@@ -170,6 +176,37 @@ func (s *Swift) Stats() Stats {
 }
 
 // sample folds one valid delay sample (1..MaxDelay ns) into the estimates.
+// learnBase keeps the windowed minimum delay (the path's unloaded delay).
+func (s *Swift) learnBase(now, delay int64) {
+	w := s.cfg.BaseDelayWindow
+	if w == 0 {
+		return
+	}
+	if now-s.minEpoch >= w/2 || now < s.minEpoch {
+		s.minPrev, s.minCur, s.minEpoch = s.minCur, 0, now
+	}
+	if s.minCur == 0 || delay < s.minCur {
+		s.minCur = delay
+	}
+}
+
+// baseDelay is the learned unloaded delay of the path, 0 when not learning or not yet known.
+func (s *Swift) baseDelay() int64 {
+	switch {
+	case s.minPrev == 0:
+		return s.minCur
+	case s.minCur == 0:
+		return s.minPrev
+	}
+	return min(s.minCur, s.minPrev)
+}
+
+// targetDelay is the target for the current window: the configured target (with flow
+// scaling), above the path's learned unloaded delay when learning.
+func (s *Swift) targetDelay() float64 {
+	return s.target.at(s.cwnd) + float64(s.baseDelay())
+}
+
 func (s *Swift) sample(delay int64) {
 	s.lastDelay = delay
 	if !s.haveSample {
