@@ -35,8 +35,9 @@ type Config struct {
 	// RNRRetryLimit is how many RNR NAKs one Send may get before it fails with
 	// StatusTimeout. Default 7.
 	RNRRetryLimit int
-	// RNRDelay is how long a sender waits after an RNR NAK that names no delay. Default
-	// 100 µs.
+	// RNRDelay is how long a sender waits after the first RNR NAK of a request that names no
+	// delay; it doubles with each further RNR NAK of the same request (up to 64 times).
+	// Default 100 µs.
 	RNRDelay time.Duration
 	// CreditTimeout is how long a Send waits for the peer to advertise a receive for it
 	// before it is sent anyway as a probe, so that a peer that never posts one fails it

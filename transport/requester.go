@@ -573,7 +573,13 @@ func (q *QP) onNak(now int64, a *wire.AckExt) bool {
 		if a.Value > 0 {
 			d = int64(a.Value) * 16 * 1000
 		}
+		if seq >= 0 {
+			// Exponential backoff over the retries of one request, up to 64 times the delay.
+			d <<= min(r.wrs[uint32(seq)&r.mask].rnr-1, 6)
+		}
 		r.rnrPSN, r.rnrAt = a.NakPSN, now+d
+		// The retransmission timer waits too: the packet is known to be refused until then.
+		r.rtoAt = max(r.rtoAt, r.rnrAt+r.rto.Timeout())
 		return false
 	case wire.SynNakAccess:
 		q.fail(now, StatusAccessViolation, seq)

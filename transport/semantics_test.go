@@ -120,8 +120,14 @@ func TestSemRNRTimeout(t *testing.T) {
 			if sa.Timeouts != 0 {
 				t.Errorf("retransmission timeouts %d: the failure must come from the RNR limit", sa.Timeouts)
 			}
-			if el := w.elapsedSince(t0); el > time.Duration(limit+1)*time.Millisecond {
-				t.Errorf("RNR timeout after %v, want about %d RNR delays (100 µs)", el, limit)
+			// The RNR delay (100 µs) doubles with every retry of the request, up to 64 times:
+			// the failure comes after the sum of that schedule plus round trips.
+			var schedule time.Duration
+			for i := range limit {
+				schedule += 100 * time.Microsecond << min(i, 6)
+			}
+			if el := w.elapsedSince(t0); el > schedule+time.Duration(limit+1)*100*time.Microsecond {
+				t.Errorf("RNR timeout after %v, want the backoff schedule of %d retries (%v) plus round trips", el, limit, schedule)
 			}
 			semPost(t, qa, semSend(2, 0, []byte("later")))
 			w.runUntil(time.Second, "later post", func() bool { return len(w.rec.of(qa)) == 2 })
