@@ -51,9 +51,10 @@
 //
 // Deliberate differences from the paper:
 //
-//   - One window only: Swift's separate endpoint-congestion window (driven by the
-//     receiver's host delay) is not implemented; the engine removes the host part from
-//     the sample and the receiver's own flow control (credits, RNR) covers host overload.
+//   - One window only: this controller has no separate endpoint-congestion window
+//     (Swift's second window, driven by the receiver's host delay). The engine removes the
+//     host part from the sample, and the receiver's own flow control (credits, RNR) covers
+//     host overload.
 //   - No hop count: our packets carry no echo of the IP TTL, so the path is taken as one
 //     hop and HopScale is a constant added to the target (default 0).
 //   - Algorithm 1 restarts the decrease clock whenever an event left the window no larger
