@@ -29,18 +29,10 @@ func TestCMSemPrivateData(t *testing.T) {
 	for _, size := range []int{0, 1, 100, wire.MaxPrivateData} {
 		t.Run(strconv.Itoa(size)+" bytes", func(t *testing.T) {
 			w, a, b := newSemPair(t, nil)
-			qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-			l, err := b.eng.Listen(5, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
 			reqData, repData := make([]byte, size), make([]byte, size)
 			pattern(reqData, size)
 			pattern(repData, size+1)
-			conn, err := a.eng.Connect(qa, b.addr, 5, reqData)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, qb, l, conn := semDial(t, a, b, 1, reqData)
 			req := semNextRequest(w, l)
 			if !bytes.Equal(req.PrivateData, reqData) || len(req.PrivateData) != size {
 				t.Fatalf("request private data: %d bytes, equal %v", len(req.PrivateData), bytes.Equal(req.PrivateData, reqData))
@@ -51,20 +43,14 @@ func TestCMSemPrivateData(t *testing.T) {
 			if err := req.Accept(qb, repData); err != nil {
 				t.Fatal(err)
 			}
-			w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-			if _, err := conn.Replied(); err != nil {
-				t.Fatal(err)
-			}
+			semReplied(t, w, conn)
 			if !bytes.Equal(conn.PeerPrivateData(), repData) || len(conn.PeerPrivateData()) != size {
 				t.Fatalf("reply private data: %d bytes", len(conn.PeerPrivateData()))
 			}
 			if err := conn.Complete(); err != nil {
 				t.Fatal(err)
 			}
-			w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
-			if _, err := req.Established(); err != nil {
-				t.Fatal(err)
-			}
+			semEstablished(t, w, req)
 		})
 	}
 
@@ -99,10 +85,7 @@ func TestCMSemPrivateData(t *testing.T) {
 		if err := conn.Complete(); err != nil {
 			t.Fatalf("complete after the refused reject: %v", err)
 		}
-		w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
-		if _, err := req.Established(); err != nil {
-			t.Fatal(err)
-		}
+		semEstablished(t, w, req)
 	})
 }
 
@@ -112,27 +95,17 @@ func TestCMSemPrivateData(t *testing.T) {
 func TestCMSemReject(t *testing.T) {
 	t.Run("by listener", func(t *testing.T) {
 		w, a, b := newSemPair(t, nil)
-		qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-		l, err := b.eng.Listen(5, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := a.eng.Connect(qa, b.addr, 5, []byte("please"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		qa, qb, l, conn := semDial(t, a, b, 1, []byte("please"))
 		req := semNextRequest(w, l)
 		if err := req.Reject([]byte("go away")); err != nil {
 			t.Fatal(err)
 		}
-		w.runUntil(time.Second, "rejection", func() bool { d, _ := conn.Replied(); return d })
-		_, err = conn.Replied()
-		semIs(t, "connect", err, transport.ErrRejected)
+		semRejected(t, w, conn, "connect")
 		if string(conn.PeerPrivateData()) != "go away" {
 			t.Fatalf("rejection private data %q", conn.PeerPrivateData())
 		}
 		semState(t, "rejected connector", qa, transport.QPIdle)
-		_, err = req.Established()
+		_, err := req.Established()
 		semIs(t, "the rejected request", err, transport.ErrRejected)
 		semIs(t, "accept after reject", req.Accept(qb, nil), transport.ErrBadState)
 		semState(t, "qp offered to a rejected request", qb, transport.QPIdle)
@@ -141,15 +114,7 @@ func TestCMSemReject(t *testing.T) {
 	})
 	t.Run("by connector", func(t *testing.T) {
 		w, a, b := newSemPair(t, nil)
-		qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-		l, err := b.eng.Listen(5, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := a.eng.Connect(qa, b.addr, 5, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		qa, qb, l, conn := semDial(t, a, b, 1, nil)
 		req := semNextRequest(w, l)
 		if err := req.Accept(qb, []byte("offer")); err != nil {
 			t.Fatal(err)
@@ -159,7 +124,7 @@ func TestCMSemReject(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.runUntil(time.Second, "acceptor told", func() bool { d, _ := req.Established(); return d })
-		_, err = req.Established()
+		_, err := req.Established()
 		semIs(t, "accepted request rejected by the connector", err, transport.ErrRejected)
 		semState(t, "connector", qa, transport.QPIdle)
 		t.Logf("acceptor's QP after the connector's reject: %v", qb.State())
@@ -176,9 +141,7 @@ func TestCMSemNoListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.runUntil(time.Second, "rejection", func() bool { d, _ := conn.Replied(); return d })
-	_, err = conn.Replied()
-	semIs(t, "connect to no listener", err, transport.ErrRejected)
+	semRejected(t, w, conn, "connect to no listener")
 	if d := w.elapsedSince(t0); d >= semCMTimeout {
 		t.Fatalf("rejected after %v, want within one round trip (< CM timeout %v)", d, semCMTimeout)
 	}
@@ -229,32 +192,13 @@ func TestCMSemDeadPeer(t *testing.T) {
 // retransmission; so is a partition healed within the retry budget.
 func TestCMSemLostMessages(t *testing.T) {
 	handshake := func(t *testing.T, w *semWorld, a, b *semNode, afterComplete func(qa *transport.QP)) (qa, qb *transport.QP, tReply, tEst time.Duration) {
-		qa, qb = a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-		l, err := b.eng.Listen(5, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
 		t0 := w.clock.Now()
-		conn, err := a.eng.Connect(qa, b.addr, 5, []byte("req"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var req *transport.ConnRequest
-		w.runUntil(time.Second, "request", func() bool {
-			select {
-			case req = <-l.Requests():
-				return true
-			default:
-				return false
-			}
-		})
+		qa, qb, l, conn := semDial(t, a, b, 1, []byte("req"))
+		req := awaitRequest(t, w, "request", l)
 		if err := req.Accept(qb, []byte("rep")); err != nil {
 			t.Fatal(err)
 		}
-		w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-		if _, err := conn.Replied(); err != nil {
-			t.Fatal(err)
-		}
+		semReplied(t, w, conn)
 		tReply = w.elapsedSince(t0)
 		if string(conn.PeerPrivateData()) != "rep" {
 			t.Fatalf("reply private data %q", conn.PeerPrivateData())
@@ -265,10 +209,7 @@ func TestCMSemLostMessages(t *testing.T) {
 		if afterComplete != nil {
 			afterComplete(qa)
 		}
-		w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
-		if _, err := req.Established(); err != nil {
-			t.Fatal(err)
-		}
+		semEstablished(t, w, req)
 		tEst = w.elapsedSince(t0)
 		if req.PrivateData == nil || string(req.PrivateData) != "req" {
 			t.Fatalf("request private data %q", req.PrivateData)
@@ -334,27 +275,16 @@ func TestCMSemLostMessages(t *testing.T) {
 		// ErrConnectTimeout and the QP it offered is failed.
 		w, a, b := newSemPair(t, nil)
 		a.tap.setDrop(func(p *wire.Packet) bool { return p.Opcode == wire.OpReadyToUse })
-		qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-		l, err := b.eng.Listen(5, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := a.eng.Connect(qa, b.addr, 5, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		qa, qb, l, conn := semDial(t, a, b, 1, nil)
 		req := semNextRequest(w, l)
 		semRecv(t, qb, 70, make([]byte, 8))
 		t0 := w.clock.Now()
 		if err := req.Accept(qb, nil); err != nil {
 			t.Fatal(err)
 		}
-		w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-		if err := conn.Complete(); err != nil {
-			t.Fatal(err)
-		}
+		semComplete(t, w, conn)
 		w.runUntil(time.Second, "acceptor gives up", func() bool { d, _ := req.Established(); return d })
-		_, err = req.Established()
+		_, err := req.Established()
 		semIs(t, "accept without ready-to-use", err, transport.ErrConnectTimeout)
 		if el := w.elapsedSince(t0); el > semCMRetries*semCMTimeout+time.Millisecond {
 			t.Fatalf("gave up after %v, want within CMTimeout*CMRetries", el)
@@ -367,15 +297,7 @@ func TestCMSemLostMessages(t *testing.T) {
 		w, a, b := newSemPair(t, nil)
 		w.net.Partition(a.addr, b.addr)
 		healed := false
-		qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-		l, err := b.eng.Listen(5, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := a.eng.Connect(qa, b.addr, 5, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		qa, qb, l, conn := semDial(t, a, b, 1, nil)
 		t0 := w.clock.Now()
 		var req *transport.ConnRequest
 		w.runUntil(time.Second, "request through the healed partition", func() bool {
@@ -383,24 +305,17 @@ func TestCMSemLostMessages(t *testing.T) {
 				w.net.Heal(a.addr, b.addr)
 				healed = true
 			}
-			select {
-			case req = <-l.Requests():
-				return true
-			default:
-				return false
-			}
+			req = pollRequest(l)
+			return req != nil
 		})
 		if err := req.Accept(qb, nil); err != nil {
 			t.Fatal(err)
 		}
-		w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-		if _, err := conn.Replied(); err != nil {
-			t.Fatal(err)
-		}
+		semReplied(t, w, conn)
 		if err := conn.Complete(); err != nil {
 			t.Fatal(err)
 		}
-		w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
+		semAwaitEstablished(w, req)
 		if n := a.tap.sentCount(wire.OpConnRequest); n < 4 {
 			t.Fatalf("%d requests sent across a partition of 3.5 intervals", n)
 		}
@@ -413,33 +328,20 @@ func TestCMSemLostMessages(t *testing.T) {
 // not delivered to the listener as a new request; the connection is unaffected.
 func TestCMSemDuplicateRequest(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
-	qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-	l, err := b.eng.Listen(5, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := a.eng.Connect(qa, b.addr, 5, []byte("once"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	qa, qb, l, conn := semDial(t, a, b, 4, []byte("once"))
 	req := semNextRequest(w, l)
 	if err := req.Accept(qb, nil); err != nil {
 		t.Fatal(err)
 	}
-	w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-	if err := conn.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
+	semComplete(t, w, conn)
+	semAwaitEstablished(w, req)
 	w.runFor(5 * time.Millisecond)
 	if err := a.tap.replay(wire.OpConnRequest, b.addr); err != nil {
 		t.Fatal(err)
 	}
 	w.runFor(5 * time.Millisecond)
-	select {
-	case dup := <-l.Requests():
+	if dup := pollRequest(l); dup != nil {
 		t.Fatalf("a duplicate of an established connection's request was delivered as a new request (private data %q, from %v)", dup.PrivateData, dup.Peer)
-	default:
 	}
 	semState(t, "A", qa, transport.QPConnected)
 	semState(t, "B", qb, transport.QPConnected)
@@ -564,17 +466,7 @@ func TestCMSemFlood(t *testing.T) {
 	if err := req.Accept(spare, nil); err != nil {
 		t.Fatal(err)
 	}
-	w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-	if _, err := conn.Replied(); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
-	if _, err := req.Established(); err != nil {
-		t.Fatal(err)
-	}
+	semFinish(t, w, conn, req)
 }
 
 // TestCMSemListenerClose: after Close, new requests are rejected at once (NDKPI §4.5);
@@ -601,9 +493,7 @@ func TestCMSemListenerClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.runUntil(time.Second, "rejection", func() bool { d, _ := conn2.Replied(); return d })
-	_, err = conn2.Replied()
-	semIs(t, "connect after listener close", err, transport.ErrRejected)
+	semRejected(t, w, conn2, "connect after listener close")
 	if d := w.elapsedSince(t0); d >= semCMTimeout {
 		t.Fatalf("rejected after %v", d)
 	}
@@ -612,17 +502,7 @@ func TestCMSemListenerClose(t *testing.T) {
 	if err := req.Accept(qb, nil); err != nil {
 		t.Fatal(err)
 	}
-	w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-	if _, err := conn.Replied(); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
-	if _, err := req.Established(); err != nil {
-		t.Fatal(err)
-	}
+	semFinish(t, w, conn, req)
 	if _, err := b.eng.Listen(5, 1); err != nil {
 		t.Fatalf("listen again after close: %v", err)
 	}

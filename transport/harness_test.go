@@ -106,11 +106,19 @@ type world struct {
 
 func newWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) *world {
 	t.Helper()
+	return newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (transport.Link, transport.Link) { return la, lb })
+}
+
+// newWorldOn is newWorld with the engines on the links wrap makes of the pair's links
+// (a tap, for instance).
+func newWorldOn(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config), wrap func(la, lb *simlink.Link) (transport.Link, transport.Link)) *world {
+	t.Helper()
 	w := &world{t: t, clock: simlink.NewManualClock(1), memA: newTestMem(), memB: newTestMem(), rec: newRecorder()}
 	ncfg.Clock = w.clock
 	w.la, w.lb = simlink.Pair(ncfg)
 	w.net = w.la.Network()
-	mk := func(l *simlink.Link, m *testMem) *transport.Engine {
+	ea, eb := wrap(w.la, w.lb)
+	mk := func(l transport.Link, m *testMem) *transport.Engine {
 		cfg := transport.DefaultConfig(l)
 		cfg.Now = w.clock.Now
 		cfg.Resolver = m
@@ -123,7 +131,7 @@ func newWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) 
 		}
 		return e
 	}
-	w.a, w.b = mk(w.la, w.memA), mk(w.lb, w.memB)
+	w.a, w.b = mk(ea, w.memA), mk(eb, w.memB)
 	t.Cleanup(func() { w.net.Close() })
 	return w
 }
@@ -132,45 +140,56 @@ func newWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) 
 // moves the clock to the next thing due (an engine timer or a delivery). It reports false
 // when nothing at all is scheduled.
 func (w *world) step() bool {
-	now := w.clock.Now()
-	na, ba := w.a.Poll(now)
-	nb, bb := w.b.Poll(now)
-	if ba || bb {
+	busy, next := w.poll(w.clock.Now())
+	if busy {
 		return true
 	}
-	next := int64(0)
+	if next == 0 {
+		return false
+	}
+	w.clock.Set(next)
+	return true
+}
+
+// poll polls both engines once at now. It reports whether either did anything, and the
+// next time after now something is due (0: nothing is scheduled): the earlier of the
+// engines' timers and the network's next delivery (at least now+1).
+func (w *world) poll(now int64) (busy bool, next int64) {
+	na, ba := w.a.Poll(now)
+	nb, bb := w.b.Poll(now)
 	for _, n := range []int64{na, nb} {
 		if n > now && (next == 0 || n < next) {
 			next = n
 		}
 	}
 	if d, ok := w.net.NextDelivery(); ok && (next == 0 || d < next) {
-		next = d
+		next = max(d, now+1)
 	}
-	if next == 0 {
-		return false
-	}
-	if next <= now {
-		next = now + 1
-	}
-	w.clock.Set(next)
-	return true
+	return ba || bb, next
 }
 
 // runUntil steps until cond holds, failing the test past limit of virtual time or when
 // nothing is scheduled any more.
 func (w *world) runUntil(limit time.Duration, what string, cond func() bool) {
 	w.t.Helper()
-	end := w.clock.Now() + int64(limit)
+	runSteps(w.t, w.clock, limit, 50_000_000, what, cond, w.step)
+}
+
+// runSteps calls step until cond holds, failing tb past limit of virtual time on clock,
+// after more than maxSteps steps, or when step reports that nothing is scheduled any more
+// and cond does not hold.
+func runSteps(tb testing.TB, clock *simlink.ManualClock, limit time.Duration, maxSteps int, what string, cond, step func() bool) {
+	tb.Helper()
+	end := clock.Now() + int64(limit)
 	for steps := 0; !cond(); steps++ {
-		if w.clock.Now() > end {
-			w.t.Fatalf("%s: not done after %v of virtual time", what, limit)
+		if clock.Now() > end {
+			tb.Fatalf("%s: not done after %v of virtual time", what, limit)
 		}
-		if steps > 50_000_000 {
-			w.t.Fatalf("%s: not done after %d steps", what, steps)
+		if steps > maxSteps {
+			tb.Fatalf("%s: not done after %d steps", what, steps)
 		}
-		if !w.step() && !cond() {
-			w.t.Fatalf("%s: nothing scheduled and not done (virtual time %v)", what, time.Duration(w.clock.Now()))
+		if !step() && !cond() {
+			tb.Fatalf("%s: nothing scheduled and not done (virtual time %v)", what, time.Duration(clock.Now()))
 		}
 	}
 }
@@ -195,39 +214,68 @@ func (w *world) connect(qcfg transport.QPConfig) (qa, qb *transport.QP) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	var req *transport.ConnRequest
-	w.runUntil(time.Second, "connection request", func() bool {
-		select {
-		case req = <-l.Requests():
-			return true
-		default:
-			return false
-		}
-	})
+	req := awaitRequest(w.t, w, "connection request", l)
 	if string(req.PrivateData) != "hello" {
 		w.t.Fatalf("request private data %q", req.PrivateData)
 	}
 	if err := req.Accept(qb, []byte("welcome")); err != nil {
 		w.t.Fatal(err)
 	}
-	w.runUntil(time.Second, "connection reply", func() bool { d, _ := conn.Replied(); return d })
-	if _, err := conn.Replied(); err != nil {
-		w.t.Fatalf("connect: %v", err)
+	finishConnect(w.t, w, conn, req, qa, func() {
+		if string(conn.PeerPrivateData()) != "welcome" {
+			w.t.Fatalf("reply private data %q", conn.PeerPrivateData())
+		}
+	})
+	return qa, qb
+}
+
+// runner is a world run in virtual time until a condition holds: world or semWorld.
+type runner interface {
+	runUntil(limit time.Duration, what string, cond func() bool)
+}
+
+// awaitRequest runs r until listener l delivers a connection request.
+func awaitRequest(tb testing.TB, r runner, what string, l *transport.Listener) *transport.ConnRequest {
+	tb.Helper()
+	var req *transport.ConnRequest
+	r.runUntil(time.Second, what, func() bool { req = pollRequest(l); return req != nil })
+	return req
+}
+
+// pollRequest returns the next connection request l has delivered, or nil if none is
+// waiting.
+func pollRequest(l *transport.Listener) *transport.ConnRequest {
+	select {
+	case req := <-l.Requests():
+		return req
+	default:
+		return nil
 	}
-	if string(conn.PeerPrivateData()) != "welcome" {
-		w.t.Fatalf("reply private data %q", conn.PeerPrivateData())
+}
+
+// finishConnect runs a connection whose request req was accepted to the end: the reply
+// arrives without error, checkReply (if not nil) looks at it, the connector completes, and
+// the connection is established on both sides (qa connected, req established without
+// error).
+func finishConnect(tb testing.TB, r runner, conn *transport.Connector, req *transport.ConnRequest, qa *transport.QP, checkReply func()) {
+	tb.Helper()
+	r.runUntil(time.Second, "connection reply", func() bool { d, _ := conn.Replied(); return d })
+	if _, err := conn.Replied(); err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	if checkReply != nil {
+		checkReply()
 	}
 	if err := conn.Complete(); err != nil {
-		w.t.Fatal(err)
+		tb.Fatal(err)
 	}
-	w.runUntil(time.Second, "established", func() bool {
+	r.runUntil(time.Second, "established", func() bool {
 		d, _ := req.Established()
 		return d && qa.State() == transport.QPConnected
 	})
 	if _, err := req.Established(); err != nil {
-		w.t.Fatalf("accept: %v", err)
+		tb.Fatalf("accept: %v", err)
 	}
-	return qa, qb
 }
 
 // pattern fills b with bytes derived from seed.

@@ -43,19 +43,9 @@ func (w *world) runFor(d time.Duration) {
 			w.t.Fatalf("runFor(%v): still busy after %d steps", d, steps)
 		}
 		now := w.clock.Now()
-		na, ba := w.a.Poll(now)
-		nb, bb := w.b.Poll(now)
-		if ba || bb {
+		busy, next := w.poll(now)
+		if busy {
 			continue
-		}
-		next := int64(0)
-		for _, n := range []int64{na, nb} {
-			if n > now && (next == 0 || n < next) {
-				next = n
-			}
-		}
-		if t, ok := w.net.NextDelivery(); ok && (next == 0 || t < next) {
-			next = max(t, now+1)
 		}
 		if next == 0 || now >= end {
 			return
@@ -76,22 +66,12 @@ func (w *world) runUntilExact(limit time.Duration, what string, cond func() bool
 			w.t.Fatalf("%s: not done after %d steps", what, steps)
 		}
 		now := w.clock.Now()
-		na, ba := w.a.Poll(now)
-		nb, bb := w.b.Poll(now)
+		busy, next := w.poll(now)
 		if cond() {
-			return ba || bb
+			return busy
 		}
-		if ba || bb {
+		if busy {
 			continue
-		}
-		next := int64(0)
-		for _, n := range []int64{na, nb} {
-			if n > now && (next == 0 || n < next) {
-				next = n
-			}
-		}
-		if t, ok := w.net.NextDelivery(); ok && (next == 0 || t < next) {
-			next = max(t, now+1)
 		}
 		if next == 0 {
 			w.t.Fatalf("%s: nothing scheduled and not done (virtual time %v)", what, time.Duration(now))
@@ -251,25 +231,10 @@ func (t *tapLink) port(tb testing.TB) uint16 {
 // newTapWorld is newWorld with both engines on tapLinks.
 func newTapWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) (*world, *tapLink, *tapLink) {
 	t.Helper()
-	w := &world{t: t, clock: simlink.NewManualClock(1), memA: newTestMem(), memB: newTestMem(), rec: newRecorder()}
-	ncfg.Clock = w.clock
-	w.la, w.lb = simlink.Pair(ncfg)
-	w.net = w.la.Network()
-	ta, tb := newTap(w.la), newTap(w.lb)
-	mk := func(l transport.Link, m *testMem) *transport.Engine {
-		cfg := transport.DefaultConfig(l)
-		cfg.Now = w.clock.Now
-		cfg.Resolver = m
-		if tweak != nil {
-			tweak(&cfg)
-		}
-		e, err := transport.NewEngine(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	w.a, w.b = mk(ta, w.memA), mk(tb, w.memB)
-	t.Cleanup(func() { w.net.Close() })
+	var ta, tb *tapLink
+	w := newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (transport.Link, transport.Link) {
+		ta, tb = newTap(la), newTap(lb)
+		return ta, tb
+	})
 	return w, ta, tb
 }

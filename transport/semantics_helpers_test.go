@@ -341,18 +341,7 @@ const semMaxSteps = 20_000_000
 // many steps, or when nothing is scheduled any more and cond does not hold.
 func (w *semWorld) runUntil(limit time.Duration, what string, cond func() bool) {
 	w.t.Helper()
-	end := w.clock.Now() + int64(limit)
-	for steps := 0; !cond(); steps++ {
-		if w.clock.Now() > end {
-			w.t.Fatalf("%s: not done after %v of virtual time", what, limit)
-		}
-		if steps > semMaxSteps {
-			w.t.Fatalf("%s: not done after %d steps", what, steps)
-		}
-		if !w.step(0) && !cond() {
-			w.t.Fatalf("%s: nothing scheduled and not done (virtual time %v)", what, time.Duration(w.clock.Now()))
-		}
-	}
+	runSteps(w.t, w.clock, limit, semMaxSteps, what, cond, func() bool { return w.step(0) })
 }
 
 // runFor steps for d of virtual time.
@@ -403,20 +392,7 @@ func (w *semWorld) connectQPs(a *semNode, qa *transport.QP, b *semNode, qb *tran
 	if err := req.Accept(qb, nil); err != nil {
 		w.t.Fatal(err)
 	}
-	w.runUntil(time.Second, "connection reply", func() bool { d, _ := conn.Replied(); return d })
-	if _, err := conn.Replied(); err != nil {
-		w.t.Fatalf("connect: %v", err)
-	}
-	if err := conn.Complete(); err != nil {
-		w.t.Fatal(err)
-	}
-	w.runUntil(time.Second, "established", func() bool {
-		d, _ := req.Established()
-		return d && qa.State() == transport.QPConnected
-	})
-	if _, err := req.Established(); err != nil {
-		w.t.Fatalf("accept: %v", err)
-	}
+	finishConnect(w.t, w, conn, req, qa, nil)
 	if qa.State() != transport.QPConnected || qb.State() != transport.QPConnected {
 		w.t.Fatalf("after connect: states %v / %v", qa.State(), qb.State())
 	}
@@ -434,16 +410,76 @@ func (w *semWorld) connect(a *semNode, cfgA transport.QPConfig, b *semNode, cfgB
 // semNextRequest runs until the listener delivers a request.
 func semNextRequest(w *semWorld, l *transport.Listener) *transport.ConnRequest {
 	w.t.Helper()
-	var req *transport.ConnRequest
-	w.runUntil(time.Second, "connection request", func() bool {
-		select {
-		case req = <-l.Requests():
-			return true
-		default:
-			return false
-		}
-	})
-	return req
+	return awaitRequest(w.t, w, "connection request", l)
+}
+
+// semDial makes idle QPs qa on a and qb on b and a listener l on b for service 5 with
+// backlog n, and connects qa to it with private data priv.
+func semDial(t testing.TB, a, b *semNode, n int, priv []byte) (qa, qb *transport.QP, l *transport.Listener, conn *transport.Connector) {
+	t.Helper()
+	qa, qb = a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
+	l, err := b.eng.Listen(5, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err = a.eng.Connect(qa, b.addr, 5, priv); err != nil {
+		t.Fatal(err)
+	}
+	return qa, qb, l, conn
+}
+
+// semReplied runs until conn's reply arrives and fails the test if it is an error.
+func semReplied(t testing.TB, w *semWorld, conn *transport.Connector) {
+	t.Helper()
+	w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
+	if _, err := conn.Replied(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// semEstablished runs until req is established and fails the test if that is an error.
+func semEstablished(t testing.TB, w *semWorld, req *transport.ConnRequest) {
+	t.Helper()
+	semAwaitEstablished(w, req)
+	if _, err := req.Established(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// semAwaitEstablished runs until req is established, with or without an error.
+func semAwaitEstablished(w *semWorld, req *transport.ConnRequest) {
+	w.t.Helper()
+	w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
+}
+
+// semComplete runs until conn's reply arrives (not checking it) and completes the
+// connection, failing the test if Complete does.
+func semComplete(t testing.TB, w *semWorld, conn *transport.Connector) {
+	t.Helper()
+	w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
+	if err := conn.Complete(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// semRejected runs until conn's answer arrives and checks that it is a rejection
+// (ErrRejected).
+func semRejected(t testing.TB, w *semWorld, conn *transport.Connector, what string) {
+	t.Helper()
+	w.runUntil(time.Second, "rejection", func() bool { d, _ := conn.Replied(); return d })
+	_, err := conn.Replied()
+	semIs(t, what, err, transport.ErrRejected)
+}
+
+// semFinish is semReplied, the connector's Complete, and semEstablished: an accepted
+// connection run to the end.
+func semFinish(t testing.TB, w *semWorld, conn *transport.Connector, req *transport.ConnRequest) {
+	t.Helper()
+	semReplied(t, w, conn)
+	if err := conn.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	semEstablished(t, w, req)
 }
 
 // semSGL makes an SGL of bufs.

@@ -74,11 +74,8 @@ func TestSemPostIdleAndEarlyReceives(t *testing.T) {
 	}
 	semState(t, "accepted", qb, transport.QPConnecting)
 	semIs(t, "post on an accepted, not yet established qp", qb.PostSend(semSend(6, 0, buf)), transport.ErrNotConnected)
-	w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
-	if err := conn.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	w.runUntil(time.Second, "established", func() bool { d, _ := req.Established(); return d })
+	semComplete(t, w, conn)
+	semAwaitEstablished(w, req)
 	if len(w.rec.of(qa)) != 0 || len(w.rec.of(qb)) != 0 {
 		t.Fatalf("refused posts or early receives completed: A %s B %s", statusOf(w.rec.of(qa)), statusOf(w.rec.of(qb)))
 	}
