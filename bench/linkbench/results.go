@@ -1,16 +1,14 @@
 package linkbench
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
 // Benchmark names, operations, metrics and units used in Records.
@@ -52,12 +50,9 @@ type Results struct {
 
 // Header describes where and how the figures were measured.
 type Header struct {
-	Kernel string `json:"kernel"` // uname -r
-	CPU    string `json:"cpu"`    // "model name" from /proc/cpuinfo
-	CPUs   int    `json:"cpus"`   // logical CPUs the Go runtime sees
-	Go     string `json:"go"`     // runtime.Version()
-	MTU    int    `json:"mtu"`    // of the veth pair, bytes
-	Date   string `json:"date"`   // start of the run, RFC 3339
+	report.Host        // kernel, cpu, cpus, go
+	MTU         int    `json:"mtu"`  // of the veth pair, bytes
+	Date        string `json:"date"` // start of the run, RFC 3339
 	// Modes maps each measured system to what it ran with (for xdpndk, xdp.Device's Mode).
 	Modes map[string]string `json:"modes"`
 	// Config is the options the run used.
@@ -80,15 +75,11 @@ type Config struct {
 
 // Record is one figure: the median over the runs of one metric of one system at one size.
 type Record struct {
-	Benchmark string    `json:"benchmark"` // BenchOneWay or BenchPingPong
-	System    string    `json:"system"`    // one of AllSystems
-	Op        string    `json:"op"`        // OpSend or OpRTT
-	Size      int       `json:"size"`      // IP packet length in bytes
-	Metric    string    `json:"metric"`    // Metric* constants
-	Value     float64   `json:"value"`     // median of Runs
-	Unit      string    `json:"unit"`      // Unit* constants
-	Runs      []float64 `json:"runs"`      // every run's value, in run order
-	Note      string    `json:"note,omitempty"`
+	// Benchmark is BenchOneWay or BenchPingPong, System one of AllSystems, Op OpSend or
+	// OpRTT, Size the IP packet length in bytes.
+	report.Subject
+	// Value is the median of Runs, one value per run in run order.
+	report.Figure
 }
 
 // key identifies the figure a Record is about, without its values.
@@ -125,7 +116,10 @@ func (c *collector) unsupported(bench, system, op string, size int, why string) 
 func (c *collector) get(k key) *Record {
 	r, ok := c.recs[k]
 	if !ok {
-		r = &Record{Benchmark: k.bench, System: k.system, Op: k.op, Size: k.size, Metric: k.metric, Runs: []float64{}}
+		r = &Record{
+			Subject: report.Subject{Benchmark: k.bench, System: k.system, Op: k.op, Size: k.size},
+			Figure:  report.Figure{Metric: k.metric, Runs: []float64{}},
+		}
 		c.recs[k] = r
 		c.order = append(c.order, k)
 	}
@@ -138,25 +132,10 @@ func (c *collector) records() []Record {
 	for _, k := range c.order {
 		r := *c.recs[k]
 		r.Runs = slices.Clone(r.Runs)
-		r.Value = Median(r.Runs)
+		r.Value = report.Median(r.Runs)
 		out = append(out, r)
 	}
 	return out
-}
-
-// Median returns the median of v (the mean of the two middle values for an even count), or
-// 0 for an empty v. It does not modify v.
-func Median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[m]
-	}
-	return (s[m-1] + s[m]) / 2
 }
 
 // Percentile returns the p-th percentile (0 <= p <= 100) of sorted, by the nearest-rank
@@ -212,37 +191,10 @@ func (r *Results) Find(bench, system string, size int, metric string) *Record {
 
 // WriteJSON writes r as indented JSON to path, creating its directory. It writes a
 // temporary file first and renames it, so a reader never sees half a document.
-func (r *Results) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode results: %w", err)
-	}
-	b = append(b, '\n')
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errors.Join(fmt.Errorf("write results: %w", err), os.Remove(tmp))
-	}
-	return nil
-}
+func (r *Results) WriteJSON(path string) error { return report.WriteJSON(path, r) }
 
 // ReadJSON reads results written by WriteJSON.
-func ReadJSON(path string) (*Results, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
-	}
-	var r Results
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode results %s: %w", path, err)
-	}
-	return &r, nil
-}
+func ReadJSON(path string) (*Results, error) { return report.ReadJSON[Results](path) }
 
 // WriteTable prints the figures as three tables: one-way, ping-pong, and the ratio of
 // xdpndk to asavie for each figure both have.
@@ -259,10 +211,7 @@ func (r *Results) WriteTable(w io.Writer) error {
 	}
 	cell := func(bench, sys string, size int, metric string, scale float64, prec int) string {
 		v, ok := val(bench, sys, size, metric)
-		if !ok {
-			return "-"
-		}
-		return fmt.Sprintf("%.*f", prec, v*scale)
+		return report.Cell(v, ok, scale, prec)
 	}
 	runs := r.Header.Config.Runs
 
@@ -360,14 +309,7 @@ func (r *Results) systems() []string {
 
 // sizes returns the sizes that have records of bench, ascending.
 func (r *Results) sizes(bench string) []int {
-	var out []int
-	for _, rec := range r.Records {
-		if rec.Benchmark == bench && !slices.Contains(out, rec.Size) {
-			out = append(out, rec.Size)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return report.Values(r.Records, func(rec Record) (int, bool) { return rec.Size, rec.Benchmark == bench })
 }
 
 func (r *Results) has(bench string) bool {

@@ -7,28 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-)
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		in   []float64
-		want float64
-	}{
-		{nil, 0},
-		{[]float64{5}, 5},
-		{[]float64{3, 1, 2}, 2},
-		{[]float64{4, 1, 3, 2}, 2.5},
-		{[]float64{1e6, -1, 7, 7, 7}, 7},
-	} {
-		in := append([]float64(nil), tc.in...)
-		if got := Median(tc.in); got != tc.want {
-			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
-		}
-		if !reflect.DeepEqual(in, tc.in) {
-			t.Errorf("Median modified its input: %v became %v", in, tc.in)
-		}
-	}
-}
+	"github.com/xdpndk/xdpndk/bench/internal/report"
+)
 
 func TestPercentile(t *testing.T) {
 	v := make([]int64, 100)
@@ -75,9 +56,9 @@ func TestCollector(t *testing.T) {
 
 	got := c.records()
 	want := []Record{
-		{Benchmark: BenchOneWay, System: SystemXDPNDK, Op: OpSend, Size: 64, Metric: MetricPPS, Value: 2, Unit: UnitPPS, Runs: []float64{3, 1, 2}},
-		{Benchmark: BenchOneWay, System: SystemAsavie, Op: OpSend, Size: 9000, Metric: MetricUnsupported, Runs: []float64{}, Note: "no multi-buffer"},
-		{Benchmark: BenchPingPong, System: SystemKernelUDP, Op: OpRTT, Size: PingSize, Metric: MetricRTTP50, Value: 25, Unit: UnitMicros, Runs: []float64{20, 30}},
+		{Subject: report.Subject{Benchmark: BenchOneWay, System: SystemXDPNDK, Op: OpSend, Size: 64}, Figure: report.Figure{Metric: MetricPPS, Value: 2, Unit: UnitPPS, Runs: []float64{3, 1, 2}}},
+		{Subject: report.Subject{Benchmark: BenchOneWay, System: SystemAsavie, Op: OpSend, Size: 9000}, Figure: report.Figure{Metric: MetricUnsupported, Runs: []float64{}, Note: "no multi-buffer"}},
+		{Subject: report.Subject{Benchmark: BenchPingPong, System: SystemKernelUDP, Op: OpRTT, Size: PingSize}, Figure: report.Figure{Metric: MetricRTTP50, Value: 25, Unit: UnitMicros, Runs: []float64{20, 30}}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("records:\n got %+v\nwant %+v", got, want)

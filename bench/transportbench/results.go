@@ -1,19 +1,14 @@
 package transportbench
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
@@ -69,11 +64,8 @@ type Results struct {
 
 // Header describes where and how the figures were measured.
 type Header struct {
-	Kernel string `json:"kernel"` // uname -r
-	CPU    string `json:"cpu"`    // "model name" from /proc/cpuinfo
-	CPUs   int    `json:"cpus"`   // logical CPUs the Go runtime sees
-	Go     string `json:"go"`     // runtime.Version()
-	Date   string `json:"date"`   // start of the run, RFC 3339
+	report.Host        // kernel, cpu, cpus, go
+	Date        string `json:"date"` // start of the run, RFC 3339
 	// Modes maps each mode to what it means.
 	Modes map[string]string `json:"modes"`
 	// Config is the options the run used.
@@ -104,16 +96,13 @@ type Config struct {
 // Record is one figure: the median over the seeds of one metric of one mode at one loss
 // rate. The fields are those of bench/linkbench's records plus Loss.
 type Record struct {
-	Benchmark string    `json:"benchmark"` // BenchGoodput or BenchRatio
-	System    string    `json:"system"`    // a mode, or a ratio's name
-	Op        string    `json:"op"`        // OpWrite
-	Size      int       `json:"size"`      // Write length in bytes
-	Loss      float64   `json:"loss"`      // random loss of each direction, in %
-	Metric    string    `json:"metric"`    // Metric* constants
-	Value     float64   `json:"value"`     // median of Runs (a ratio: of the medians)
-	Unit      string    `json:"unit"`      // Unit* constants
-	Runs      []float64 `json:"runs"`      // one value per seed, in seed order
-	Note      string    `json:"note,omitempty"`
+	// Benchmark is BenchGoodput or BenchRatio, System a mode or a ratio's name, Op OpWrite,
+	// Size the Write length in bytes.
+	report.Subject
+	Loss float64 `json:"loss"` // random loss of each direction, in %
+	// Value is the median of Runs (a ratio: the ratio of the medians), one value per seed in
+	// seed order.
+	report.Figure
 }
 
 // Goal is one of the issue's goals for the ratios.
@@ -137,21 +126,6 @@ var Goals = []Goal{
 // writeOverhead is what a Write packet carries besides payload: header, RDMA extension,
 // CRC trailer (transport/wire).
 const writeOverhead = wire.HeaderLen + wire.RDMAExtLen + wire.TrailerLen
-
-// Median returns the median of v (the mean of the two middle values for an even count), or
-// 0 for an empty v. It does not modify v.
-func Median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[m]
-	}
-	return (s[m-1] + s[m]) / 2
-}
 
 // pct converts a probability to the percent the records carry, rounded to 1e-9 so that
 // 0.001 reads 0.1.
@@ -261,8 +235,9 @@ func Collect(o Options, runs []CaseResult) *Results {
 	for _, k := range order {
 		f := figs[k]
 		r.Records = append(r.Records, Record{
-			Benchmark: BenchGoodput, System: k.mode, Op: OpWrite, Size: o.MsgSize, Loss: k.loss,
-			Metric: k.metric, Value: Median(f.runs), Unit: f.unit, Runs: f.runs,
+			Subject: report.Subject{Benchmark: BenchGoodput, System: k.mode, Op: OpWrite, Size: o.MsgSize},
+			Loss:    k.loss,
+			Figure:  report.NewFigure(k.metric, f.unit, f.runs),
 		})
 	}
 
@@ -307,12 +282,13 @@ func Collect(o Options, runs []CaseResult) *Results {
 					per = append(per, x/y)
 				}
 			}
-			if len(nums) == 0 || len(dens) == 0 || Median(dens) == 0 {
+			if len(nums) == 0 || len(dens) == 0 || report.Median(dens) == 0 {
 				continue
 			}
 			rec := Record{
-				Benchmark: BenchRatio, System: q.name, Op: OpWrite, Size: o.MsgSize, Loss: pct(l),
-				Metric: MetricRatio, Value: Median(nums) / Median(dens), Unit: UnitRatio, Runs: per,
+				Subject: report.Subject{Benchmark: BenchRatio, System: q.name, Op: OpWrite, Size: o.MsgSize},
+				Loss:    pct(l),
+				Figure:  report.Figure{Metric: MetricRatio, Value: report.Median(nums) / report.Median(dens), Unit: UnitRatio, Runs: per},
 			}
 			for _, g := range Goals {
 				if g.Ratio == q.name && g.Loss == pct(l) {
@@ -354,48 +330,14 @@ func (r *Results) Find(bench, system string, loss float64, metric string) *Recor
 
 // WriteJSON writes r as indented JSON to path, creating its directory. It writes a
 // temporary file first and renames it, so a reader never sees half a document.
-func (r *Results) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode results: %w", err)
-	}
-	b = append(b, '\n')
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errors.Join(fmt.Errorf("write results: %w", err), os.Remove(tmp))
-	}
-	return nil
-}
+func (r *Results) WriteJSON(path string) error { return report.WriteJSON(path, r) }
 
 // ReadJSON reads results written by WriteJSON.
-func ReadJSON(path string) (*Results, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read results: %w", err)
-	}
-	var r Results
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode results %s: %w", path, err)
-	}
-	return &r, nil
-}
+func ReadJSON(path string) (*Results, error) { return report.ReadJSON[Results](path) }
 
 // losses returns the loss rates that have goodput records, ascending.
 func (r *Results) losses() []float64 {
-	var out []float64
-	for _, rec := range r.Records {
-		if rec.Benchmark == BenchGoodput && !slices.Contains(out, rec.Loss) {
-			out = append(out, rec.Loss)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return report.Values(r.Records, func(rec Record) (float64, bool) { return rec.Loss, rec.Benchmark == BenchGoodput })
 }
 
 // WriteTable prints the goodput table (one line per loss rate and mode: medians), the
@@ -415,9 +357,9 @@ func (r *Results) WriteTable(w io.Writer) error {
 	cell := func(sys string, loss float64, metric string, scale float64, prec int) string {
 		rec := r.Find(BenchGoodput, sys, loss, metric)
 		if rec == nil || len(rec.Runs) == 0 {
-			return "-"
+			return report.Cell(0, false, scale, prec)
 		}
-		return fmt.Sprintf("%.*f", prec, rec.Value*scale)
+		return report.Cell(rec.Value, true, scale, prec)
 	}
 	for _, l := range r.losses() {
 		for _, m := range AllModes {
@@ -483,38 +425,9 @@ func (r *Results) WriteTable(w io.Writer) error {
 // machineHeader returns the header fields that describe this machine and the time.
 func machineHeader() Header {
 	return Header{
-		Kernel: kernelRelease(),
-		CPU:    cpuModel(),
-		CPUs:   runtime.NumCPU(),
-		Go:     runtime.Version(),
-		Date:   time.Now().UTC().Format(time.RFC3339),
-		Modes:  map[string]string{},
-		Notes:  []string{},
+		Host:  report.ThisHost(),
+		Date:  time.Now().UTC().Format(time.RFC3339),
+		Modes: map[string]string{},
+		Notes: []string{},
 	}
-}
-
-// kernelRelease returns what uname -r prints, or "unknown".
-func kernelRelease() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// cpuModel returns the first "model name" of /proc/cpuinfo, or "unknown".
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
 }

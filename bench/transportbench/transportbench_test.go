@@ -13,26 +13,6 @@ import (
 	"github.com/xdpndk/xdpndk/transport"
 )
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		in   []float64
-		want float64
-	}{
-		{nil, 0},
-		{[]float64{5}, 5},
-		{[]float64{3, 1, 2}, 2},
-		{[]float64{4, 1, 3, 2}, 2.5},
-	} {
-		in := append([]float64(nil), tc.in...)
-		if got := Median(tc.in); got != tc.want {
-			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
-		}
-		if !reflect.DeepEqual(in, tc.in) {
-			t.Errorf("Median modified its input: %v became %v", in, tc.in)
-		}
-	}
-}
-
 func TestParse(t *testing.T) {
 	l, err := ParseLosses("0, 0.1,1%,5")
 	if err != nil || !reflect.DeepEqual(l, []float64{0, 0.001, 0.01, 0.05}) {

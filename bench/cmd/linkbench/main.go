@@ -15,10 +15,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bench/linkbench"
 )
 
@@ -28,9 +28,9 @@ func main() {
 
 func run() int {
 	def := linkbench.DefaultOptions()
+	cf := report.Flags{Name: "linkbench"}
+	cf.Define("bench/out/results.json", "short run (300 ms windows, 1 run, 2000 round trips); explicit flags still win")
 	var (
-		out       = flag.String("out", "bench/out/results.json", "write the JSON results to this `path`")
-		quick     = flag.Bool("quick", false, "short run (300 ms windows, 1 run, 2000 round trips); explicit flags still win")
 		duration  = flag.Duration("duration", def.Duration, "measured window of each one-way measurement")
 		warmup    = flag.Duration("warmup", def.Warmup, "warm-up before each one-way window")
 		runs      = flag.Int("runs", def.Runs, "repeat every measurement this many times and report the median")
@@ -40,43 +40,30 @@ func run() int {
 		systems   = flag.String("systems", "all", "systems to measure: comma-separated from xdpndk,xdpndk-no-wakeup,asavie,kernel-udp, or all")
 		batch     = flag.Int("batch", def.Batch, "datagrams per send call")
 		attach    = flag.String("attach", "auto", "XDP attach mode of the steering program: auto (native, then generic), native or generic")
-		cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this `file` (go tool pprof)")
 		verbose   = flag.Bool("v", false, "log what the xdp package got from the kernel")
 		noProgres = flag.Bool("q", false, "do not print progress lines")
 	)
-	flag.Parse()
-	if *cpuprof != "" {
-		f, err := os.Create(*cpuprof)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "linkbench: %v\n", err)
-			os.Exit(1)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "linkbench: start cpu profile: %v\n", err)
-			os.Exit(1)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, set, err := cf.Parse()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "linkbench: %v\n", err)
+		return 1
 	}
+	defer stopProfile()
 
 	o := def
-	if *quick {
+	if cf.Quick {
 		o = linkbench.QuickOptions()
 	}
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["duration"] || !*quick {
+	if set["duration"] || !cf.Quick {
 		o.Duration = *duration
 	}
-	if set["warmup"] || !*quick {
+	if set["warmup"] || !cf.Quick {
 		o.Warmup = *warmup
 	}
-	if set["runs"] || !*quick {
+	if set["runs"] || !cf.Quick {
 		o.Runs = *runs
 	}
-	if set["pingpong-n"] || !*quick {
+	if set["pingpong-n"] || !cf.Quick {
 		o.PingPongN = *pingN
 	}
 	o.PingPongWarmup = *pingWarm
@@ -90,9 +77,8 @@ func run() int {
 		o.Attach = bpf.AttachGeneric
 	default:
 		fmt.Fprintf(os.Stderr, "linkbench: -attach %q: want auto, native or generic\n", *attach)
-		os.Exit(2)
+		return 2
 	}
-	var err error
 	if o.Sizes, err = linkbench.ParseSizes(*sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "linkbench:", err)
 		return 2
@@ -124,30 +110,14 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "linkbench:", err)
 		return 1
 	}
-	fmt.Println()
-	if werr := res.WriteTable(os.Stdout); werr != nil {
-		fmt.Fprintln(os.Stderr, "linkbench: print table:", werr)
-	}
-	fmt.Println()
-	for _, sys := range linkbench.AllSystems {
-		if m, ok := res.Header.Modes[sys]; ok {
-			fmt.Printf("mode %-16s %s\n", sys, m)
+	return cf.Finish(ctx, res, func() {
+		fmt.Println()
+		for _, sys := range linkbench.AllSystems {
+			if m, ok := res.Header.Modes[sys]; ok {
+				fmt.Printf("mode %-16s %s\n", sys, m)
+			}
 		}
-	}
-	fmt.Printf("kernel %s, %s, %d CPUs, %s, MTU %d, %v\n", res.Header.Kernel, res.Header.CPU, res.Header.CPUs,
-		res.Header.Go, res.Header.MTU, time.Since(start).Round(time.Second))
-	if ctx.Err() != nil {
-		fmt.Fprintln(os.Stderr, "linkbench: interrupted; results not written")
-		return 130
-	}
-	if werr := res.WriteJSON(*out); werr != nil {
-		fmt.Fprintln(os.Stderr, "linkbench:", werr)
-		return 1
-	}
-	fmt.Println("results written to", *out)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "linkbench:", err)
-		return 1
-	}
-	return 0
+		fmt.Printf("kernel %s, %s, %d CPUs, %s, MTU %d, %v\n", res.Header.Kernel, res.Header.CPU, res.Header.CPUs,
+			res.Header.Go, res.Header.MTU, time.Since(start).Round(time.Second))
+	}, err)
 }

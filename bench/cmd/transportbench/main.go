@@ -15,10 +15,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bench/transportbench"
 )
 
@@ -28,9 +28,9 @@ func main() {
 
 func run() int {
 	def := transportbench.DefaultOptions()
+	cf := report.Flags{Name: "transportbench"}
+	cf.Define("bench/out/transport.json", "short run (50 ms of virtual time, 1 seed); explicit flags still win")
 	var (
-		out         = flag.String("out", "bench/out/transport.json", "write the JSON results to this `path`")
-		quick       = flag.Bool("quick", false, "short run (50 ms of virtual time, 1 seed); explicit flags still win")
 		duration    = flag.Duration("duration", def.Duration, "measured virtual time of each run")
 		warmup      = flag.Duration("warmup", def.Warmup, "virtual warm-up before each measured window")
 		seeds       = flag.String("seeds", "3", "`N` (seeds 1..N) or a comma-separated list of seeds")
@@ -47,40 +47,26 @@ func run() int {
 		target      = flag.Duration("swift-target", 0, "diagnosis: override the Swift controller's BaseTarget (0: default)")
 		fixedWin    = flag.Int("fixed-window", 0, "diagnosis: replace Swift by a fixed window of this many `bytes` (0: Swift)")
 		parallel    = flag.Int("parallel", 0, "runs at once (0: GOMAXPROCS)")
-		cpuprof     = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this `file` (go tool pprof)")
 		quiet       = flag.Bool("q", false, "do not print progress lines")
 	)
-	flag.Parse()
-	if *cpuprof != "" {
-		f, err := os.Create(*cpuprof)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "transportbench: %v\n", err)
-			return 1
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(os.Stderr, "transportbench: start cpu profile: %v\n", err)
-			return 1
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, set, err := cf.Parse()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "transportbench: %v\n", err)
+		return 1
 	}
+	defer stopProfile()
 
 	o := def
-	if *quick {
+	if cf.Quick {
 		o = transportbench.QuickOptions()
 	}
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["duration"] || !*quick {
+	if set["duration"] || !cf.Quick {
 		o.Duration = *duration
 	}
-	if set["warmup"] || !*quick {
+	if set["warmup"] || !cf.Quick {
 		o.Warmup = *warmup
 	}
-	var err error
-	if set["seeds"] || !*quick {
+	if set["seeds"] || !cf.Quick {
 		if o.Seeds, err = transportbench.ParseSeeds(*seeds); err != nil {
 			fmt.Fprintln(os.Stderr, "transportbench:", err)
 			return 2
@@ -113,23 +99,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "transportbench:", err)
 		return 2
 	}
-	fmt.Println()
-	if werr := res.WriteTable(os.Stdout); werr != nil {
-		fmt.Fprintln(os.Stderr, "transportbench: print table:", werr)
-	}
-	fmt.Printf("\n%s, %d CPUs, %s, %v real\n", res.Header.CPU, res.Header.CPUs, res.Header.Go, time.Since(start).Round(time.Millisecond))
-	if ctx.Err() != nil {
-		fmt.Fprintln(os.Stderr, "transportbench: interrupted; results not written")
-		return 130
-	}
-	if werr := res.WriteJSON(*out); werr != nil {
-		fmt.Fprintln(os.Stderr, "transportbench:", werr)
-		return 1
-	}
-	fmt.Println("results written to", *out)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "transportbench:", err)
-		return 1
-	}
-	return 0
+	return cf.Finish(ctx, res, func() {
+		fmt.Printf("\n%s, %d CPUs, %s, %v real\n", res.Header.CPU, res.Header.CPUs, res.Header.Go, time.Since(start).Round(time.Millisecond))
+	}, err)
 }

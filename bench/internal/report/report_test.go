@@ -1,0 +1,89 @@
+package report
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{5}, 5},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{1e6, -1, 7, 7, 7}, 7},
+	} {
+		in := append([]float64(nil), tc.in...)
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		if !reflect.DeepEqual(in, tc.in) {
+			t.Errorf("Median modified its input: %v became %v", in, tc.in)
+		}
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	type doc struct {
+		A int       `json:"a"`
+		B []float64 `json:"b"`
+	}
+	in := doc{A: 3, B: []float64{1, 2.5}}
+	path := filepath.Join(t.TempDir(), "out", "x.json") // the directory does not exist yet
+	if err := WriteJSON(path, in); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON[doc](path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, *back) {
+		t.Errorf("round trip: got %+v, want %+v", back, in)
+	}
+	if _, err := ReadJSON[doc](filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("ReadJSON of a missing file: no error")
+	}
+}
+
+func TestThisHost(t *testing.T) {
+	h := ThisHost()
+	if h.Kernel == "" || h.CPU == "" || h.CPUs < 1 || h.Go == "" {
+		t.Errorf("ThisHost() = %+v", h)
+	}
+}
+
+func TestCell(t *testing.T) {
+	if got := Cell(1.5e6, true, 1e-6, 3); got != "1.500" {
+		t.Errorf("Cell = %q", got)
+	}
+	if got := Cell(0, false, 1, 2); got != "-" {
+		t.Errorf("Cell(!ok) = %q", got)
+	}
+}
+
+func TestStartCPUProfileEmpty(t *testing.T) {
+	stop, err := StartCPUProfile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+}
+
+func TestValues(t *testing.T) {
+	recs := []Subject{{Benchmark: "a", Size: 9000}, {Benchmark: "b", Size: 1}, {Benchmark: "a", Size: 64}, {Benchmark: "a", Size: 9000}}
+	got := Values(recs, func(s Subject) (int, bool) { return s.Size, s.Benchmark == "a" })
+	if !reflect.DeepEqual(got, []int{64, 9000}) {
+		t.Errorf("Values = %v", got)
+	}
+}
+
+func TestNewFigure(t *testing.T) {
+	f := NewFigure("m", "u", []float64{3, 1, 2})
+	if f.Value != 2 || f.Metric != "m" || f.Unit != "u" || len(f.Runs) != 3 {
+		t.Errorf("NewFigure = %+v", f)
+	}
+}
