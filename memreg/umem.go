@@ -3,6 +3,7 @@ package memreg
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // PageKind says which pages back a UMEM.
@@ -99,6 +100,7 @@ type UMEM struct {
 	frames    int
 	pages     PageKind
 	carved    carveState
+	heapTaken atomic.Bool // NewHeap was called: one Heap per UMEM
 }
 
 // Bytes returns the whole UMEM. Callers must only touch memory they own.
