@@ -23,7 +23,7 @@ func FuzzHeap(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u, err := NewUMEM(UMEMOptions{FrameSize: 4096, Frames: 1, HeapSize: fuzzHeapSize, HugePages: HugeOff})
 		if err != nil {
-			t.Skipf("NewUMEM: %v", err)
+			t.Fatalf("NewUMEM: %v", err)
 		}
 		defer func() { _ = u.Close() }()
 		h, err := u.NewHeap()
