@@ -55,8 +55,6 @@ func (c *cmState) init(e *Engine) {
 	c.listeners = make(map[uint64]*Listener)
 }
 
-func (c *cmState) pendingPosts() bool { return false }
-
 // recentConn is an incoming connection established a moment ago.
 type recentConn struct {
 	peer   netip.Addr

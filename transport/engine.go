@@ -374,7 +374,7 @@ func (e *Engine) pendingPosts() bool {
 			return true
 		}
 	}
-	return e.cm.pendingPosts()
+	return false
 }
 
 // Poll does one round of work at time now: receive and process a batch, take posted work,

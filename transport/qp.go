@@ -213,7 +213,6 @@ type requester struct {
 	gbnUntil wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
 	gbnOn    bool
 	rnrPSN   wire.PSN // the RNR-NAKed packet
-	lastRecv int64    // send time of the most recently delivered packet (RACK)
 	scratch  []ack.PacketInfo
 	retx     []ack.PacketInfo // packets waiting for retransmission (lost)
 
@@ -262,7 +261,6 @@ type responder struct {
 	ackArrival int64  // its arrival time
 	nakSyn     wire.Syndrome
 	nakPSN     wire.PSN
-	nakValue   uint16
 	nakSend    bool // a NAK is waiting to be sent
 }
 

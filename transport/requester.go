@@ -479,9 +479,6 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 	for i := range acked {
 		info := &acked[i]
 		bytes += info.Bytes
-		if info.SentAt > r.lastRecv {
-			r.lastRecv = info.SentAt
-		}
 		job, idx, _ := splitTag(info.Tag)
 		if job {
 			if int(idx) < len(r.jobs) && r.jobs[idx].active {

@@ -307,7 +307,7 @@ func (q *QP) sendAck(now int64) {
 		EchoTS: rs.ackEchoTS, Delay: uint32(max(now-rs.ackArrival, 0) / 1000),
 	}
 	if rs.nakSend {
-		p.Ack.Syndrome, p.Ack.NakPSN, p.Ack.Value = rs.nakSyn, rs.nakPSN, rs.nakValue
+		p.Ack.Syndrome, p.Ack.NakPSN = rs.nakSyn, rs.nakPSN
 		if rs.nakSyn == wire.SynNakRNR {
 			p.Ack.Value = uint16(q.e.cfg.RNRDelay / 16 / 1000)
 		}

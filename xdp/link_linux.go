@@ -47,9 +47,7 @@ type Link struct {
 	recycle   [rxBatch]uint64
 	nrecycle  int
 	comp      [compBatch]uint64
-	done      []uint64 // cookies of FlagZeroCopy packets to report, a FIFO of fixed capacity
-	doneHead  int
-	doneLen   int
+	done      transport.CookieQueue // FlagZeroCopy cookies for TxDone
 	lastPeer  netip.AddrPort
 	lastEncap *Encap
 	encaps    map[netip.AddrPort]*Encap
@@ -80,7 +78,7 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
 		tx:         make([]Desc, s.cfg.TxSize),
-		done:       make([]uint64, s.cfg.TxSize),
+		done:       transport.NewCookieQueue(int(s.cfg.TxSize)),
 		encaps:     make(map[netip.AddrPort]*Encap),
 		eventfd:    efd,
 	}
@@ -287,7 +285,7 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 			break
 		}
 		zc := p.Flags&transport.FlagZeroCopy != 0
-		if zc && l.doneLen == len(l.done) {
+		if zc && l.done.Full() {
 			break // the caller must collect TxDone first
 		}
 		if l.ntx+nframes > len(l.tx) {
@@ -304,8 +302,7 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 			break
 		}
 		if zc {
-			l.done[(l.doneHead+l.doneLen)%len(l.done)] = p.Cookie
-			l.doneLen++
+			l.done.Push(p.Cookie)
 		}
 		sent++
 		txBytes += uint64(plen)
@@ -434,14 +431,7 @@ func (l *Link) TxDone(dst []uint64) int {
 		return 0
 	}
 	defer l.exit()
-	n := 0
-	for n < len(dst) && l.doneLen > 0 {
-		dst[n] = l.done[l.doneHead]
-		l.doneHead = (l.doneHead + 1) % len(l.done)
-		l.doneLen--
-		n++
-	}
-	return n
+	return l.done.Pop(dst)
 }
 
 // Wait implements transport.Link.

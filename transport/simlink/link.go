@@ -46,11 +46,9 @@ type Link struct {
 		to   *Link
 		path *path
 	}
-	done     []uint64 // FlagZeroCopy cookies for TxDone: a FIFO of fixed capacity
-	doneHead int
-	doneLen  int
-	fate     fate
-	timer    *time.Timer
+	done  transport.CookieQueue // FlagZeroCopy cookies for TxDone
+	fate  fate
+	timer *time.Timer
 
 	closed   atomic.Bool   // set under net.mu
 	closedCh chan struct{} // closed by Close
@@ -63,7 +61,7 @@ func newLink(n *Network, id int32, addr netip.AddrPort) *Link {
 		net:      n,
 		id:       id,
 		addr:     addr,
-		done:     make([]uint64, n.cfg.TxDoneQueue),
+		done:     transport.NewCookieQueue(n.cfg.TxDoneQueue),
 		closedCh: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
@@ -164,7 +162,7 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 	for i := range pkts {
 		p := &pkts[i]
 		zc := p.Flags&transport.FlagZeroCopy != 0
-		if zc && l.doneLen == len(l.done) {
+		if zc && l.done.Full() {
 			return i, nil // the caller must collect TxDone first
 		}
 		to, pa := l.lookup(p.Remote)
@@ -181,8 +179,7 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 		l.stats.TxPackets++
 		l.stats.TxBytes += uint64(plen)
 		if zc {
-			l.done[(l.doneHead+l.doneLen)%len(l.done)] = p.Cookie
-			l.doneLen++
+			l.done.Push(p.Cookie)
 		}
 		if pa == nil {
 			n.other.DroppedUnknown++
@@ -277,14 +274,7 @@ func (l *Link) TxDone(dst []uint64) int {
 	if l.closed.Load() {
 		return 0
 	}
-	k := 0
-	for k < len(dst) && l.doneLen > 0 {
-		dst[k] = l.done[l.doneHead]
-		l.doneHead = (l.doneHead + 1) % len(l.done)
-		l.doneLen--
-		k++
-	}
-	return k
+	return l.done.Pop(dst)
 }
 
 // Wait implements transport.Link. On a network with a RealClock it sleeps (on a timer to
@@ -298,7 +288,7 @@ func (l *Link) Wait(timeout time.Duration) error {
 	if l.closed.Load() {
 		return transport.ErrClosed
 	}
-	if !n.sleeps || timeout <= 0 || l.doneLen > 0 {
+	if !n.sleeps || timeout <= 0 || l.done.Len() > 0 {
 		return nil
 	}
 	deadline := time.Now().Add(timeout)
