@@ -1,6 +1,7 @@
 package memreg
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -175,6 +177,9 @@ var (
 	ErrClosed = errors.New("memreg: object closed")
 	// ErrFull: the registry has no free slot. STATUS_INSUFFICIENT_RESOURCES (0xC000009A).
 	ErrFull = errors.New("memreg: registry full")
+	// ErrPin: memory outside the UMEM could not be pinned (mlock refused, usually
+	// RLIMIT_MEMLOCK). STATUS_INSUFFICIENT_RESOURCES (0xC000009A).
+	ErrPin = errors.New("memreg: cannot pin memory")
 )
 
 // PD is a protection domain handle. A token resolves only for the PD its object was created
@@ -202,6 +207,7 @@ type mapping struct {
 	runs        [][]byte // fast-register MR: runs[i] is page i and the contiguous pages after it
 	fbo         uint64
 	mr          *MR // MW: the region it is bound to
+	owner       *MR // the region an access holds: the MR itself, or a window's MR
 }
 
 // slot is one table entry. cur is read lock-free; the rest only under Registry.mu.
@@ -229,6 +235,8 @@ type Registry struct {
 	mu   sync.Mutex
 	free []uint32 // freed slot indices, reused first in, first out
 	next uint32   // slots[next:] were never used
+	umem *UMEM    // the adapter's UMEM (AttachUMEM), or nil
+	pins pinTable // mlock counts of pages outside the UMEM
 }
 
 // NewRegistry returns a registry with room for maxEntries live MRs and MWs together
@@ -328,40 +336,51 @@ func unmap(s *slot, m *mapping) bool {
 	return true
 }
 
+// find checks a remote access and returns the slot and live mapping token names and the
+// offset of addr in it. The checks and their errors are Resolve's.
+func (r *Registry) find(pd PD, token uint32, addr uint64, length uint32, access Access) (*slot, *mapping, uint64, error) {
+	s := r.lookup(token)
+	if s == nil {
+		return nil, nil, 0, ErrBadToken
+	}
+	m := s.cur.Load()
+	if m == nil {
+		return nil, nil, 0, ErrStale
+	}
+	local := m.localToken == token && m.localToken != 0
+	if m.remoteToken != token && !local {
+		return nil, nil, 0, ErrStale
+	}
+	if m.pd != pd {
+		return nil, nil, 0, ErrWrongPD
+	}
+	if local || access&^m.access != 0 {
+		return nil, nil, 0, ErrRights
+	}
+	if addr < m.base {
+		return nil, nil, 0, ErrBounds
+	}
+	off := addr - m.base
+	if off > m.length || uint64(length) > m.length-off {
+		return nil, nil, 0, ErrBounds
+	}
+	return s, m, off, nil
+}
+
 // Resolve returns the bytes [addr, addr+length) of the memory that token names, if a QP of
 // protection domain pd may access them with access. It checks, in order: the token names a
 // slot (ErrBadToken) and its live mapping (ErrStale), the PD (ErrWrongPD), the rights
 // (ErrRights; a local token never grants remote access), the range (ErrBounds; overflow-safe)
 // and, for fast-registered regions, that the range lies in contiguous memory
-// (ErrNotContiguous). The slice's capacity equals its length. Resolve neither locks nor
-// allocates.
+// (ErrNotContiguous). The slice's capacity equals its length. Resolve holds nothing: use
+// Acquire when the bytes are used while a concurrent deregistration could give the memory
+// back to the application. Resolve neither locks nor allocates.
 func (r *Registry) Resolve(pd PD, token uint32, addr uint64, length uint32, access Access) ([]byte, error) {
-	s := r.lookup(token)
-	if s == nil {
-		return nil, ErrBadToken
-	}
-	m := s.cur.Load()
-	if m == nil {
-		return nil, ErrStale
-	}
-	local := m.localToken == token && m.localToken != 0
-	if m.remoteToken != token && !local {
-		return nil, ErrStale
-	}
-	if m.pd != pd {
-		return nil, ErrWrongPD
-	}
-	if local || access&^m.access != 0 {
-		return nil, ErrRights
+	_, m, off, err := r.find(pd, token, addr, length, access)
+	if err != nil {
+		return nil, err
 	}
 	n := uint64(length)
-	if addr < m.base {
-		return nil, ErrBounds
-	}
-	off := addr - m.base
-	if off > m.length || n > m.length-off {
-		return nil, ErrBounds
-	}
 	if m.runs == nil {
 		return m.buf[off : off+n : off+n], nil
 	}
@@ -375,6 +394,41 @@ func (r *Registry) Resolve(pd PD, token uint32, addr uint64, length uint32, acce
 		return nil, ErrNotContiguous
 	}
 	return run[in : in+n : in+n], nil
+}
+
+// Acquire is Resolve for an access that uses the bytes for a while: it returns them as a
+// Span (contiguous, or walking the pages of a fast-registered region in their registered
+// order) that holds the region behind them, the MR itself or a window's MR, until the
+// caller calls Span.MR.Release. The checks and errors are Resolve's, except that
+// non-contiguous pages are no error. On error nothing is held.
+//
+// A hold does not keep the token valid: invalidation and deregistration still stop every
+// later Acquire at once. It delays only the moment the memory is the application's again
+// (MR.WaitIdle). An Acquire racing an invalidation either returns the complete old mapping,
+// with a hold that a WaitIdle started after the invalidation returned waits for, or fails
+// with ErrStale. Acquire neither locks nor allocates.
+func (r *Registry) Acquire(pd PD, token uint32, addr uint64, length uint32, access Access) (Span, error) {
+	s, m, off, err := r.find(pd, token, addr, length, access)
+	if err != nil {
+		return Span{}, err
+	}
+	// Take the hold, then check that the mapping is still current. If an invalidation
+	// removed it in between, this access fails; if not, the invalidation's WaitIdle sees
+	// the hold (sequentially consistent atomics order this Add before its later Load).
+	m.owner.refs.Add(1)
+	if s.cur.Load() != m {
+		m.owner.refs.Add(-1)
+		return Span{}, ErrStale
+	}
+	n := uint64(length)
+	sp := Span{N: n, MR: m.owner}
+	if m.runs == nil {
+		sp.Buf = m.buf[off : off+n : off+n]
+		return sp, nil
+	}
+	sp.runs, sp.pos = m.runs, m.fbo+off
+	sp.Buf = sp.Piece(0)
+	return sp, nil
 }
 
 // Invalidate invalidates the remote token of a fast-registered MR or a bound MW of pd, as a
@@ -420,7 +474,51 @@ type MR struct {
 	local        atomic.Uint32
 	remote       atomic.Uint32
 	windows      atomic.Int32 // bound windows
+	refs         atomic.Int32 // holds of accesses in flight (Acquire)
+	pinned       bool         // normal MR outside the UMEM: its pages are mlock'd
 	closed       bool         // under r.mu
+}
+
+// Release gives back one hold that Acquire took on the region. Releasing more holds than
+// were taken is a broken invariant of the caller and panics.
+func (mr *MR) Release() {
+	if mr.refs.Add(-1) < 0 {
+		panic("memreg: MR released more often than acquired")
+	}
+}
+
+// Refs returns the number of holds on the region: accesses that resolved it and still use
+// its bytes.
+func (mr *MR) Refs() int { return int(mr.refs.Load()) }
+
+// WaitIdle waits until no access holds the region any longer, or ctx ends (its error is
+// returned then). Once DeregisterMR or InvalidateMR has returned and then WaitIdle returns
+// nil, no remote access reads or writes the region's memory again: the application may
+// reuse it.
+func (mr *MR) WaitIdle(ctx context.Context) error {
+	d := 10 * time.Microsecond
+	for mr.refs.Load() > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		d = min(2*d, time.Millisecond)
+	}
+	return nil
+}
+
+// InUMEM reports whether the region's memory is the adapter's UMEM, so that its bytes can
+// leave by descriptor (zero-copy transmit): a normally registered region inside it, or a
+// fast-register MR of a registry with a UMEM attached (FastRegister takes only UMEM pages
+// then).
+func (mr *MR) InUMEM() bool {
+	if mr.fast {
+		return mr.r.umem != nil
+	}
+	return !mr.pinned
 }
 
 // LocalToken returns the region's local token (for SGEs). For a fast-register MR it is valid
@@ -472,8 +570,10 @@ func bufVA(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 // RegisterMR registers buf in pd with NDK_MR_FLAG_* flags (NdkRegisterMr). The region's VA
 // is the address of buf[0] (zero-based addressing is not supported). buf must stay valid and
 // must not move: memory from the UMEM heap, or Go memory kept alive by the caller (the
-// registry keeps a reference). Errors: ErrInvalidParameter (unknown PD, empty buf, undefined
-// flag bits, the remote-write bit without local write), ErrFull.
+// registry keeps a reference). Memory outside the attached UMEM (all memory when none is
+// attached) is pinned with mlock until DeregisterMR; it is transmitted by copy. Errors:
+// ErrInvalidParameter (unknown PD, empty buf, undefined flag bits, the remote-write bit
+// without local write), ErrPin, ErrFull.
 func (r *Registry) RegisterMR(pd PD, buf []byte, flags MRFlags) (*MR, error) {
 	if !r.validPD(pd) {
 		return nil, fmt.Errorf("%w: unknown PD %d", ErrInvalidParameter, pd)
@@ -490,16 +590,25 @@ func (r *Registry) RegisterMR(pd PD, buf []byte, flags MRFlags) (*MR, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.free) == 0 && int(r.next) >= len(r.slots) {
+		return nil, ErrFull
+	}
+	pin := !r.inUMEM(va, n)
+	if pin {
+		if err := r.pins.pin(va, n); err != nil {
+			return nil, err
+		}
+	}
 	i, err := r.allocSlot()
 	if err != nil {
-		return nil, err
+		return nil, err // not reached: checked above
 	}
-	mr := &MR{r: r, idx: i, pd: pd, flags: flags, va: va, length: n, buf: buf[:n:n]}
+	mr := &MR{r: r, idx: i, pd: pd, flags: flags, va: va, length: n, buf: buf[:n:n], pinned: pin}
 	local, remote := r.takeTokens(i)
 	mr.local.Store(local)
 	mr.remote.Store(remote)
 	r.slots[i].cur.Store(&mapping{kind: kindMR, pd: pd, localToken: local, remoteToken: remote,
-		access: mrAccess(flags), base: va, length: n, buf: mr.buf})
+		access: mrAccess(flags), base: va, length: n, buf: mr.buf, owner: mr})
 	return mr, nil
 }
 
@@ -515,8 +624,11 @@ func (r *Registry) checkMR(mr *MR) error {
 }
 
 // DeregisterMR releases mr (NdkDeregisterMr, or NdkCloseMr of a fast-register MR): both its
-// tokens stop resolving before it returns. It fails with ErrBusy while windows are bound to
-// mr (as NDSPI's ND_DEVICE_BUSY), ErrClosed if already released.
+// tokens stop resolving before it returns. Accesses already in flight may still hold the
+// region: the memory is the application's again once mr.WaitIdle returns (pages pinned for
+// the region are unpinned now; that does not stop an access in flight). It fails with
+// ErrBusy while windows are bound to mr (as NDSPI's ND_DEVICE_BUSY), ErrClosed if already
+// released.
 func (r *Registry) DeregisterMR(mr *MR) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -529,7 +641,38 @@ func (r *Registry) DeregisterMR(mr *MR) error {
 	unmap(&r.slots[mr.idx], r.slots[mr.idx].cur.Load())
 	r.freeSlot(mr.idx)
 	mr.closed = true
+	if mr.pinned {
+		r.pins.unpin(mr.va, mr.length)
+	}
 	return nil
+}
+
+// AttachUMEM tells the registry which memory is the adapter's UMEM: regions inside it are
+// not pinned again (the UMEM is pinned already) and can be transmitted zero-copy, and
+// FastRegister accepts only pages inside it (NDK's adapter pages). Call it once, before
+// registering memory. Errors: ErrInvalidParameter for a nil or closed UMEM or a second
+// attach.
+func (r *Registry) AttachUMEM(u *UMEM) error {
+	if u == nil || len(u.mem) == 0 {
+		return fmt.Errorf("%w: nil or closed UMEM", ErrInvalidParameter)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.umem != nil {
+		return fmt.Errorf("%w: a UMEM is attached already", ErrInvalidParameter)
+	}
+	r.umem = u
+	return nil
+}
+
+// inUMEM reports whether [va, va+n) lies inside the attached UMEM.
+func (r *Registry) inUMEM(va, n uint64) bool {
+	if r.umem == nil || len(r.umem.mem) == 0 {
+		return false
+	}
+	lo := bufVA(r.umem.mem)
+	hi := lo + uint64(len(r.umem.mem))
+	return va >= lo && va <= hi && n <= hi-va
 }
 
 // NewFastRegisterMR creates a fast-register MR in pd and initialises it for up to pageCount
@@ -583,6 +726,9 @@ func (r *Registry) FastRegister(mr *MR, pages [][]byte, fbo int, length uint64, 
 		if len(p) != FastRegisterPageSize {
 			return fmt.Errorf("%w: page %d is %d bytes", ErrInvalidParameter, i, len(p))
 		}
+		if r.umem != nil && !r.inUMEM(bufVA(p), FastRegisterPageSize) {
+			return fmt.Errorf("%w: page %d is not in the adapter's UMEM", ErrInvalidParameter, i)
+		}
 	}
 	if fbo < 0 || fbo >= FastRegisterPageSize {
 		return fmt.Errorf("%w: FBO %d", ErrInvalidParameter, fbo)
@@ -624,7 +770,7 @@ func (r *Registry) FastRegister(mr *MR, pages [][]byte, fbo int, length uint64, 
 	mr.local.Store(local)
 	mr.remote.Store(remote)
 	s.cur.Store(&mapping{kind: kindFRMR, pd: mr.pd, localToken: local, remoteToken: remote,
-		access: a, base: baseVA, length: length, runs: runs, fbo: uint64(fbo)})
+		access: a, base: baseVA, length: length, runs: runs, fbo: uint64(fbo), owner: mr})
 	return nil
 }
 
@@ -756,7 +902,7 @@ func (r *Registry) Bind(qp uint32, mw *MW, mr *MR, va uint64, length uint64, fla
 	mw.qp.Store(qp)
 	mr.windows.Add(1)
 	s.cur.Store(&mapping{kind: kindMW, pd: mw.pd, remoteToken: remote, access: a, base: va,
-		length: length, buf: mr.buf[off : off+length : off+length], mr: mr})
+		length: length, buf: mr.buf[off : off+length : off+length], mr: mr, owner: mr})
 	return nil
 }
 
