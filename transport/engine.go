@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/congestion"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -67,6 +68,12 @@ type Config struct {
 	// times a CM message is sent before the attempt fails. Defaults 20 ms and 10.
 	CMTimeout time.Duration
 	CMRetries int
+	// ZeroCopyTx marks every data packet whose payload is the caller's memory (a Send's or
+	// Write's gather list, a Read's resolved region) with FlagZeroCopy, so a link whose
+	// registered memory holds it transmits it by reference. A work request then completes,
+	// and a Read's region is released, only when the link has reported every such packet
+	// of it done (TxDone) as well as acknowledged. Default false: links copy payloads.
+	ZeroCopyTx bool
 }
 
 // DefaultConfig returns a Config with every default filled in, for link.
@@ -144,8 +151,8 @@ func (c *Config) normalize() error {
 // refuseAll is the resolver of an engine without memory: every remote access is refused.
 type refuseAll struct{}
 
-func (refuseAll) Resolve(uint32, uint32, uint64, uint32, Access) ([]byte, error) {
-	return nil, ErrAccess
+func (refuseAll) Resolve(uint32, uint32, uint64, uint32, Access) (memreg.Span, error) {
+	return memreg.Span{}, ErrAccess
 }
 func (refuseAll) Invalidate(uint32, uint32) error { return ErrAccess }
 
@@ -175,6 +182,7 @@ type Engine struct {
 	parsed   wire.Packet
 	txWire   wire.Packet // the packet being encoded
 	segs     [MaxSegments][]byte
+	txDone   [64]uint64 // cookies read from the link's TxDone
 
 	cm cmState
 
@@ -278,19 +286,37 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	return q, nil
 }
 
-// Close removes a QP from the engine: outstanding requests complete cancelled first. The
-// call returns once the engine goroutine has done it, or ctx ends.
+// closeDrain bounds how long Close waits for the link to finish a QP's zero-copy packets.
+const closeDrain = 100 * time.Millisecond
+
+// Close removes a QP from the engine: outstanding requests complete cancelled first (with
+// Config.ZeroCopyTx, each once the link has finished transmitting its packets, for at most
+// 100 ms; after that the QP's memory is released regardless). The call returns once the
+// engine goroutine has done it, or ctx ends.
 func (q *QP) Close(ctx context.Context) error {
 	done := make(chan struct{})
-	q.e.command(func(now int64) {
+	var remove func(now int64)
+	var since int64
+	remove = func(now int64) {
 		q.fail(now, StatusCancelled, -1)
+		if since == 0 {
+			since = now
+		}
+		// Requests and read jobs whose zero-copy packets the link still transmits complete
+		// (and release their memory) when it is done with them; give it closeDrain.
+		if q.zcPending() && now-since < int64(closeDrain) {
+			q.e.command(remove)
+			return
+		}
+		q.forceDrain()
 		q.e.deactivate(q)
 		q.e.mu.Lock()
 		delete(q.e.qps, q.qpn)
 		q.e.publishQPs()
 		q.e.mu.Unlock()
 		close(done)
-	})
+	}
+	q.e.command(remove)
 	select {
 	case <-done:
 		return nil
@@ -405,7 +431,46 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	}
 	// Idle QPs may have receives posted before they connected.
 	e.flushTx()
+	if e.cfg.ZeroCopyTx && e.collectTxDone(now) {
+		busy = true
+	}
 	return next, busy
+}
+
+// Zero-copy cookies name the packet's QP and what its payload belongs to: bits 32-63 the
+// QPN, bit 31 set for a read job, bits 0-30 the work request's sequence number or the job's
+// index.
+const cookieJob = 1 << 31
+
+func zcCookie(qpn uint32, job bool, idx uint32) uint64 {
+	c := uint64(qpn)<<32 | uint64(idx&0x7fffffff)
+	if job {
+		c |= cookieJob
+	}
+	return c
+}
+
+// collectTxDone takes the link's finished zero-copy transmissions and lets the work
+// requests and read jobs they belong to complete. It reports whether there were any.
+func (e *Engine) collectTxDone(now int64) bool {
+	any := false
+	for {
+		n := e.link.TxDone(e.txDone[:])
+		for _, c := range e.txDone[:n] {
+			e.txFinished(now, c)
+		}
+		any = any || n > 0
+		if n < len(e.txDone) {
+			return any
+		}
+	}
+}
+
+// txFinished accounts one zero-copy packet whose bytes the link no longer reads.
+func (e *Engine) txFinished(now int64, cookie uint64) {
+	if q := e.lookupQP(uint32(cookie >> 32)); q != nil {
+		q.zcDone(now, uint32(cookie)&cookieJob != 0, uint32(cookie)&^cookieJob)
+	}
 }
 
 func (e *Engine) runCommands(now int64) {
@@ -487,6 +552,13 @@ func (e *Engine) txSlot() int {
 // canTransmit reports whether a packet can be queued now.
 func (e *Engine) canTransmit() bool { return e.txSlot() >= 0 }
 
+// markZeroCopy makes the packet emitted last a zero-copy packet with cookie c.
+func (e *Engine) markZeroCopy(c uint64) {
+	pk := &e.txPkts[e.ntx-1]
+	pk.Flags |= FlagZeroCopy
+	pk.Cookie = c
+}
+
 // emit finishes the packet in slot i: header bytes hdr (already in e.txHdr[i]), payload
 // pieces, CRC trailer; it queues it for the link.
 func (e *Engine) emit(i int, to netip.AddrPort, srcPort uint16, hdrLen int, payload ...[]byte) {
@@ -519,8 +591,12 @@ func (e *Engine) flushTx() {
 	n, err := e.link.Send(e.txPkts[:e.ntx])
 	if err != nil {
 		// A datagram the link can never send (too large for it: a bug, or an unreachable
-		// peer): drop it, counted; reliability retransmits or times the QP out.
+		// peer): drop it, counted; reliability retransmits or times the QP out. The link
+		// will never report its cookie, so account it here.
 		e.ctr.txRefused.Add(1)
+		if n < e.ntx && e.txPkts[n].Flags&FlagZeroCopy != 0 {
+			e.txFinished(e.now(), e.txPkts[n].Cookie)
+		}
 		n++
 	}
 	n = min(n, e.ntx)

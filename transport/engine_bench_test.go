@@ -22,12 +22,18 @@ import (
 // ebPair connects two engines over a perfect network: no latency, no loss, no bandwidth
 // limit, datagrams of maxPayload bytes.
 func ebPair(tb testing.TB, maxPayload int) *transportbench.Pair {
+	return ebPairZC(tb, maxPayload, false)
+}
+
+// ebPairZC is ebPair with Config.ZeroCopyTx set to zc.
+func ebPairZC(tb testing.TB, maxPayload int, zc bool) *transportbench.Pair {
 	tb.Helper()
 	p, err := transportbench.NewPair(transportbench.PairConfig{
 		Seed:       1,
 		MaxPayload: maxPayload,
 		QP:         transport.QPConfig{SendDepth: 256, RecvDepth: 256},
 		MemSize:    1 << 20,
+		Engine:     func(c *transport.Config) { c.ZeroCopyTx = zc },
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -42,13 +48,19 @@ const ebStepBudget = 1000
 // BenchmarkEngineSend64 measures one-way 64-byte Sends, pipelined A→B: A keeps 64 Sends
 // posted, B keeps 128 receives posted; one op is one Send (one data packet) from post to
 // both completions.
-func BenchmarkEngineSend64(b *testing.B) {
+func BenchmarkEngineSend64(b *testing.B) { benchSend64(b, false) }
+
+// BenchmarkEngineSend64ZeroCopy is BenchmarkEngineSend64 with Config.ZeroCopyTx: every data
+// packet carries a cookie that the link reports through TxDone before its Send completes.
+func BenchmarkEngineSend64ZeroCopy(b *testing.B) { benchSend64(b, true) }
+
+func benchSend64(b *testing.B, zc bool) {
 	const (
 		size        = 64
 		outstanding = 64
 		recvDepth   = 128
 	)
-	p := ebPair(b, 0)
+	p := ebPairZC(b, 0, zc)
 	msg := make([]byte, size)
 	rbuf := make([]byte, size)
 	wr := transport.WorkRequest{Kind: transport.OpSend, NSGE: 1}
@@ -155,9 +167,14 @@ func ebReport(b *testing.B, p *transportbench.Pair, tx0, acks0, steps0 uint64) {
 // TestEngineSteadyStateNoAllocs checks that, once warm, posting a Send (with its receive), a
 // Write and a Read, running both engines until all complete, and completing them into a
 // sink that does not allocate, allocates nothing: not the posting calls, not Poll on
-// either side, not the simulated link.
+// either side, not the simulated link; with zero-copy transmit (cookies and TxDone) too.
 func TestEngineSteadyStateNoAllocs(t *testing.T) {
-	p := ebPair(t, 0)
+	t.Run("copy", func(t *testing.T) { engineNoAllocs(t, false) })
+	t.Run("zerocopy", func(t *testing.T) { engineNoAllocs(t, true) })
+}
+
+func engineNoAllocs(t *testing.T, zc bool) {
+	p := ebPairZC(t, 0, zc)
 	if err := p.Net.SetDefault(simlink.Impairments{Latency: 2 * time.Microsecond}); err != nil {
 		t.Fatal(err)
 	}

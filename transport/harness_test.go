@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -33,18 +34,18 @@ func (m *testMem) add(token, pd uint32, base uint64, buf []byte, access transpor
 	m.regions[token] = &region{pd: pd, base: base, buf: buf, access: access, valid: true}
 }
 
-func (m *testMem) Resolve(pd, token uint32, addr uint64, length uint32, access transport.Access) ([]byte, error) {
+func (m *testMem) Resolve(pd, token uint32, addr uint64, length uint32, access transport.Access) (memreg.Span, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.regions[token]
 	if r == nil || !r.valid || r.pd != pd || r.access&access != access || addr < r.base {
-		return nil, transport.ErrAccess
+		return memreg.Span{}, transport.ErrAccess
 	}
 	off := addr - r.base
 	if off > uint64(len(r.buf)) || uint64(length) > uint64(len(r.buf))-off {
-		return nil, transport.ErrAccess
+		return memreg.Span{}, transport.ErrAccess
 	}
-	return r.buf[off : off+uint64(length)], nil
+	return memreg.Span{Buf: r.buf[off : off+uint64(length)], N: uint64(length)}, nil
 }
 
 func (m *testMem) Invalidate(pd, token uint32) error {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/congestion"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -218,6 +219,12 @@ type requester struct {
 
 	// read responses this QP owes the peer (the peer's Reads), in our stream
 	jobs []readJob
+
+	// after a failure: the status for the request failTarget (sequence number, -1 none)
+	// while the ring drains (a request completes only once the link is done with its
+	// zero-copy packets)
+	failSt     Status
+	failTarget int64
 }
 
 // wrState is one active work request.
@@ -231,6 +238,7 @@ type wrState struct {
 	msn      uint32   // Send: its message sequence number
 	readGot  uint32   // Read: response bytes placed
 	rnr      int      // RNR retries used
+	zc       uint32   // zero-copy packets of it the link has not reported done
 	done     bool
 }
 
@@ -238,11 +246,12 @@ type wrState struct {
 type readJob struct {
 	active  bool
 	reqPSN  wire.PSN
-	data    []byte // the resolved memory
-	sentOff uint32 // bytes transmitted once
+	mem     memreg.Span // the resolved memory (and the region hold, released by endJob)
+	sentOff uint32      // bytes transmitted once
 	npkts   uint32
 	acked   uint32
 	sentAll bool
+	zc      uint32 // zero-copy packets of it the link has not reported done
 }
 
 // responder is the QP's target side: the peer's PSN stream, receives, acks to send.

@@ -69,6 +69,9 @@ func (q *QP) takeSends() bool {
 
 // cancelPosts completes everything posted to a QP in the error state as cancelled.
 func (q *QP) cancelPosts() bool {
+	if q.req.head != q.req.tail {
+		return false // requests before them still wait for the link (zero-copy)
+	}
 	moved := false
 	for wr := q.sendQ.peek(); wr != nil; wr = q.sendQ.peek() {
 		c := Completion{Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}
@@ -234,14 +237,14 @@ func (q *QP) sendJobPacket(now int64) bool {
 			continue // a read executes only after every earlier request of the peer arrived
 		}
 		off := j.sentOff
-		n := min(uint32(q.mss), uint32(len(j.data))-off)
+		n := min(uint32(q.mss), uint32(j.mem.Len())-off)
 		psn := q.req.sent.NextPSN()
 		if !q.req.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, Tag: jobTag(i, off)}) {
 			return false
 		}
 		q.buildJobPacket(now, i, psn, off, false)
 		j.sentOff += n
-		if j.sentOff == uint32(len(j.data)) {
+		if j.sentOff == uint32(j.mem.Len()) {
 			j.sentAll = true
 		}
 		q.req.cc.OnSent(now, int(n))
@@ -408,6 +411,10 @@ func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx
 	}
 	a, b := gather(&s.wr.SGL, s.wr.NSGE, off, n, e.txBounce[i])
 	e.emit(i, q.peer, q.srcPort, hl, a, b)
+	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.txBounce[i]) { // a bounced copy is ours
+		e.markZeroCopy(zcCookie(q.qpn, false, s.seq))
+		s.zc++
+	}
 	q.ctr.txPackets.Add(1)
 	q.ctr.txBytes.Add(uint64(n))
 }
@@ -419,17 +426,23 @@ func (q *QP) buildJobPacket(now int64, i int, psn wire.PSN, off uint32, retx boo
 	slot := e.txSlot()
 	p := &e.txWire
 	*p = wire.Packet{}
-	n := min(uint32(q.mss), uint32(len(j.data))-off)
+	total := uint32(j.mem.Len())
+	n := min(uint32(q.mss), total-off)
 	q.header(p, wire.OpReadResponse, psn, now, retx)
 	p.ReadResp = wire.ReadRespExt{ReqPSN: j.reqPSN, Offset: off}
-	if off+n >= uint32(len(j.data)) {
+	if off+n >= total {
 		p.Flags |= wire.FlagLast | wire.FlagAckReq
 	}
 	hl, err := wire.Encode(e.txHdr[slot][:], p)
 	if err != nil {
 		panic("transport: encoding a read response failed: " + err.Error())
 	}
-	e.emit(slot, q.peer, q.srcPort, hl, j.data[off:off+n])
+	a, b := spanPieces(&j.mem, off, n, e.txBounce[slot])
+	e.emit(slot, q.peer, q.srcPort, hl, a, b)
+	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.txBounce[slot]) {
+		e.markZeroCopy(zcCookie(q.qpn, true, uint32(i)))
+		j.zc++
+	}
 	q.ctr.txPackets.Add(1)
 	q.ctr.txBytes.Add(uint64(n))
 }
@@ -484,7 +497,7 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 			if int(idx) < len(r.jobs) && r.jobs[idx].active {
 				j := &r.jobs[idx]
 				if j.acked++; j.sentAll && j.acked >= j.npkts {
-					*j = readJob{}
+					q.endJob(j)
 				}
 			}
 			continue
@@ -619,7 +632,7 @@ func (q *QP) completeSends(now int64) {
 	r := &q.req
 	for r.head != r.next {
 		s := &r.wrs[r.head&r.mask]
-		if !s.sentAll || s.acked < s.npkts {
+		if !s.sentAll || s.acked < s.npkts || s.zc > 0 {
 			return
 		}
 		if s.wr.Kind == OpRead {
@@ -659,17 +672,8 @@ func (q *QP) fail(now int64, st Status, failSeq int64) {
 	if target < 0 && st != StatusCancelled && r.head != r.tail {
 		target = int64(r.wrs[r.head&r.mask].seq)
 	}
-	for r.head != r.tail {
-		s := &r.wrs[r.head&r.mask]
-		if !s.done {
-			cst := StatusCancelled
-			if int64(s.seq) == target {
-				cst = st
-			}
-			q.completeWR(s, cst)
-		}
-		r.head++
-	}
+	r.failSt, r.failTarget = st, target
+	q.drainFailed()
 	r.next, r.sendOff, r.reads = r.tail, 0, 0
 	r.retx = r.retx[:0]
 	r.rtoAt, r.rnrAt, r.credWait = 0, 0, 0
@@ -677,7 +681,7 @@ func (q *QP) fail(now int64, st Status, failSeq int64) {
 		r.sent.Reset()
 	}
 	for i := range r.jobs {
-		r.jobs[i] = readJob{}
+		q.endJob(&r.jobs[i])
 	}
 	q.cancelReceives()
 	q.publishStats()

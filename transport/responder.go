@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
@@ -104,19 +105,24 @@ func (q *QP) accept(now int64, p *wire.Packet) bool {
 		if total == 0 {
 			return true
 		}
-		var dst []byte
+		var dst memreg.Span
 		var err error
 		if p.RDMA.Addr > ^uint64(0)-uint64(total) {
 			err = ErrAccess // the range wraps past 2^64
 		} else {
 			dst, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
 		}
-		if err != nil || uint32(len(dst)) < total {
+		if err == nil && uint32(dst.Len()) < total {
+			releaseSpan(&dst)
+			err = ErrAccess
+		}
+		if err != nil {
 			q.nak(wire.SynNakAccess, p.PSN)
 			q.fail(now, StatusCancelled, -1)
 			return false
 		}
-		copyPayload(dst[p.RDMA.Offset:], p)
+		copyPayload(&dst, uint64(p.RDMA.Offset), p)
+		releaseSpan(&dst)
 		return true
 	case wire.OpReadRequest:
 		return q.acceptRead(now, p)
@@ -217,7 +223,7 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 		j := &q.req.jobs[i]
 		switch {
 		case !j.active:
-			if free < 0 {
+			if free < 0 && j.zc == 0 { // a slot still transmitting keeps its hold
 				free = i
 			}
 		case !j.sentAll:
@@ -234,18 +240,22 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 		// request is taken when retransmitted, after the acks freed a slot.
 		return false
 	}
-	var src []byte
+	var src memreg.Span
 	err := ErrAccess // a range that wraps past 2^64
 	if p.RDMA.Addr <= ^uint64(0)-uint64(p.RDMA.Length) {
 		src, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
 	}
-	if err != nil || uint32(len(src)) < p.RDMA.Length {
+	if err == nil && uint32(src.Len()) != p.RDMA.Length {
+		releaseSpan(&src)
+		err = ErrAccess
+	}
+	if err != nil {
 		q.nak(wire.SynNakAccess, p.PSN)
 		q.fail(now, StatusCancelled, -1)
 		return false
 	}
 	n := (p.RDMA.Length + uint32(q.mss) - 1) / uint32(q.mss)
-	q.req.jobs[free] = readJob{active: true, reqPSN: p.PSN, data: src[:p.RDMA.Length], npkts: n}
+	q.req.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: n}
 	return true
 }
 
@@ -345,11 +355,10 @@ func (q *QP) cancelReceive() {
 	q.deliver(&c)
 }
 
-// copyPayload copies a packet's payload segments into dst.
-func copyPayload(dst []byte, p *wire.Packet) {
-	w := 0
+// copyPayload copies a packet's payload segments into dst at byte offset off.
+func copyPayload(dst *memreg.Span, off uint64, p *wire.Packet) {
 	for i := 0; i < p.NPayload; i++ {
-		w += copy(dst[w:], p.Payload[i])
+		off += uint64(dst.CopyIn(off, p.Payload[i]))
 	}
 }
 

@@ -36,6 +36,9 @@ type scenario struct {
 	bidir bool                 // B moves data to A at the same time as A to B
 	kinds []transport.OpKind   // what the workload does (default Send, Write, Read)
 	clean bool                 // a lossless network: no retransmission is acceptable
+	// zeroCopy runs the engines with ZeroCopyTx on links that report zero-copy packets
+	// done late and out of order (zcLink)
+	zeroCopy bool
 }
 
 // scenarios is the table: every impairment simlink has, alone and combined. Latency is 5 µs
@@ -286,7 +289,15 @@ type scenarioResult struct {
 func runScenario(t *testing.T, sc scenario) scenarioResult {
 	const maxPayload = 1472
 	mss := mssFor(maxPayload)
-	w := newWorld(t, simlink.Config{Seed: sc.seed, MaxPayload: maxPayload}, nil)
+	var w *world
+	var zcs []*zcLink
+	if sc.zeroCopy {
+		var za, zb *zcLink
+		w, za, zb = newZCWorld(t, simlink.Config{Seed: sc.seed, MaxPayload: maxPayload}, sc.seed)
+		zcs = []*zcLink{za, zb}
+	} else {
+		w = newWorld(t, simlink.Config{Seed: sc.seed, MaxPayload: maxPayload}, nil)
+	}
 	qa, qb := w.connect(transport.QPConfig{})
 	if err := w.net.SetDefault(sc.imp); err != nil {
 		t.Fatal(err)
@@ -349,6 +360,13 @@ func runScenario(t *testing.T, sc scenario) scenarioResult {
 	}
 	if d, ok := w.net.NextDelivery(); ok {
 		t.Errorf("a datagram is still queued for %v after the settling time", time.Duration(d))
+	}
+	for i, z := range zcs {
+		z.check(t)
+		sent, reported, pending := z.counts()
+		if sent == 0 || reported != sent || pending != 0 {
+			t.Errorf("zero-copy link %d: %d packets sent, %d reported done, %d pending", i, sent, reported, pending)
+		}
 	}
 
 	sa, sb := qa.Stats(), qb.Stats()

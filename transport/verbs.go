@@ -3,6 +3,8 @@ package transport
 import (
 	"errors"
 	"fmt"
+
+	"github.com/xdpndk/xdpndk/memreg"
 )
 
 // MaxSGE is the most scatter/gather entries one work request or receive may have.
@@ -151,14 +153,18 @@ const (
 	AccessRemoteWrite
 )
 
-// MemoryResolver checks remote accesses and resolves them to memory. package memreg
-// implements it; tests use simple ones. Its methods are called on the engine goroutine and
-// must not allocate or block.
+// MemoryResolver checks remote accesses and resolves them to memory. The ndk package
+// implements it on a memreg.Registry; tests use simple ones. Its methods are called on the
+// engine goroutine and must not allocate or block.
 type MemoryResolver interface {
 	// Resolve returns the bytes [addr, addr+length) of the memory that token names, if a QP
-	// of protection domain pd may access them with access. On refusal it returns an error
-	// (ErrAccess or one wrapping it) and the caller writes nothing.
-	Resolve(pd uint32, token uint32, addr uint64, length uint32, access Access) ([]byte, error)
+	// of protection domain pd may access them with access: a Span of exactly length bytes,
+	// contiguous or spread over fast-registered pages. If the Span holds a region (Span.MR
+	// not nil) the engine releases it exactly once, when it no longer uses the bytes: at
+	// once for a Write it placed, after the last response packet was acknowledged and
+	// transmitted for a Read. On refusal it returns an error (ErrAccess or one wrapping it),
+	// holds nothing, and the caller writes nothing.
+	Resolve(pd uint32, token uint32, addr uint64, length uint32, access Access) (memreg.Span, error)
 	// Invalidate invalidates token for SendAndInvalidate; an error means the token could not
 	// be invalidated (not a fast-registered region or a window of pd) and the connection is
 	// aborted.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
+	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 )
 
@@ -17,12 +18,12 @@ type oneRegion struct {
 	buf  []byte
 }
 
-func (r *oneRegion) Resolve(pd, token uint32, addr uint64, length uint32, _ transport.Access) ([]byte, error) {
+func (r *oneRegion) Resolve(pd, token uint32, addr uint64, length uint32, _ transport.Access) (memreg.Span, error) {
 	if token != 1 || addr < r.base || addr-r.base > uint64(len(r.buf)) || uint64(length) > uint64(len(r.buf))-(addr-r.base) {
-		return nil, transport.ErrAccess
+		return memreg.Span{}, transport.ErrAccess
 	}
 	off := addr - r.base
-	return r.buf[off : off+uint64(length)], nil
+	return memreg.Span{Buf: r.buf[off : off+uint64(length)], N: uint64(length)}, nil
 }
 
 func (r *oneRegion) Invalidate(uint32, uint32) error { return transport.ErrAccess }

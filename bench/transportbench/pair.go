@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/congestion"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -28,15 +29,15 @@ type Region struct {
 }
 
 // Resolve implements transport.MemoryResolver.
-func (r *Region) Resolve(pd, token uint32, addr uint64, length uint32, _ transport.Access) ([]byte, error) {
+func (r *Region) Resolve(pd, token uint32, addr uint64, length uint32, _ transport.Access) (memreg.Span, error) {
 	if pd != 0 || token != RegionToken || addr < RegionBase {
-		return nil, transport.ErrAccess
+		return memreg.Span{}, transport.ErrAccess
 	}
 	off := addr - RegionBase
 	if off > uint64(len(r.Buf)) || uint64(length) > uint64(len(r.Buf))-off {
-		return nil, transport.ErrAccess
+		return memreg.Span{}, transport.ErrAccess
 	}
-	return r.Buf[off : off+uint64(length)], nil
+	return memreg.Span{Buf: r.Buf[off : off+uint64(length)], N: uint64(length)}, nil
 }
 
 // Invalidate implements transport.MemoryResolver: it always refuses.

@@ -229,8 +229,8 @@ func TestPairWrapAndRegion(t *testing.T) {
 		t.Error("the wrapper saw no datagram of the connection set-up")
 	}
 	r := &Region{Buf: make([]byte, 100)}
-	if b, err := r.Resolve(0, RegionToken, RegionBase+10, 90, transport.AccessRemoteWrite); err != nil || len(b) != 90 {
-		t.Errorf("Resolve in bounds: %d bytes, %v", len(b), err)
+	if b, err := r.Resolve(0, RegionToken, RegionBase+10, 90, transport.AccessRemoteWrite); err != nil || b.Len() != 90 || &b.Buf[0] != &r.Buf[10] {
+		t.Errorf("Resolve in bounds: %d bytes, %v", b.Len(), err)
 	}
 	for _, c := range []struct {
 		pd, token uint32
