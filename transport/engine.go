@@ -257,7 +257,7 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.SendDepth < 1 || cfg.SendDepth > 1<<16 || cfg.RecvDepth < 1 || cfg.RecvDepth > 1<<16 || cfg.IRD < 0 || cfg.ORD < 0 || cfg.IRD > 255 || cfg.ORD > 255 {
 		return nil, errors.New("qp config: depths must be in [1, 65536] and read limits in [0, 255]")
 	}
-	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1}
+	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1, maxORD: cfg.ORD}
 	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth)
 	q.recvQ = newSPSC[Receive](cfg.RecvDepth)
 	sd, rd := len(q.sendQ.slots), len(q.recvQ.slots)

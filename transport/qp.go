@@ -82,6 +82,7 @@ type QP struct {
 	sendQ    *spsc[WorkRequest]
 	recvQ    *spsc[Receive]
 	flushReq atomic.Bool
+	maxORD   int // QPConfig.ORD at creation: the most SetReadLimits may set
 
 	// Connection, set by the connection manager before the state becomes connected.
 	peer      netip.AddrPort // where the peer receives: its IP and its link's port
@@ -118,6 +119,27 @@ func (q *QP) Peer() netip.AddrPort { return q.peer }
 // cancelled), ErrInvalidRequest for a malformed request, ErrQueueFull when SendDepth
 // requests are outstanding.
 func (q *QP) PostSend(wr *WorkRequest) error {
+	if err := q.checkSend(wr); err != nil {
+		q.Publish() // NDKPI §4.2: a failing post releases what was deferred before it
+		return err
+	}
+	if wr.Flags&WRDefer != 0 {
+		if !q.sendQ.stage(wr) {
+			q.Publish()
+			return ErrQueueFull
+		}
+		return nil
+	}
+	if !q.sendQ.push(wr) {
+		q.Publish()
+		return ErrQueueFull
+	}
+	q.e.wake()
+	return nil
+}
+
+// checkSend validates a work request for PostSend.
+func (q *QP) checkSend(wr *WorkRequest) error {
 	switch QPState(q.state.Load()) {
 	case QPConnected, QPError:
 	default:
@@ -132,17 +154,41 @@ func (q *QP) PostSend(wr *WorkRequest) error {
 		if wr.Len() == 0 {
 			return fmt.Errorf("zero-length read: %w", ErrInvalidRequest)
 		}
+	case OpLocal:
+		if wr.NSGE != 0 {
+			return fmt.Errorf("local request with %d SGEs: %w", wr.NSGE, ErrInvalidRequest)
+		}
 	default:
 		return fmt.Errorf("kind %v: %w", wr.Kind, ErrInvalidRequest)
 	}
 	if uint64(wr.Len()) > maxMessage {
 		return fmt.Errorf("%d bytes (max %d): %w", wr.Len(), maxMessage, ErrInvalidRequest)
 	}
-	if !q.sendQ.push(wr) {
-		return ErrQueueFull
-	}
-	q.e.wake()
 	return nil
+}
+
+// SetReadLimits lowers the QP's read limits before it connects (NdkConnect and NdkAccept
+// take them): ird Reads the peer may have outstanding here, ord this QP may have outstanding
+// at the peer. They may not exceed the QPConfig values the QP was created with (its
+// resources are sized by them); the connection negotiates them down further. It fails with
+// ErrBadState unless the QP is idle, and with ErrInvalidRequest for values out of range.
+func (q *QP) SetReadLimits(ird, ord int) error {
+	if q.State() != QPIdle {
+		return fmt.Errorf("read limits of a %v qp: %w", q.State(), ErrBadState)
+	}
+	if ird < 0 || ord < 0 || 2*ird > len(q.req.jobs) || ord > q.maxORD {
+		return fmt.Errorf("read limits %d/%d over the qp's %d/%d: %w", ird, ord, len(q.req.jobs)/2, q.maxORD, ErrInvalidRequest)
+	}
+	q.cfg.IRD, q.cfg.ORD = ird, ord
+	return nil
+}
+
+// Publish makes every request posted with WRDefer visible to the engine. Same goroutine
+// rules as PostSend.
+func (q *QP) Publish() {
+	if q.sendQ.publish() {
+		q.e.wake()
+	}
 }
 
 // PostReceive queues a receive buffer. Receives may be posted before the QP connects.

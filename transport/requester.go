@@ -260,6 +260,23 @@ func (q *QP) sendWRPacket(now int64) bool {
 		return false
 	}
 	s := &r.wrs[r.next&r.mask]
+	if s.wr.Kind == OpLocal {
+		// Nothing to send: it completes in order, after the requests before it.
+		if s.wr.Flags&WRReadFence != 0 && r.reads > 0 {
+			return false
+		}
+		if s.wr.LocalStatus != StatusSuccess {
+			if r.head != r.next {
+				return false // it fails the QP only when every earlier request completed
+			}
+			q.fail(now, s.wr.LocalStatus, int64(s.seq))
+			return true
+		}
+		s.sentAll = true
+		r.next++
+		q.completeSends(now)
+		return true
+	}
 	if r.sendOff == 0 {
 		// Starting a request: its admission checks.
 		switch {

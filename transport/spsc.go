@@ -12,7 +12,10 @@ type spsc[T any] struct {
 	mask  uint64
 	head  atomic.Uint64 // next slot to consume; written by the consumer
 	_     [56]byte      // keep head and tail on different cache lines
-	tail  atomic.Uint64 // next slot to fill; written by the producer
+	tail  atomic.Uint64 // next slot visible to the consumer; written by the producer
+	// staged is the producer's own tail: slots [tail, staged) are written but not yet
+	// published (deferred posts). Only the producer reads or writes it.
+	staged uint64
 }
 
 func newSPSC[T any](capacity int) *spsc[T] {
@@ -23,14 +26,35 @@ func newSPSC[T any](capacity int) *spsc[T] {
 	return &spsc[T]{slots: make([]T, n), mask: uint64(n - 1)}
 }
 
-// push copies *v into the queue; false when full. Producer side.
+// push copies *v into the queue and publishes it with everything staged before it; false
+// when full. Producer side.
 func (q *spsc[T]) push(v *T) bool {
-	t := q.tail.Load()
+	if !q.stage(v) {
+		return false
+	}
+	q.publish()
+	return true
+}
+
+// stage copies *v into the queue without making it visible to the consumer (a deferred
+// post); false when full. Producer side.
+func (q *spsc[T]) stage(v *T) bool {
+	t := q.staged
 	if t-q.head.Load() == uint64(len(q.slots)) {
 		return false
 	}
 	q.slots[t&q.mask] = *v
-	q.tail.Store(t + 1)
+	q.staged = t + 1
+	return true
+}
+
+// publish makes every staged entry visible to the consumer and reports whether there were
+// any. Producer side.
+func (q *spsc[T]) publish() bool {
+	if q.staged == q.tail.Load() {
+		return false
+	}
+	q.tail.Store(q.staged)
 	return true
 }
 

@@ -67,9 +67,14 @@ const (
 	OpReceive
 	// OpReceiveInv is a receive that was completed by a SendAndInvalidate (completions only).
 	OpReceiveInv
+	// OpLocal is a request that sends nothing: it completes in posting order, once every
+	// earlier request of the queue has completed (and, with WRReadFence, every earlier Read).
+	// Package ndk posts its Bind, FastRegister and Invalidate verbs as OpLocal, so that their
+	// completions take their place among the others.
+	OpLocal
 )
 
-var opNames = [...]string{"", "send", "send+invalidate", "write", "read", "receive", "receive+invalidate"}
+var opNames = [...]string{"", "send", "send+invalidate", "write", "read", "receive", "receive+invalidate", "local"}
 
 // String names the operation.
 func (o OpKind) String() string {
@@ -89,6 +94,11 @@ const (
 	// WRReadFence holds the request until every earlier Read of the QP has completed
 	// (READ_FENCE).
 	WRReadFence
+	// WRDefer queues the request without making it visible to the engine (NDK_OP_FLAG_DEFER):
+	// it starts with the next request posted without WRDefer, or when a post fails
+	// (NDKPI §4.2: a failing post first releases everything deferred before it), or at
+	// QP.Publish.
+	WRDefer
 )
 
 // WorkRequest is one initiator-queue request. The memory its SGL names belongs to the
@@ -103,6 +113,11 @@ type WorkRequest struct {
 	RemoteToken uint32         // Write, Read: the peer's remote token
 	InvToken    uint32         // OpSendInv: the token the peer invalidates
 	Context     uint64         // returned in the completion
+	// LocalStatus, on an OpLocal request, is the status it completes with. A status other
+	// than StatusSuccess fails the QP when the request's turn comes (every earlier request
+	// completed): it completes with that status and everything after it cancelled. Package
+	// ndk uses it for requests that fail a local check (an SGE outside its region).
+	LocalStatus Status
 }
 
 // Len is the total length of the work request's SGL.
