@@ -4,7 +4,9 @@
 //
 // Flow of one datagram (following the kernel's Documentation/networking/af_xdp.rst):
 //
-//	engine ──Send──▶ Link: headers (Encap.Put) + payload copied into UMEM frames
+//	engine ──Send──▶ Link: headers (Encap.Put) + payload copied into UMEM frames, or with
+//	                   │  FlagZeroCopy: header frame → descriptors pointing into the UMEM
+//	                   │  heap → trailer frame (zero-copy transmit, zerocopy_linux.go)
 //	                   │  TX ring (descriptors; multi-buffer chains with XDP_PKT_CONTD)
 //	                   ▼  kick (sendto) only when the kernel sets need_wakeup
 //	                 NIC / veth ════ wire ════ NIC / veth of the peer
@@ -12,7 +14,8 @@
 //	                   ▼  RX ring (kernel wrote the frame into a buffer from the fill ring)
 //	engine ◀─Receive─ Link: ParseUDP, views of the payload in place (no copy)
 //	engine ──Release─▶ Link: frames straight back onto the fill ring
-//	                   completion ring: transmitted frames back to the frame pool
+//	                   completion ring: transmitted frames back to the frame pool;
+//	                   FlagZeroCopy cookies to TxDone once all their descriptors completed
 //
 // Layers: Socket is the raw socket with its four rings (batch calls, no framing); Link adds
 // framing, frame accounting and the transport.Link contract; Device owns the UMEM, the

@@ -37,11 +37,22 @@ func (c chanSink) Complete(_ *transport.QP, comp *transport.Completion) { c <- *
 // two namespace hosts: the connection handshake, then Sends, Writes and Reads verified byte
 // for byte, first clean and then with the steering program dropping 2% of our packets
 // (seeded fault injection), which the engine must repair.
-func TestEngineOverAFXDP(t *testing.T) {
+func TestEngineOverAFXDP(t *testing.T) { testEngineOverAFXDP(t, false) }
+
+// TestEngineOverAFXDPZeroCopy is TestEngineOverAFXDP with zero-copy transmit
+// (transport.Config.ZeroCopyTx) and the QPs' memory in the UMEM heaps: A's Send buffers and
+// Write source, B's Write target and Read source region. The same checks hold, and both
+// links must have sent payload by reference (B's Read responses, A's Sends and Write).
+func TestEngineOverAFXDPZeroCopy(t *testing.T) { testEngineOverAFXDP(t, true) }
+
+func testEngineOverAFXDP(t *testing.T, zeroCopy bool) {
 	for _, drop := range []float64{0, 0.02} {
 		t.Run(map[float64]string{0: "clean", 0.02: "drop2pct"}[drop], func(t *testing.T) {
 			bed := testbed.NewT(t, testbed.Options{MTU: 9000})
 			cfg := Config{RingSize: 1024, Frames: 2048}
+			if zeroCopy {
+				cfg.HeapSize = 4 << 20
+			}
 			da, db := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
 			if drop > 0 {
 				for _, d := range []*Device{da, db} {
@@ -50,10 +61,28 @@ func TestEngineOverAFXDP(t *testing.T) {
 					}
 				}
 			}
-			region := &oneRegion{base: 0x7000_0000, buf: make([]byte, 1<<20)}
+			// alloc returns n bytes of Go memory, or of host d's UMEM heap with zero copy.
+			heaps := map[*Device]*memreg.Heap{}
+			alloc := func(d *Device, n int) []byte {
+				if !zeroCopy {
+					return make([]byte, n)
+				}
+				h := heaps[d]
+				if h == nil {
+					h = heapOf(t, d)
+					heaps[d] = h
+				}
+				b, err := h.Alloc(n, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			region := &oneRegion{base: 0x7000_0000, buf: alloc(db, 1<<20)}
 			mk := func(l transport.Link, res transport.MemoryResolver) *transport.Engine {
 				c := transport.DefaultConfig(l)
 				c.Resolver = res
+				c.ZeroCopyTx = zeroCopy
 				e, err := transport.NewEngine(c)
 				if err != nil {
 					t.Fatal(err)
@@ -117,7 +146,7 @@ func TestEngineOverAFXDP(t *testing.T) {
 			}
 			msgs := make([][]byte, n)
 			for i := range msgs {
-				msgs[i] = make([]byte, 8192)
+				msgs[i] = alloc(da, 8192)
 				for j := range msgs[i] {
 					msgs[i][j] = byte(i*7 + j*13)
 				}
@@ -145,7 +174,7 @@ func TestEngineOverAFXDP(t *testing.T) {
 
 			t.Logf("sends done after %v", time.Since(t0))
 			// A 1 MiB Write into B's region, then a Read of it back.
-			data := make([]byte, 1<<20)
+			data := alloc(da, 1<<20)
 			for i := range data {
 				data[i] = byte(i * 31)
 			}
@@ -173,6 +202,13 @@ func TestEngineOverAFXDP(t *testing.T) {
 			t.Logf("A: %+v; A's program dropped %d of its packets", st, c.FaultDropped)
 			if drop > 0 && st.Retransmits == 0 {
 				t.Fatalf("%.0f%% drop but no retransmission", drop*100)
+			}
+			if zeroCopy {
+				for name, d := range map[string]*Device{"A": da, "B": db} {
+					if st := d.Links()[0].Stats(); st.TxZeroCopy == 0 {
+						t.Errorf("host %s: zero-copy engine, but no segment went by reference: %+v", name, st)
+					}
+				}
 			}
 		})
 	}

@@ -24,8 +24,10 @@ const (
 // Ethernet/IP/UDP on the way out and unwraps them on the way in. One engine goroutine owns it
 // (see transport.Link for which methods are safe elsewhere).
 //
-// Transmit always copies into UMEM frames for now (FlagZeroCopy cookies are reported done on
-// the next TxDone); receive hands out views of the frames the kernel wrote, with no copy.
+// Transmit copies headers and small or foreign segments into UMEM frames; with FlagZeroCopy,
+// large segments in the UMEM heap go by reference (see zerocopy_linux.go), and the cookie is
+// reported by TxDone once the kernel has completed every descriptor of the datagram.
+// Receive hands out views of the frames the kernel wrote, with no copy.
 type Link struct {
 	dev   *Device
 	sock  *Socket
@@ -47,7 +49,7 @@ type Link struct {
 	recycle   [rxBatch]uint64
 	nrecycle  int
 	comp      [compBatch]uint64
-	done      transport.CookieQueue // FlagZeroCopy cookies for TxDone
+	zc        zcState // zero-copy transmit and the FlagZeroCopy cookies for TxDone
 	lastPeer  netip.AddrPort
 	lastEncap *Encap
 	encaps    map[netip.AddrPort]*Encap
@@ -64,7 +66,7 @@ type Link struct {
 }
 
 type linkCounters struct {
-	rxPackets, rxBytes, txPackets, txBytes, rxDropped, txErrors, kicks atomic.Uint64
+	rxPackets, rxBytes, txPackets, txBytes, rxDropped, txErrors, txZeroCopy, kicks atomic.Uint64
 }
 
 func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, error) {
@@ -78,10 +80,10 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
 		tx:         make([]Desc, s.cfg.TxSize),
-		done:       transport.NewCookieQueue(int(s.cfg.TxSize)),
 		encaps:     make(map[netip.AddrPort]*Encap),
 		eventfd:    efd,
 	}
+	l.initZeroCopy()
 	l.pollfds[0] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
 	// Give the kernel every frame the fill ring holds before any traffic arrives.
@@ -279,30 +281,31 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 			break
 		}
 		hl := e.HeaderLen()
-		nframes := (hl + plen + int(l.fsize) - 1) / int(l.fsize)
+		descs, nframes, refs := l.plan(p, hl, plen)
 		if nframes > len(l.tx) {
 			err = fmt.Errorf("send %d-byte datagram: needs %d frames: %w", plen, nframes, transport.ErrTooLarge)
 			break
 		}
 		zc := p.Flags&transport.FlagZeroCopy != 0
-		if zc && l.done.Full() {
+		if zc && l.zc.queue.full() {
 			break // the caller must collect TxDone first
 		}
-		if l.ntx+nframes > len(l.tx) {
+		if l.ntx+descs > len(l.tx) {
 			l.flushTx()
 		}
-		if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+nframes) < l.ntx+nframes {
+		if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+descs) < l.ntx+descs {
 			l.reclaim()
-			if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+nframes) < l.ntx+nframes {
+			if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+descs) < l.ntx+descs {
 				break
 			}
 		}
-		if perr := l.frame(p, e, plen, nframes); perr != nil {
-			err = perr
+		first, perr := l.build(p, e, plen, descs, refs)
+		if perr != nil {
+			err = fmt.Errorf("frame datagram: %w", perr)
 			break
 		}
 		if zc {
-			l.done.Push(p.Cookie)
+			l.track(p.Cookie, first, descs, refs)
 		}
 		sent++
 		txBytes += uint64(plen)
@@ -318,45 +321,6 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 		l.stats.txBytes.Add(txBytes)
 	}
 	return sent, err
-}
-
-// frame copies one datagram behind its headers into nframes frames and queues their
-// descriptors.
-func (l *Link) frame(p *transport.Packet, e *Encap, plen, nframes int) error {
-	var sum Checksum
-	for j := 0; j < int(p.NSegs); j++ {
-		sum.Add(p.Segs[j])
-	}
-	addr, _ := l.pool.Get()
-	buf := l.mem[addr : addr+l.fsize]
-	hl, err := e.Put(buf, plen, &sum, p.LocalPort)
-	if err != nil {
-		l.pool.Put(addr)
-		return fmt.Errorf("frame datagram: %w", err)
-	}
-	pos := hl
-	start := l.ntx
-	for j := 0; j < int(p.NSegs); j++ {
-		seg := p.Segs[j]
-		for len(seg) > 0 {
-			if pos == len(buf) {
-				l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
-				l.ntx++
-				addr, _ = l.pool.Get()
-				buf = l.mem[addr : addr+l.fsize]
-				pos = 0
-			}
-			c := copy(buf[pos:], seg)
-			pos += c
-			seg = seg[c:]
-		}
-	}
-	l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos)}
-	l.ntx++
-	if l.ntx-start != nframes {
-		panic("xdp: frame count mismatch") // broken internal invariant, not input
-	}
-	return nil
 }
 
 // flushTx puts the staged descriptors on the TX ring. Kicking is left to the caller, so a
@@ -394,12 +358,13 @@ func (l *Link) kickTx() {
 	l.stats.kicks.Add(kicks)
 }
 
-// reclaim returns transmitted frames to the pool.
+// reclaim takes the completion ring: transmitted frames go back to the pool, and the
+// descriptors of zero-copy datagrams count towards their TxDone records.
 func (l *Link) reclaim() {
 	for {
 		n := l.sock.Complete(l.comp[:])
 		for _, a := range l.comp[:n] {
-			l.pool.Put(a)
+			l.completed(a)
 		}
 		if n < len(l.comp) {
 			return
@@ -425,13 +390,23 @@ func (l *Link) encapFor(peer netip.AddrPort) (*Encap, error) {
 	return e, nil
 }
 
-// TxDone implements transport.Link.
+// TxDone implements transport.Link. It reclaims the completion ring itself, so cookies flow
+// without a Send, and kicks the kernel when descriptors of zero-copy datagrams still wait on
+// the TX ring. Cookies come in send order: a copied datagram's cookie waits behind an
+// earlier one whose descriptors the kernel has not completed yet.
 func (l *Link) TxDone(dst []uint64) int {
 	if !l.enter() {
 		return 0
 	}
 	defer l.exit()
-	return l.done.Pop(dst)
+	if l.zcPending() {
+		l.reclaim()
+		if l.zcPending() && l.sock.TxPending() > 0 {
+			l.kickTx()
+			l.reclaim()
+		}
+	}
+	return l.zc.queue.pop(dst)
 }
 
 // Wait implements transport.Link.
@@ -447,8 +422,15 @@ func (l *Link) Wait(timeout time.Duration) error {
 	if l.rxHead != l.rxTail || l.sock.rx.available(1) > 0 {
 		return nil
 	}
+	if l.zc.queue.headDone() || (l.zcPending() && l.sock.comp.available(1) > 0) {
+		return nil // TxDone has cookies to report
+	}
 	if timeout < 0 {
 		timeout = 0
+	}
+	if l.zcPending() {
+		// The kernel signals no completion on the socket: poll for it.
+		timeout = min(timeout, zcWaitPoll)
 	}
 	l.timeout = unix.NsecToTimespec(int64(timeout))
 	l.pollfds[0].Revents, l.pollfds[1].Revents = 0, 0
@@ -489,13 +471,14 @@ func (l *Link) Socket() *Socket { return l.sock }
 // Stats implements transport.Link. RxDropped includes the kernel's drops for the socket.
 func (l *Link) Stats() transport.LinkStats {
 	s := transport.LinkStats{
-		RxPackets: l.stats.rxPackets.Load(),
-		RxBytes:   l.stats.rxBytes.Load(),
-		TxPackets: l.stats.txPackets.Load(),
-		TxBytes:   l.stats.txBytes.Load(),
-		RxDropped: l.stats.rxDropped.Load(),
-		TxErrors:  l.stats.txErrors.Load(),
-		Kicks:     l.stats.kicks.Load(),
+		RxPackets:  l.stats.rxPackets.Load(),
+		RxBytes:    l.stats.rxBytes.Load(),
+		TxPackets:  l.stats.txPackets.Load(),
+		TxBytes:    l.stats.txBytes.Load(),
+		RxDropped:  l.stats.rxDropped.Load(),
+		TxErrors:   l.stats.txErrors.Load(),
+		TxZeroCopy: l.stats.txZeroCopy.Load(),
+		Kicks:      l.stats.kicks.Load(),
 	}
 	if l.enter() {
 		if ks, err := l.sock.Statistics(); err == nil {

@@ -1,0 +1,351 @@
+package xdp
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/xdpndk/xdpndk/transport"
+)
+
+// Zero-copy transmit: a FlagZeroCopy datagram's large segments that lie in the UMEM beyond
+// the frame area (the heap of registrable application buffers) go on the TX ring as
+// descriptors pointing straight at them; the Ethernet/IP/UDP headers, small segments and
+// segments elsewhere are copied into frames from the link's pool. A typical packet is
+//
+//	header frame (XDP_PKT_CONTD) → payload descriptor(s) (XDP_PKT_CONTD) → trailer frame
+//
+// Kernel rules this follows (net/xdp/xsk_queue.h, net/xdp/xsk.c, include/net/xsk_buff_pool.h;
+// docs/DATAPATH.md has the details):
+//   - a descriptor's length is 1..chunk size (unaligned mode) and it must not cross a chunk
+//     boundary (aligned mode), so a large segment becomes several descriptors;
+//   - in zero-copy (driver) mode a descriptor must not cross a page boundary unless the pages
+//     are DMA-contiguous; in copy mode it may;
+//   - in copy mode one packet has at most MAX_SKB_FRAGS+1 descriptors (the first becomes the
+//     skb's linear part, each further one a page fragment); more is -EOVERFLOW, and the
+//     kernel drops the packet, counts its descriptors as invalid and never completes them;
+//   - multi-buffer TX needs the socket bound with XDP_USE_SG;
+//   - the completion ring returns every descriptor's address; the addresses of one packet
+//     are contiguous and in descriptor order, but packets complete in the order the kernel
+//     frees their skbs (copy mode, since Linux 6.17), which need not be TX order.
+
+// zcMinSegment is the shortest segment transmitted by reference. Shorter ones are copied:
+// a descriptor costs the kernel more (in copy mode a page allocation and a fragment) than
+// copying a few hundred bytes costs us. Measured with BenchmarkZeroCopyThreshold; see
+// docs/DATAPATH.md.
+const zcMinSegment = 1024
+
+// maxCopyModeDescs is the most descriptors one packet may have in copy mode:
+// MAX_SKB_FRAGS (17 unless the kernel is built with a larger CONFIG_MAX_SKB_FRAGS, never
+// smaller) fragments plus the linear part.
+const maxCopyModeDescs = 17 + 1
+
+// maxZeroCopyDescs bounds a packet's descriptors in zero-copy (driver) mode, where the
+// driver advertises its own limit (net_device.xdp_zc_max_segs: 8 for ice, 1 for drivers
+// without multi-buffer zero-copy). Until that is read over netlink
+// (NETDEV_A_DEV_XDP_ZC_MAX_SEGS) we assume 4: header, two payload pieces, trailer.
+const maxZeroCopyDescs = 4
+
+// zcWaitPoll bounds Wait's sleep while zero-copy datagrams await completion: the kernel
+// completes TX descriptors without waking poll() on the socket, so Wait polls for them.
+const zcWaitPoll = 100 * time.Microsecond
+
+// pageSize is the kernel page size that zero-copy descriptors must not cross.
+const pageSize = 4096
+
+// zcRecord is one FlagZeroCopy datagram waiting for TxDone: its cookie and how many of its
+// descriptors the kernel has not completed yet (0: done, TxDone may report it).
+type zcRecord struct {
+	cookie uint64
+	left   uint32
+}
+
+// zcQueue is a fixed-capacity FIFO of zcRecords in send order. Records of datagrams copied
+// outright are pushed already done; those with referenced segments are done when their
+// last descriptor completes. TxDone pops done records from the head only, so cookies are
+// reported once each, in send order. Engine goroutine only; no allocation after creation.
+type zcQueue struct {
+	recs    []zcRecord // len is a power of two
+	mask    uint32
+	head    uint32 // free-running index of the oldest record
+	n       uint32 // records queued
+	pending uint32 // records with left > 0
+}
+
+func newZCQueue(capacity int) zcQueue {
+	size := 1
+	for size < capacity {
+		size <<= 1
+	}
+	return zcQueue{recs: make([]zcRecord, size), mask: uint32(size - 1)}
+}
+
+func (q *zcQueue) full() bool { return q.n == uint32(len(q.recs)) }
+
+// push appends a record and returns its slot (stable until it is popped). The caller
+// checks full first.
+func (q *zcQueue) push(cookie uint64, left uint32) uint32 {
+	slot := (q.head + q.n) & q.mask
+	q.recs[slot] = zcRecord{cookie: cookie, left: left}
+	q.n++
+	if left > 0 {
+		q.pending++
+	}
+	return slot
+}
+
+// complete accounts one completed descriptor of the record in slot.
+func (q *zcQueue) complete(slot uint32) {
+	r := &q.recs[slot&q.mask]
+	if r.left == 0 {
+		return
+	}
+	if r.left--; r.left == 0 {
+		q.pending--
+	}
+}
+
+// pop moves the cookies of done records at the head into dst, oldest first, and returns
+// how many.
+func (q *zcQueue) pop(dst []uint64) int {
+	k := 0
+	for k < len(dst) && q.n > 0 {
+		r := &q.recs[q.head&q.mask]
+		if r.left > 0 {
+			break
+		}
+		dst[k] = r.cookie
+		k++
+		q.head++
+		q.n--
+	}
+	return k
+}
+
+// headDone reports whether pop would return a cookie.
+func (q *zcQueue) headDone() bool { return q.n > 0 && q.recs[q.head&q.mask].left == 0 }
+
+// zcState is a Link's zero-copy transmit state. Engine goroutine only.
+type zcState struct {
+	enabled  bool   // the socket is bound with XDP_USE_SG, so a packet may have several descriptors
+	minSeg   int    // shortest segment sent by reference (zcMinSegment; benchmarks vary it)
+	maxDescs int    // descriptors one packet may have
+	align    uint64 // payload descriptors must not cross a multiple of this (0: no constraint)
+	heapLo   uint64 // first UMEM offset beyond the frame area
+
+	queue zcQueue
+	// frameRec maps a frame (by its index in the frame area) that heads a packet with
+	// referenced segments to its record's slot + 1; 0 for every other frame.
+	frameRec []uint32
+	// cur is the slot of the packet whose descriptors are being completed and left how many
+	// of them are still to come on the completion ring.
+	cur  uint32
+	left uint32
+}
+
+// initZeroCopy sets up zero-copy transmit for the link's socket mode.
+func (l *Link) initZeroCopy() {
+	m := l.sock.Mode()
+	z := &l.zc
+	z.enabled = m.MultiBuffer
+	z.minSeg = zcMinSegment
+	z.maxDescs = min(maxCopyModeDescs, len(l.tx))
+	if m.ZeroCopy {
+		z.maxDescs = min(maxZeroCopyDescs, len(l.tx))
+		z.align = min(l.fsize, pageSize)
+	}
+	if !l.sock.cfg.Unaligned {
+		// Aligned chunks: a descriptor stays inside one chunk.
+		z.align = l.fsize
+	}
+	z.heapLo = l.umem.FrameAreaEnd()
+	z.queue = newZCQueue(len(l.tx))
+	z.frameRec = make([]uint32, l.umem.Frames())
+}
+
+// refOffset returns the UMEM offset of seg if it may be transmitted by reference: long
+// enough, and wholly inside the UMEM beyond the frame area (frames belong to the pools).
+func (l *Link) refOffset(seg []byte) (uint64, bool) {
+	if len(seg) < l.zc.minSeg || len(seg) == 0 {
+		return 0, false
+	}
+	off, ok := offsetIn(l.mem, seg)
+	if !ok || off < l.zc.heapLo || uint64(len(seg)) > uint64(len(l.mem))-off {
+		return 0, false
+	}
+	return off, true
+}
+
+// refSplit decides how a referenced segment of n bytes at UMEM offset off is sent: its
+// first ref bytes as descs descriptors (at most one chunk each, split at alignment
+// boundaries when the mode needs it), and the rest, a last piece shorter than the
+// threshold, copied into the frame that follows (with the trailer, typically), which saves
+// a descriptor.
+func (l *Link) refSplit(off, n uint64) (descs int, ref uint64) {
+	for ref < n {
+		k := min(n-ref, l.fsize)
+		if a := l.zc.align; a != 0 {
+			k = min(k, a-(off+ref)%a)
+		}
+		if descs > 0 && ref+k == n && k < uint64(l.zc.minSeg) {
+			break
+		}
+		ref += k
+		descs++
+	}
+	return descs, ref
+}
+
+// plan decides how datagram p (hl header bytes, plen payload bytes) is laid out: which
+// segments go by reference (a bit per segment in refs), how many descriptors and frames it
+// takes. Without references it is the plain copy: the headers and payload packed into
+// whole frames.
+func (l *Link) plan(p *transport.Packet, hl, plen int) (descs, frames int, refs uint8) {
+	fs := int(l.fsize)
+	if p.Flags&transport.FlagZeroCopy != 0 && l.zc.enabled {
+		run := hl // bytes of the copy run in progress
+		for j := 0; j < int(p.NSegs); j++ {
+			seg := p.Segs[j]
+			off, ok := l.refOffset(seg)
+			if !ok {
+				run += len(seg)
+				continue
+			}
+			if run > 0 {
+				f := (run + fs - 1) / fs
+				frames += f
+				descs += f
+				run = 0
+			}
+			d, ref := l.refSplit(off, uint64(len(seg)))
+			descs += d
+			refs |= 1 << j
+			run += len(seg) - int(ref)
+		}
+		if run > 0 {
+			f := (run + fs - 1) / fs
+			frames += f
+			descs += f
+		}
+		if refs != 0 && descs <= l.zc.maxDescs {
+			return descs, frames, refs
+		}
+	}
+	frames = (hl + plen + fs - 1) / fs
+	return frames, frames, 0
+}
+
+// build frames datagram p as planned: headers and copied segments into frames from the
+// pool, segments in refs as descriptors pointing at them. It queues the descriptors
+// (descs of them) and returns the offset of the first frame. The pool holds enough
+// frames and the staging array enough room (Send checked).
+func (l *Link) build(p *transport.Packet, e *Encap, plen, descs int, refs uint8) (uint64, error) {
+	var sum Checksum
+	for j := 0; j < int(p.NSegs); j++ {
+		sum.Add(p.Segs[j])
+	}
+	first, _ := l.pool.Get()
+	addr := first
+	buf := l.mem[addr : addr+l.fsize]
+	hl, err := e.Put(buf, plen, &sum, p.LocalPort)
+	if err != nil {
+		l.pool.Put(addr)
+		return 0, err
+	}
+	pos := hl
+	open := true // buf holds pos > 0 bytes not yet queued
+	start := l.ntx
+	for j := 0; j < int(p.NSegs); j++ {
+		seg := p.Segs[j]
+		if refs&(1<<j) != 0 {
+			if open {
+				l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
+				l.ntx++
+				open = false
+			}
+			off, _ := offsetIn(l.mem, seg)
+			_, ref := l.refSplit(off, uint64(len(seg)))
+			for n := ref; n > 0; {
+				k := min(n, l.fsize)
+				if a := l.zc.align; a != 0 {
+					k = min(k, a-off%a)
+				}
+				l.tx[l.ntx] = Desc{Addr: off, Len: uint32(k), Options: DescContinued}
+				l.ntx++
+				off += k
+				n -= k
+			}
+			seg = seg[ref:] // a short last piece is copied
+		}
+		for len(seg) > 0 {
+			if !open || pos == len(buf) {
+				if open {
+					l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
+					l.ntx++
+				}
+				addr, _ = l.pool.Get()
+				buf = l.mem[addr : addr+l.fsize]
+				pos = 0
+				open = true
+			}
+			c := copy(buf[pos:], seg)
+			pos += c
+			seg = seg[c:]
+		}
+	}
+	if open {
+		l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos)}
+		l.ntx++
+	}
+	l.tx[l.ntx-1].Options &^= DescContinued
+	if l.ntx-start != descs {
+		panic("xdp: descriptor count mismatch") // broken internal invariant, not input
+	}
+	if refs != 0 {
+		l.stats.txZeroCopy.Add(uint64(bits.OnesCount8(refs)))
+	}
+	return first, nil
+}
+
+// track records a FlagZeroCopy datagram for TxDone: done at once if it was copied, else
+// when the kernel has completed all descs of its descriptors, the first being the frame
+// at first. Send checked that the queue has room.
+func (l *Link) track(cookie uint64, first uint64, descs int, refs uint8) {
+	z := &l.zc
+	if refs == 0 {
+		z.queue.push(cookie, 0)
+		return
+	}
+	slot := z.queue.push(cookie, uint32(descs))
+	z.frameRec[first/l.fsize] = slot + 1
+}
+
+// completed accounts one address from the completion ring: frames go back to the pool;
+// descriptors of a packet with referenced segments count towards its record. A packet's
+// addresses arrive together, its header frame first.
+func (l *Link) completed(a uint64) {
+	z := &l.zc
+	if l.pool.Owns(a) {
+		if i := a / l.fsize; i < uint64(len(z.frameRec)) && z.frameRec[i] != 0 {
+			if z.left > 0 {
+				// The previous packet's descriptors did not all come back (cannot happen:
+				// the kernel completes a packet whole). Finish it so TxDone is not stuck.
+				for ; z.left > 0; z.left-- {
+					z.queue.complete(z.cur)
+				}
+			}
+			z.cur, z.left = z.frameRec[i]-1, 0
+			z.frameRec[i] = 0
+			if r := z.queue.recs[z.cur&z.queue.mask].left; r > 0 {
+				z.left = r
+			}
+		}
+		l.pool.Put(a)
+	}
+	if z.left > 0 {
+		z.left--
+		z.queue.complete(z.cur)
+	}
+}
+
+// zcPending reports whether datagrams with referenced segments await completion.
+func (l *Link) zcPending() bool { return l.zc.queue.pending > 0 }
