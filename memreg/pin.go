@@ -23,6 +23,10 @@ func pages(va, n uint64) (first, end uint64) {
 // pin locks [va, va+n) in memory and counts its pages. On error nothing changed.
 func (t *pinTable) pin(va, n uint64) error {
 	if err := mlock(va, n); err != nil {
+		// mlock may have locked a prefix of the range before it failed (a range crossing
+		// an unmapped page, EAGAIN part way): unlock again the pages nothing else pinned.
+		first, end := pages(va, n)
+		t.unlockUncounted(first, end)
 		return fmt.Errorf("%w: mlock %d bytes at %#x: %w", ErrPin, n, va, err)
 	}
 	if t.count == nil {
@@ -35,20 +39,24 @@ func (t *pinTable) pin(va, n uint64) error {
 	return nil
 }
 
-// unpin drops the counts of [va, va+n)'s pages and unlocks, in runs, the pages no other
+// unpin drops the counts of [va, va+n)'s pages and unlocks the pages no other
 // registration covers.
 func (t *pinTable) unpin(va, n uint64) {
 	first, end := pages(va, n)
+	for p := first; p < end; p++ {
+		if t.count[p]--; t.count[p] <= 0 {
+			delete(t.count, p)
+		}
+	}
+	t.unlockUncounted(first, end)
+}
+
+// unlockUncounted unlocks, in runs, the pages of [first, end) that no registration covers.
+func (t *pinTable) unlockUncounted(first, end uint64) {
 	run := uint64(0) // start of the current run of pages to unlock, valid while inRun
 	inRun := false
 	for p := first; p <= end; p++ {
-		free := false
-		if p < end {
-			if t.count[p]--; t.count[p] <= 0 {
-				delete(t.count, p)
-				free = true
-			}
-		}
+		free := p < end && t.count[p] <= 0
 		switch {
 		case free && !inRun:
 			run, inRun = p, true

@@ -59,9 +59,18 @@ import (
 //
 // Invalidate (for SendAndInvalidate) is a CompareAndSwap on the engine goroutine without the
 // mutex: it only ever moves a slot from a mapping to nil, which every control operation
-// tolerates (they re-check under the mutex or use CompareAndSwap themselves). There is no
-// ABA problem: a CompareAndSwap compares against a mapping pointer its caller still holds,
-// so the garbage collector cannot recycle that address for a newer mapping.
+// tolerates (they re-check under the mutex or use CompareAndSwap themselves).
+//
+// Reuse: a mapping that a control operation removes is kept as the slot's spare and filled
+// again by the slot's next mapping (Bind after InvalidateMW, FastRegister after
+// InvalidateMR), so those verbs allocate nothing. Every lock-free reader (Resolve, Acquire,
+// AcquireLocal, Invalidate) counts itself in the slot's readers from before its Load until
+// after its last read of the mapping, and the spare is reused only when that count is 0.
+// A removed mapping is unpublished first, so a reader arriving after the check can only
+// load nil or a newer mapping; readers that loaded the spare before have all left. The same
+// argument rules out ABA for the CompareAndSwaps: a pointer a reader compares against is
+// not reused while it is inside its section. A Span keeps a fast-register mapping's page
+// runs, which are reused only while the region has no holds.
 
 // FastRegisterPageSize is the PAGE_SIZE of fast registration: every page given to
 // FastRegister is exactly this many bytes.
@@ -206,13 +215,16 @@ type mapping struct {
 	buf         []byte   // MR and MW: exactly the mapped bytes
 	runs        [][]byte // fast-register MR: runs[i] is page i and the contiguous pages after it
 	fbo         uint64
-	mr          *MR // MW: the region it is bound to
-	owner       *MR // the region an access holds: the MR itself, or a window's MR
+	mr          *MR  // MW: the region it is bound to
+	owner       *MR  // the region an access holds: the MR itself, or a window's MR
+	localWrite  bool // the local token allows writing (MR_FLAG_ALLOW_LOCAL_WRITE, FR ALLOW_LOCAL_WRITE)
 }
 
 // slot is one table entry. cur is read lock-free; the rest only under Registry.mu.
 type slot struct {
 	cur       atomic.Pointer[mapping]
+	readers   atomic.Int32 // lock-free readers of cur between their Load and their last field read
+	spare     *mapping     // the last mapping a control operation retired; reused when no reader is left
 	gen       uint32
 	salt, mul uint32
 	seeded    bool
@@ -336,35 +348,62 @@ func unmap(s *slot, m *mapping) bool {
 	return true
 }
 
+// retire unmaps m from slot s like unmap and keeps it for reuse by the slot's next mapping.
+// r.mu must be held.
+func retire(s *slot, m *mapping) bool {
+	if !unmap(s, m) {
+		return false
+	}
+	s.spare = m
+	return true
+}
+
+// newMapping returns a mapping for slot s to fill and publish: the slot's retired one when
+// no lock-free reader can still be reading it (every reader that loaded it has left its
+// section: readers is 0 and it is no longer published, so no new reader finds it), else a
+// new one. With it come the retired page runs of a fast-register mapping when no Span can
+// still reference them (its region has no holds). This makes Bind, FastRegister and their
+// invalidation allocation-free in steady state. r.mu must be held.
+func newMapping(s *slot) (*mapping, [][]byte) {
+	m := s.spare
+	if m == nil || s.readers.Load() != 0 {
+		return new(mapping), nil
+	}
+	s.spare = nil
+	var runs [][]byte
+	if m.runs != nil && m.owner != nil && m.owner.refs.Load() == 0 {
+		runs = m.runs[:0]
+	}
+	return m, runs
+}
+
 // find checks a remote access and returns the slot and live mapping token names and the
 // offset of addr in it. The checks and their errors are Resolve's.
-func (r *Registry) find(pd PD, token uint32, addr uint64, length uint32, access Access) (*slot, *mapping, uint64, error) {
-	s := r.lookup(token)
-	if s == nil {
-		return nil, nil, 0, ErrBadToken
-	}
+// The caller holds a reader section of s (s.readers), so the mapping's fields stay
+// untouched until it ends.
+func find(s *slot, pd PD, token uint32, addr uint64, length uint32, access Access) (*mapping, uint64, error) {
 	m := s.cur.Load()
 	if m == nil {
-		return nil, nil, 0, ErrStale
+		return nil, 0, ErrStale
 	}
 	local := m.localToken == token && m.localToken != 0
 	if m.remoteToken != token && !local {
-		return nil, nil, 0, ErrStale
+		return nil, 0, ErrStale
 	}
 	if m.pd != pd {
-		return nil, nil, 0, ErrWrongPD
+		return nil, 0, ErrWrongPD
 	}
 	if local || access&^m.access != 0 {
-		return nil, nil, 0, ErrRights
+		return nil, 0, ErrRights
 	}
 	if addr < m.base {
-		return nil, nil, 0, ErrBounds
+		return nil, 0, ErrBounds
 	}
 	off := addr - m.base
 	if off > m.length || uint64(length) > m.length-off {
-		return nil, nil, 0, ErrBounds
+		return nil, 0, ErrBounds
 	}
-	return s, m, off, nil
+	return m, off, nil
 }
 
 // Resolve returns the bytes [addr, addr+length) of the memory that token names, if a QP of
@@ -376,7 +415,13 @@ func (r *Registry) find(pd PD, token uint32, addr uint64, length uint32, access 
 // Acquire when the bytes are used while a concurrent deregistration could give the memory
 // back to the application. Resolve neither locks nor allocates.
 func (r *Registry) Resolve(pd PD, token uint32, addr uint64, length uint32, access Access) ([]byte, error) {
-	_, m, off, err := r.find(pd, token, addr, length, access)
+	s := r.lookup(token)
+	if s == nil {
+		return nil, ErrBadToken
+	}
+	s.readers.Add(1)
+	defer s.readers.Add(-1)
+	m, off, err := find(s, pd, token, addr, length, access)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +453,13 @@ func (r *Registry) Resolve(pd PD, token uint32, addr uint64, length uint32, acce
 // with a hold that a WaitIdle started after the invalidation returned waits for, or fails
 // with ErrStale. Acquire neither locks nor allocates.
 func (r *Registry) Acquire(pd PD, token uint32, addr uint64, length uint32, access Access) (Span, error) {
-	s, m, off, err := r.find(pd, token, addr, length, access)
+	s := r.lookup(token)
+	if s == nil {
+		return Span{}, ErrBadToken
+	}
+	s.readers.Add(1)
+	defer s.readers.Add(-1)
+	m, off, err := find(s, pd, token, addr, length, access)
 	if err != nil {
 		return Span{}, err
 	}
@@ -440,6 +491,8 @@ func (r *Registry) Invalidate(pd PD, token uint32) error {
 	if s == nil {
 		return ErrBadToken
 	}
+	s.readers.Add(1)
+	defer s.readers.Add(-1)
 	m := s.cur.Load()
 	if m == nil || m.remoteToken != token {
 		if m != nil && m.localToken == token && m.pd == pd {
@@ -607,8 +660,10 @@ func (r *Registry) RegisterMR(pd PD, buf []byte, flags MRFlags) (*MR, error) {
 	local, remote := r.takeTokens(i)
 	mr.local.Store(local)
 	mr.remote.Store(remote)
-	r.slots[i].cur.Store(&mapping{kind: kindMR, pd: pd, localToken: local, remoteToken: remote,
-		access: mrAccess(flags), base: va, length: n, buf: mr.buf, owner: mr})
+	m, _ := newMapping(&r.slots[i])
+	*m = mapping{kind: kindMR, pd: pd, localToken: local, remoteToken: remote,
+		access: mrAccess(flags), base: va, length: n, buf: mr.buf, owner: mr, localWrite: flags&MRAllowLocalWrite != 0}
+	r.slots[i].cur.Store(m)
 	return mr, nil
 }
 
@@ -638,7 +693,7 @@ func (r *Registry) DeregisterMR(mr *MR) error {
 	if mr.windows.Load() > 0 {
 		return fmt.Errorf("%w: %d windows bound", ErrBusy, mr.windows.Load())
 	}
-	unmap(&r.slots[mr.idx], r.slots[mr.idx].cur.Load())
+	retire(&r.slots[mr.idx], r.slots[mr.idx].cur.Load())
 	r.freeSlot(mr.idx)
 	mr.closed = true
 	if mr.pinned {
@@ -756,7 +811,11 @@ func (r *Registry) FastRegister(mr *MR, pages [][]byte, fbo int, length uint64, 
 	// runs[i] extends page i over the following pages while they are the next bytes of the
 	// same backing array (within page i's capacity), so a range crossing a page boundary
 	// resolves to one slice without unsafe slicing.
-	runs := make([][]byte, len(pages))
+	m, runs := newMapping(s)
+	if cap(runs) < len(pages) {
+		runs = make([][]byte, len(pages))
+	}
+	runs = runs[:len(pages)]
 	for i := len(pages) - 1; i >= 0; i-- {
 		n := 1
 		p := pages[i]
@@ -769,8 +828,10 @@ func (r *Registry) FastRegister(mr *MR, pages [][]byte, fbo int, length uint64, 
 	local, remote := r.takeTokens(mr.idx)
 	mr.local.Store(local)
 	mr.remote.Store(remote)
-	s.cur.Store(&mapping{kind: kindFRMR, pd: mr.pd, localToken: local, remoteToken: remote,
-		access: a, base: baseVA, length: length, runs: runs, fbo: uint64(fbo), owner: mr})
+	*m = mapping{kind: kindFRMR, pd: mr.pd, localToken: local, remoteToken: remote,
+		access: a, base: baseVA, length: length, runs: runs, fbo: uint64(fbo), owner: mr,
+		localWrite: flags&OpAllowLocalWrite != 0}
+	s.cur.Store(m)
 	return nil
 }
 
@@ -787,7 +848,7 @@ func (r *Registry) InvalidateMR(mr *MR) error {
 		return fmt.Errorf("%w: InvalidateMR of a normally registered MR; use DeregisterMR", ErrWrongKind)
 	}
 	s := &r.slots[mr.idx]
-	if !unmap(s, s.cur.Load()) {
+	if !retire(s, s.cur.Load()) {
 		return ErrNotBound
 	}
 	return nil
@@ -848,7 +909,7 @@ func (r *Registry) CloseMW(mw *MW) error {
 		return err
 	}
 	s := &r.slots[mw.idx]
-	unmap(s, s.cur.Load())
+	retire(s, s.cur.Load())
 	r.freeSlot(mw.idx)
 	mw.closed = true
 	return nil
@@ -901,8 +962,10 @@ func (r *Registry) Bind(qp uint32, mw *MW, mr *MR, va uint64, length uint64, fla
 	mw.remote.Store(remote)
 	mw.qp.Store(qp)
 	mr.windows.Add(1)
-	s.cur.Store(&mapping{kind: kindMW, pd: mw.pd, remoteToken: remote, access: a, base: va,
-		length: length, buf: mr.buf[off : off+length : off+length], mr: mr, owner: mr})
+	m, _ := newMapping(s)
+	*m = mapping{kind: kindMW, pd: mw.pd, remoteToken: remote, access: a, base: va,
+		length: length, buf: mr.buf[off : off+length : off+length], mr: mr, owner: mr}
+	s.cur.Store(m)
 	return nil
 }
 
@@ -915,8 +978,72 @@ func (r *Registry) InvalidateMW(mw *MW) error {
 		return err
 	}
 	s := &r.slots[mw.idx]
-	if !unmap(s, s.cur.Load()) {
+	if !retire(s, s.cur.Load()) {
 		return ErrNotBound
 	}
 	return nil
+}
+
+// AcquireLocal checks a local access, an SGE of a work request or receive posted on a QP of
+// pd, and holds the region until the caller calls Release on the returned MR. buf must lie
+// inside the region that the local token token names (for a fast-register MR, inside one
+// contiguous run of its registered range); write asks for local write access (receive
+// buffers, Read sinks). Errors: ErrBadToken, ErrStale (not a live local token), ErrWrongPD,
+// ErrRights (no local write), ErrBounds. Empty buffers need no token and hold nothing
+// (nil, nil). AcquireLocal neither locks nor allocates.
+func (r *Registry) AcquireLocal(pd PD, token uint32, buf []byte, write bool) (*MR, error) {
+	if len(buf) == 0 {
+		return nil, nil
+	}
+	s := r.lookup(token)
+	if s == nil {
+		return nil, ErrBadToken
+	}
+	s.readers.Add(1)
+	defer s.readers.Add(-1)
+	m := s.cur.Load()
+	if m == nil || m.localToken != token || m.localToken == 0 {
+		return nil, ErrStale
+	}
+	if m.pd != pd {
+		return nil, ErrWrongPD
+	}
+	if write && !m.localWrite {
+		return nil, ErrRights
+	}
+	va, n := bufVA(buf), uint64(len(buf))
+	if !m.containsLocal(va, n) {
+		return nil, ErrBounds
+	}
+	m.owner.refs.Add(1)
+	if s.cur.Load() != m {
+		m.owner.refs.Add(-1)
+		return nil, ErrStale
+	}
+	return m.owner, nil
+}
+
+// containsLocal reports whether the process memory [va, va+n) lies inside the mapping's
+// bytes (for a fast-register MR: inside one page run, within the registered range).
+func (m *mapping) containsLocal(va, n uint64) bool {
+	if m.runs == nil {
+		lo := bufVA(m.buf)
+		return va >= lo && va-lo <= m.length && n <= m.length-(va-lo)
+	}
+	for i, run := range m.runs {
+		lo := bufVA(run)
+		if va < lo || va-lo > uint64(len(run)) || n > uint64(len(run))-(va-lo) {
+			continue
+		}
+		// the offset of va in the registered range: page i starts at i*PAGE_SIZE - fbo
+		start := uint64(i)*FastRegisterPageSize + (va - lo)
+		if start < m.fbo {
+			continue
+		}
+		start -= m.fbo
+		if start <= m.length && n <= m.length-start {
+			return true
+		}
+	}
+	return false
 }
