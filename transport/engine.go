@@ -257,10 +257,20 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.SendDepth < 1 || cfg.SendDepth > 1<<16 || cfg.RecvDepth < 1 || cfg.RecvDepth > 1<<16 || cfg.IRD < 0 || cfg.ORD < 0 || cfg.IRD > 255 || cfg.ORD > 255 {
 		return nil, errors.New("qp config: depths must be in [1, 65536] and read limits in [0, 255]")
 	}
-	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1, maxORD: cfg.ORD}
+	if cfg.SRQ != nil && cfg.SRQ.e != e {
+		return nil, errors.New("qp config: the srq belongs to another engine")
+	}
+	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1, maxORD: cfg.ORD, srq: cfg.SRQ}
 	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth)
-	q.recvQ = newSPSC[Receive](cfg.RecvDepth)
-	sd, rd := len(q.sendQ.slots), len(q.recvQ.slots)
+	if q.srq != nil {
+		q.recvQ = newSPSC[Receive](1) // never posted to: receives come from the SRQ
+	} else {
+		q.recvQ = newSPSC[Receive](cfg.RecvDepth)
+	}
+	sd, rd := len(q.sendQ.slots), 1
+	for rd < cfg.RecvDepth { // the receive ring: RecvDepth rounded up, as recvQ
+		rd <<= 1
+	}
 	q.req.wrs = make([]wrState, sd)
 	q.req.mask = uint32(sd - 1)
 	// Twice IRD job slots: a read whose responses were all sent stops counting against IRD

@@ -56,6 +56,10 @@ type QPConfig struct {
 	// OnDisconnect, if set, is called on the engine goroutine when the peer disconnects
 	// (NDK's disconnect event). It must not block.
 	OnDisconnect func(q *QP)
+	// SRQ, if set, is a shared receive queue of the same engine the QP takes its receives
+	// from (NdkCreateQpWithSrq); PostReceive then fails with ErrSRQReceive, and RecvDepth
+	// bounds the SRQ receives the QP holds at once (taken, not yet completed).
+	SRQ *SRQ
 }
 
 // Errors returned by posting calls. A posting call that returns an error changed nothing.
@@ -81,6 +85,7 @@ type QP struct {
 	state    atomic.Uint32 // QPState; written by the engine, read by posters
 	sendQ    *spsc[WorkRequest]
 	recvQ    *spsc[Receive]
+	srq      *SRQ // QPConfig.SRQ: where receives come from instead of recvQ
 	flushReq atomic.Bool
 	maxORD   int // QPConfig.ORD at creation: the most SetReadLimits may set
 
@@ -191,8 +196,12 @@ func (q *QP) Publish() {
 	}
 }
 
-// PostReceive queues a receive buffer. Receives may be posted before the QP connects.
+// PostReceive queues a receive buffer. Receives may be posted before the QP connects. A
+// QP with an SRQ refuses it (ErrSRQReceive): post to the SRQ.
 func (q *QP) PostReceive(r *Receive) error {
+	if q.srq != nil {
+		return ErrSRQReceive
+	}
 	if r.NSGE > MaxSGE {
 		return fmt.Errorf("%d SGEs (max %d): %w", r.NSGE, MaxSGE, ErrInvalidRequest)
 	}

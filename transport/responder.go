@@ -139,7 +139,7 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 	if msnBefore(msn, rs.base) {
 		return true // its message completed already: a late copy
 	}
-	if !msnBefore(msn, rs.posted) {
+	if !msnBefore(msn, rs.posted) && (q.srq == nil || !q.takeSRQ(msn)) {
 		q.nak(wire.SynNakRNR, p.PSN) // no receive posted for it yet
 		return false
 	}
@@ -291,7 +291,7 @@ func (q *QP) nak(syn wire.Syndrome, psn wire.PSN) {
 // maybeAck sends an acknowledgement when one is due and returns when the next one will be.
 func (q *QP) maybeAck(now int64) int64 {
 	rs := &q.resp
-	credits := rs.posted != rs.lastCred
+	credits := q.srq == nil && rs.posted != rs.lastCred // an SRQ's QP advertises no limit: nothing to update
 	due := rs.nakSend || rs.ackNow || rs.ackPending >= q.e.cfg.AckEvery ||
 		(rs.ackPending > 0 && now-rs.ackFirst >= int64(q.e.cfg.AckDelay)) || credits
 	if due && q.e.canTransmit() {
@@ -313,7 +313,7 @@ func (q *QP) sendAck(now int64) {
 	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: wire.OpAck, DestQPN: q.peerQPN, Cookie: q.cookie, TS: uint32(now / 1000)}
 	p.Ack = wire.AckExt{
-		AckPSN: rs.rx.Cumulative(), SACK: rs.rx.SACK(), Credits: rs.posted,
+		AckPSN: rs.rx.Cumulative(), SACK: rs.rx.SACK(), Credits: q.creditLimit(),
 		EchoTS: rs.ackEchoTS, Delay: uint32(max(now-rs.ackArrival, 0) / 1000),
 	}
 	if rs.nakSend {

@@ -65,10 +65,7 @@ func (z *zcLink) Send(pkts []transport.Packet) (int, error) {
 		}
 		// Segs[0] is the header and the last the trailer, both the engine's own buffers that
 		// a real link copies at Send; the ones between are the caller's memory.
-		var pl [][]byte
-		for _, s := range p.Segs[1 : p.NSegs-1] {
-			pl = append(pl, s)
-		}
+		pl := append([][]byte(nil), p.Segs[1:p.NSegs-1]...)
 		z.pending = append(z.pending, zcPacket{cookie: p.Cookie, payload: pl, sum: payloadSum(pl), at: z.tick + z.rng.IntN(4)})
 		z.cookies[p.Cookie]++
 		z.sent++
