@@ -1,0 +1,85 @@
+package ndk
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpndk/xdpndk/internal/privileged"
+	"github.com/xdpndk/xdpndk/internal/testbed"
+	"github.com/xdpndk/xdpndk/xdp"
+)
+
+// attached reports whether h's veth end has an XDP program.
+func attached(t *testing.T, h *testbed.Host) bool {
+	t.Helper()
+	var on bool
+	if err := h.Do(func() error {
+		l, err := netlink.LinkByName(h.Ifname)
+		if err != nil {
+			return err
+		}
+		x := l.Attrs().Xdp
+		on = x != nil && (x.Attached || x.ProgId != 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return on
+}
+
+// TestOpenClose: Open attaches the steering program and gives the adapter a UMEM heap;
+// Close, with objects still open, detaches the program and frees the queue (it can be
+// opened again at once); a second Close is harmless; objects of a closed adapter refuse
+// work with STATUS_DEVICE_REMOVED.
+func TestOpenClose(t *testing.T) {
+	privileged.Require(t)
+	bed := testbed.NewT(t, testbed.Options{})
+	cfg := xdp.Config{Interface: bed.A.Ifname, Port: testPort, RingSize: 256, Frames: 512, HeapSize: 1 << 20}
+	open := func() *Adapter {
+		var a *Adapter
+		if err := bed.A.Do(func() (err error) { a, err = Open(cfg, DefaultOptions()); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := open()
+	if !attached(t, bed.A) || a.Device() == nil {
+		t.Fatal("no program attached after Open")
+	}
+	buf, err := a.Alloc(4096, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, _ := a.NewPD()
+	mr, err := pd.RegisterMR(buf, MRAllowLocalWrite)
+	if err != nil || !mr.InUMEM() {
+		t.Fatalf("register UMEM buffer: %v, in UMEM %v", err, err == nil && mr.InUMEM())
+	}
+	cq, _ := a.NewCQ(8, nil)
+	if _, err := pd.NewQP(QPConfig{ReceiveCQ: cq, InitiatorCQ: cq}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if attached(t, bed.A) {
+		t.Fatal("program still attached after Close")
+	}
+	if _, err := pd.NewQP(QPConfig{ReceiveCQ: cq, InitiatorCQ: cq}); !errors.Is(err, StatusDeviceRemoved) {
+		t.Fatalf("NewQP on a closed adapter: %v", err)
+	}
+	b := open()
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Queues = []int{0, 1}
+	if err := bed.A.Do(func() error { _, err := Open(cfg, DefaultOptions()); return err }); !errors.Is(err, StatusNotSupported) {
+		t.Fatalf("two queues: %v", err)
+	}
+}

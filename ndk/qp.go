@@ -1,0 +1,569 @@
+package ndk
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/xdpndk/xdpndk/memreg"
+	"github.com/xdpndk/xdpndk/transport"
+)
+
+// QPConfig configures PD.NewQP (the arguments of NdkCreateQp / NdkCreateQpWithSrq).
+type QPConfig struct {
+	// ReceiveCQ and InitiatorCQ receive the QP's completions (they may be the same CQ).
+	ReceiveCQ, InitiatorCQ *CQ
+	// Context is echoed as QPContext in every result of the QP.
+	Context any
+	// ReceiveQueueDepth and InitiatorQueueDepth bound outstanding receives and initiator
+	// requests (default 256 each).
+	ReceiveQueueDepth, InitiatorQueueDepth int
+	// MaxReceiveSGE and MaxInitiatorSGE bound SGEs per request (default and maximum 4).
+	MaxReceiveSGE, MaxInitiatorSGE int
+	// InlineDataSize is the largest OpInline payload (default 0: no inline requests).
+	InlineDataSize int
+	// SRQ, if set, is the shared receive queue (of this adapter) the QP takes its receives
+	// from (NdkCreateQpWithSrq): ReceiveQueueDepth and MaxReceiveSGE are ignored, and
+	// Receive fails with STATUS_INVALID_PARAMETER.
+	SRQ *SRQ
+}
+
+// QP is a reliable connected queue pair (NDK_QP). Posting follows NDKPI §4.1: calls on one
+// queue (the initiator queue: Send, SendAndInvalidate, Read, Write, Bind, FastRegister,
+// Invalidate; the receive queue: Receive) are serialized by the caller; the two queues, and
+// Flush, may run concurrently. Posting never blocks and never allocates.
+type QP struct {
+	pd  *PD
+	a   *Adapter
+	tq  *transport.QP
+	cfg QPConfig
+
+	unusable atomic.Bool // its CQ overran
+	conn     atomic.Pointer[Connector]
+
+	// initiator queue: the poster fills islots[iposted&imask]; the engine frees it
+	islots  []islot
+	imask   uint64
+	iposted uint64 // poster only
+	idone   atomic.Uint64
+	iwr     transport.WorkRequest // poster's scratch request
+	inline  []byte                // InitiatorQueueDepth × InlineDataSize
+
+	// receive queue
+	rslots  []rslot
+	rmask   uint64
+	rposted uint64
+	rdone   atomic.Uint64
+	rr      transport.Receive
+}
+
+type islot struct {
+	ctx   any
+	op    OpType
+	flags OpFlags
+	holds [transport.MaxSGE]*memreg.MR
+	mw    *MW // Bind: undone if the request fails
+	mr    *MR // FastRegister: undone if it fails
+}
+
+type rslot struct {
+	ctx   any
+	holds [transport.MaxSGE]*memreg.MR
+}
+
+// NewQP creates a queue pair in the PD (NdkCreateQp).
+// Receives may be posted at once; the other verbs need a connection (Connector).
+// Errors: STATUS_INVALID_PARAMETER for a missing CQ or a limit over the adapter's.
+func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
+	a := pd.a
+	if err := a.checkOpen(); err != nil {
+		return nil, err
+	}
+	if cfg.ReceiveCQ == nil || cfg.InitiatorCQ == nil || cfg.ReceiveCQ.a != a || cfg.InitiatorCQ.a != a {
+		return nil, errorf(StatusInvalidParameter, "QP needs a receive CQ and an initiator CQ of this adapter")
+	}
+	if cfg.SRQ != nil { // NdkCreateQpWithSrq: the receive queue is the SRQ
+		if cfg.SRQ.a != a || cfg.SRQ.closed.Load() {
+			return nil, errorf(StatusInvalidParameter, "SRQ closed or of another adapter")
+		}
+		cfg.ReceiveQueueDepth, cfg.MaxReceiveSGE = 1, 1 // ignored: no receive slots needed
+	}
+	if cfg.ReceiveQueueDepth == 0 {
+		cfg.ReceiveQueueDepth = 256
+	}
+	if cfg.InitiatorQueueDepth == 0 {
+		cfg.InitiatorQueueDepth = 256
+	}
+	if cfg.MaxReceiveSGE == 0 {
+		cfg.MaxReceiveSGE = transport.MaxSGE
+	}
+	if cfg.MaxInitiatorSGE == 0 {
+		cfg.MaxInitiatorSGE = transport.MaxSGE
+	}
+	switch {
+	case cfg.ReceiveQueueDepth < 1 || cfg.ReceiveQueueDepth > maxQueueDepth,
+		cfg.InitiatorQueueDepth < 1 || cfg.InitiatorQueueDepth > maxQueueDepth:
+		return nil, errorf(StatusInvalidParameter, "queue depths %d/%d not in [1, %d]", cfg.ReceiveQueueDepth, cfg.InitiatorQueueDepth, maxQueueDepth)
+	case cfg.MaxReceiveSGE < 1 || cfg.MaxReceiveSGE > transport.MaxSGE,
+		cfg.MaxInitiatorSGE < 1 || cfg.MaxInitiatorSGE > transport.MaxSGE:
+		return nil, errorf(StatusInvalidParameter, "SGE limits %d/%d not in [1, %d]", cfg.MaxReceiveSGE, cfg.MaxInitiatorSGE, transport.MaxSGE)
+	case cfg.InlineDataSize < 0 || cfg.InlineDataSize > maxInline:
+		return nil, errorf(StatusInvalidParameter, "inline size %d over %d", cfg.InlineDataSize, maxInline)
+	}
+	q := &QP{pd: pd, a: a, cfg: cfg}
+	in := pow2(cfg.InitiatorQueueDepth)
+	q.islots, q.imask = make([]islot, in), uint64(in-1)
+	rn := pow2(cfg.ReceiveQueueDepth)
+	q.rslots, q.rmask = make([]rslot, rn), uint64(rn-1)
+	q.inline = make([]byte, in*cfg.InlineDataSize)
+	tc := transport.QPConfig{
+		SendDepth: cfg.InitiatorQueueDepth, RecvDepth: cfg.ReceiveQueueDepth,
+		PD: uint32(pd.id), IRD: maxReadLimit, ORD: maxReadLimit,
+		Sink: q, Context: q, OnDisconnect: q.peerDisconnected,
+	}
+	if cfg.SRQ != nil {
+		tc.SRQ, tc.RecvDepth = cfg.SRQ.ts, 0 // the transport's default bound of receives in progress
+	}
+	tq, err := a.eng.NewQP(tc)
+	if err != nil {
+		return nil, wrap(StatusInvalidParameter, err)
+	}
+	q.tq = tq
+	cfg.ReceiveCQ.attach(q)
+	if cfg.InitiatorCQ != cfg.ReceiveCQ {
+		cfg.InitiatorCQ.attach(q)
+	}
+	return q, nil
+}
+
+func pow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// Context returns the QP's context.
+func (q *QP) Context() any { return q.cfg.Context }
+
+// Transport returns the QP of the protocol engine (statistics).
+func (q *QP) Transport() *transport.QP { return q.tq }
+
+// Send posts a Send (NdkSend) of the bytes the SGEs gather. Flags: OpSilentSuccess,
+// OpReadFence, OpSendAndSolicitEvent, OpInline, OpDefer.
+func (q *QP) Send(ctx any, sgl []SGE, flags OpFlags) error {
+	return q.postData(transport.OpSend, OpTypeSend, ctx, sgl, flags, sendFlags, 0, 0, 0)
+}
+
+// SendAndInvalidate posts a Send that also has the peer invalidate its token
+// remoteToken when the receive completes (NdkSendAndInvalidate); the peer's receive
+// completes as OpTypeReceiveAndInvalidate. Flags as Send.
+func (q *QP) SendAndInvalidate(ctx any, sgl []SGE, flags OpFlags, remoteToken uint32) error {
+	return q.postData(transport.OpSendInv, OpTypeSend, ctx, sgl, flags, sendFlags, 0, 0, remoteToken)
+}
+
+// Write posts an RDMA Write (NdkWrite) of the gathered bytes to the peer's memory at
+// remoteAddr (host byte order; the consumer may add an offset to the address the peer
+// gave) under remoteToken. Flags: OpSilentSuccess, OpReadFence, OpInline, OpDefer.
+func (q *QP) Write(ctx any, sgl []SGE, remoteAddr uint64, remoteToken uint32, flags OpFlags) error {
+	return q.postData(transport.OpWrite, OpTypeWrite, ctx, sgl, flags, writeFlags, remoteAddr, remoteToken, 0)
+}
+
+// Read posts an RDMA Read (NdkRead) of the peer's memory at remoteAddr under remoteToken
+// into the SGEs (which need local write). Flags: OpSilentSuccess, OpReadFence,
+// OpRDMAReadLocalInvalidate (the fast-register MR of the first SGE is invalidated when
+// the Read succeeds), OpDefer.
+func (q *QP) Read(ctx any, sgl []SGE, remoteAddr uint64, remoteToken uint32, flags OpFlags) error {
+	return q.postData(transport.OpRead, OpTypeRead, ctx, sgl, flags, readFlags, remoteAddr, remoteToken, 0)
+}
+
+// postData posts a Send, SendAndInvalidate, Write or Read.
+func (q *QP) postData(kind transport.OpKind, op OpType, ctx any, sgl []SGE, flags, allowed OpFlags, raddr uint64, rtok, invTok uint32) error {
+	s, err := q.begin(op, ctx, flags, allowed)
+	if err != nil {
+		return err
+	}
+	wr := &q.iwr
+	*wr = transport.WorkRequest{Kind: kind, Flags: wrFlags(flags), RemoteAddr: raddr, RemoteToken: rtok,
+		InvToken: invTok, Context: q.iposted}
+	if flags&OpInline != 0 {
+		if err := q.copyInline(wr, sgl); err != nil {
+			return q.refuse(err)
+		}
+	} else {
+		if len(sgl) > q.cfg.MaxInitiatorSGE {
+			return q.refuse(errorf(StatusInvalidParameter, "%d SGEs (max %d)", len(sgl), q.cfg.MaxInitiatorSGE))
+		}
+		total := uint64(0)
+		for i := range sgl {
+			total += uint64(len(sgl[i].Buf))
+		}
+		if total > maxTransfer {
+			return q.refuse(errorf(StatusInvalidParameter, "%d bytes (max %d)", total, uint64(maxTransfer)))
+		}
+		if kind == transport.OpRead && total == 0 {
+			return q.refuse(errorf(StatusInvalidParameter, "zero-length Read"))
+		}
+		if !q.acquire(&s.holds, sgl, kind == transport.OpRead) {
+			// An SGE outside its region: the request completes with
+			// STATUS_ACCESS_VIOLATION in its turn and the QP fails (NDK local protection
+			// error), as hardware reports it.
+			*wr = transport.WorkRequest{Kind: transport.OpLocal, Flags: wr.Flags, Context: q.iposted,
+				LocalStatus: transport.StatusAccessViolation}
+		} else {
+			wr.NSGE = uint8(len(sgl))
+			for i := range sgl {
+				wr.SGL[i] = sgl[i].Buf
+			}
+		}
+	}
+	return q.commit(s, wr)
+}
+
+// copyInline copies an inline payload into the request's inline buffer (tokens ignored).
+func (q *QP) copyInline(wr *transport.WorkRequest, sgl []SGE) error {
+	size := q.cfg.InlineDataSize
+	total := 0
+	for i := range sgl {
+		total += len(sgl[i].Buf)
+	}
+	if total > size {
+		return errorf(StatusInvalidBufferSize, "%d inline bytes (QP inline size %d)", total, size)
+	}
+	if wr.Kind == transport.OpRead {
+		return errorf(StatusInvalidParameter, "inline Read")
+	}
+	off := int(q.iposted&q.imask) * size
+	buf := q.inline[off : off+total : off+total]
+	w := 0
+	for i := range sgl {
+		w += copy(buf[w:], sgl[i].Buf)
+	}
+	if total > 0 {
+		wr.NSGE = 1
+		wr.SGL[0] = buf
+	}
+	return nil
+}
+
+// acquire checks the SGEs against their regions and holds them. On failure it holds
+// nothing.
+func (q *QP) acquire(holds *[transport.MaxSGE]*memreg.MR, sgl []SGE, write bool) bool {
+	for i := range sgl {
+		mr, err := q.a.reg.AcquireLocal(q.pd.id, sgl[i].Token, sgl[i].Buf, write)
+		if err != nil {
+			releaseHolds(holds)
+			return false
+		}
+		holds[i] = mr
+	}
+	return true
+}
+
+func releaseHolds(h *[transport.MaxSGE]*memreg.MR) {
+	for i, mr := range h {
+		if mr != nil {
+			mr.Release()
+			h[i] = nil
+		}
+	}
+}
+
+func wrFlags(f OpFlags) transport.WRFlags {
+	var w transport.WRFlags
+	if f&OpReadFence != 0 {
+		w |= transport.WRReadFence
+	}
+	if f&OpSendAndSolicitEvent != 0 {
+		w |= transport.WRSolicited
+	}
+	if f&OpDefer != 0 {
+		w |= transport.WRDefer
+	}
+	return w
+}
+
+// begin checks what every initiator request needs and returns its slot.
+func (q *QP) begin(op OpType, ctx any, flags, allowed OpFlags) (*islot, error) {
+	if flags&^allowed != 0 {
+		return nil, q.refuse(errorf(StatusInvalidParameter, "flags %#x not allowed on %v", uint32(flags&^allowed), op))
+	}
+	if err := q.usable(); err != nil {
+		return nil, q.refuse(err)
+	}
+	switch q.tq.State() {
+	case transport.QPConnected, transport.QPError:
+	default:
+		return nil, q.refuse(errorf(StatusConnectionInvalid, "QP is %v", q.tq.State()))
+	}
+	if q.iposted-q.idone.Load() >= uint64(q.cfg.InitiatorQueueDepth) {
+		return nil, q.refuse(errorf(StatusInsufficientResources, "initiator queue full (%d)", q.cfg.InitiatorQueueDepth))
+	}
+	s := &q.islots[q.iposted&q.imask]
+	s.ctx, s.op, s.flags = ctx, op, flags
+	return s, nil
+}
+
+// refuse fails a post inline. NDKPI §4.2: requests deferred before it are released first.
+func (q *QP) refuse(err error) error {
+	// The slot is this post's only if the queue had room: with the queue full it is the
+	// oldest outstanding request's, which the engine completes (and clears) itself.
+	if s := &q.islots[q.iposted&q.imask]; q.iposted-q.idone.Load() < uint64(q.cfg.InitiatorQueueDepth) && s.op != 0 {
+		releaseHolds(&s.holds)
+		*s = islot{}
+	}
+	q.tq.Publish()
+	return err
+}
+
+// commit posts the prepared request of slot s.
+func (q *QP) commit(s *islot, wr *transport.WorkRequest) error {
+	if err := q.tq.PostSend(wr); err != nil {
+		return q.refuse(postError(err))
+	}
+	q.iposted++
+	return nil
+}
+
+func (q *QP) usable() error {
+	if q.unusable.Load() {
+		return errorf(StatusInvalidDeviceState, "the QP's CQ overran")
+	}
+	return q.a.checkOpen()
+}
+
+// postError maps a transport posting error to its status.
+func postError(err error) error {
+	switch {
+	case errors.Is(err, transport.ErrNotConnected):
+		return wrap(StatusConnectionInvalid, err)
+	case errors.Is(err, transport.ErrQueueFull):
+		return wrap(StatusInsufficientResources, err)
+	}
+	return wrap(StatusInvalidParameter, err)
+}
+
+// Bind binds mw to [va, va+length) of mr through this QP (NdkBind). The window's remote
+// token is valid when Bind returns; the bind completes as OpTypeBind in posting order.
+// Flags: OpSilentSuccess, OpReadFence, OpAllowRemoteRead, OpAllowRemoteWrite, OpDefer.
+// Inline errors: STATUS_ACCESS_VIOLATION (range outside mr, remote write on an MR without
+// local write, MW and MR of different PDs), STATUS_INVALID_PARAMETER (zero-based address),
+// STATUS_DEVICE_BUSY (the window is bound), STATUS_CONNECTION_INVALID.
+func (q *QP) Bind(ctx any, mr *MR, mw *MW, va, length uint64, flags OpFlags) error {
+	s, err := q.begin(OpTypeBind, ctx, flags, bindFlags)
+	if err != nil {
+		return err
+	}
+	if mr == nil || mw == nil || mr.pd.a != q.a || mw.pd.a != q.a {
+		return q.refuse(errorf(StatusInvalidParameter, "MR or MW of another adapter"))
+	}
+	if mw.pd != q.pd {
+		return q.refuse(errorf(StatusAccessViolation, "window of another PD than the QP's"))
+	}
+	if err := q.a.reg.Bind(q.tq.QPN(), mw.w, mr.m, va, length, memreg.OpFlags(flags)); err != nil {
+		return q.refuse(memError(err))
+	}
+	s.mw = mw
+	return q.commitLocal(s, flags, transport.StatusSuccess)
+}
+
+// FastRegister maps adapter pages (each memreg.FastRegisterPageSize bytes of the adapter's
+// UMEM, in any order) into the fast-register MR mr (NdkFastRegister): length bytes from
+// fbo into the first page, at virtual address baseVA (fbo + n*PAGE_SIZE, not 0). The
+// region's tokens are valid when it returns. Flags: OpSilentSuccess, OpReadFence,
+// OpAllowRemoteRead, OpAllowLocalWrite, OpAllowRemoteWrite, OpRDMAReadSink, OpDefer.
+// Inline errors: STATUS_ACCESS_VIOLATION (remote access on an MR initialised without it),
+// STATUS_INVALID_PARAMETER (page, FBO, length or address rules), STATUS_DEVICE_BUSY (still
+// registered), STATUS_INVALID_DEVICE_REQUEST (a normally registered MR).
+func (q *QP) FastRegister(ctx any, mr *MR, pages [][]byte, fbo int, length, baseVA uint64, flags OpFlags) error {
+	s, err := q.begin(OpTypeFastRegister, ctx, flags, frFlags)
+	if err != nil {
+		return err
+	}
+	if mr == nil || mr.pd != q.pd {
+		return q.refuse(errorf(StatusAccessViolation, "MR of another PD than the QP's"))
+	}
+	if err := q.a.reg.FastRegister(mr.m, pages, fbo, length, baseVA, memreg.OpFlags(flags)); err != nil {
+		return q.refuse(memError(err))
+	}
+	s.mr = mr
+	return q.commitLocal(s, flags, transport.StatusSuccess)
+}
+
+// Invalidate invalidates a fast-registered MR or a bound MW (NdkInvalidate): no remote
+// access through its token succeeds once Invalidate returns. It completes as
+// OpTypeInvalidate in posting order. Invalidating a normally registered MR, an unbound
+// window or an unregistered MR is a malformed request: it completes with
+// STATUS_INVALID_DEVICE_REQUEST and the QP fails (NDSPI). Flags: OpSilentSuccess,
+// OpReadFence, OpDefer.
+func (q *QP) Invalidate(ctx any, obj MemoryObject, flags OpFlags) error {
+	s, err := q.begin(OpTypeInvalidate, ctx, flags, invFlags)
+	if err != nil {
+		return err
+	}
+	st := transport.StatusSuccess
+	switch o := obj.(type) {
+	case *MR:
+		if o == nil || o.pd.a != q.a || q.a.reg.InvalidateMR(o.m) != nil {
+			st = transport.StatusLocalError
+		}
+	case *MW:
+		if o == nil || o.pd.a != q.a || q.a.reg.InvalidateMW(o.w) != nil {
+			st = transport.StatusLocalError
+		}
+	default:
+		return q.refuse(errorf(StatusInvalidParameter, "Invalidate of %T", obj))
+	}
+	return q.commitLocal(s, flags, st)
+}
+
+// commitLocal posts a local verb as a packet-less request that completes in order.
+func (q *QP) commitLocal(s *islot, flags OpFlags, st transport.Status) error {
+	wr := &q.iwr
+	*wr = transport.WorkRequest{Kind: transport.OpLocal, Flags: wrFlags(flags), Context: q.iposted, LocalStatus: st}
+	if err := q.tq.PostSend(wr); err != nil {
+		q.undo(s)
+		return q.refuse(postError(err))
+	}
+	q.iposted++
+	return nil
+}
+
+// undo reverts the registry change of a Bind or FastRegister that did not happen.
+func (q *QP) undo(s *islot) {
+	if s.mw != nil {
+		_ = q.a.reg.InvalidateMW(s.mw.w)
+	}
+	if s.mr != nil {
+		_ = q.a.reg.InvalidateMR(s.mr.m)
+	}
+}
+
+// Receive posts a receive buffer (NdkReceive); it may be posted before the QP connects.
+// The SGEs need local write. Errors: STATUS_INVALID_PARAMETER (too many SGEs),
+// STATUS_ACCESS_VIOLATION (an SGE outside its region), STATUS_INSUFFICIENT_RESOURCES
+// (the receive queue is full).
+func (q *QP) Receive(ctx any, sgl []SGE) error {
+	if q.cfg.SRQ != nil {
+		return errorf(StatusInvalidParameter, "the QP receives from its SRQ: post with SRQ.Receive")
+	}
+	if err := q.usable(); err != nil {
+		return err
+	}
+	if len(sgl) > q.cfg.MaxReceiveSGE {
+		return errorf(StatusInvalidParameter, "%d SGEs (max %d)", len(sgl), q.cfg.MaxReceiveSGE)
+	}
+	if q.rposted-q.rdone.Load() >= uint64(q.cfg.ReceiveQueueDepth) {
+		return errorf(StatusInsufficientResources, "receive queue full (%d)", q.cfg.ReceiveQueueDepth)
+	}
+	s := &q.rslots[q.rposted&q.rmask]
+	if !q.acquire(&s.holds, sgl, true) {
+		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
+	}
+	s.ctx = ctx
+	r := &q.rr
+	*r = transport.Receive{NSGE: uint8(len(sgl)), Context: q.rposted}
+	for i := range sgl {
+		r.SGL[i] = sgl[i].Buf
+	}
+	if err := q.tq.PostReceive(r); err != nil {
+		releaseHolds(&s.holds)
+		*s = rslot{}
+		return postError(err)
+	}
+	q.rposted++
+	return nil
+}
+
+// Flush cancels every outstanding request and receive (NdkFlush): they complete
+// STATUS_CANCELLED, and the QP is in error. Safe concurrently with posting.
+func (q *QP) Flush() { q.tq.Flush() }
+
+// Complete implements transport.CompletionSink: it turns the engine's completions into
+// results on the QP's CQs. Engine goroutine.
+func (q *QP) Complete(_ *transport.QP, c *transport.Completion) {
+	r := ResultEx{Result: Result{Status: ntStatus(c.Status), BytesTransferred: c.Bytes, QPContext: q.cfg.Context}}
+	if c.Status != transport.StatusSuccess {
+		r.ProviderErrorCode = uint32(c.Status)
+	}
+	switch c.Op {
+	case transport.OpReceive, transport.OpReceiveInv:
+		r.Type = OpTypeReceive
+		if c.Op == transport.OpReceiveInv {
+			r.Type, r.TypeSpecific = OpTypeReceiveAndInvalidate, uint64(c.InvToken)
+		}
+		if q.cfg.SRQ != nil { // a receive this QP took from its SRQ: the SRQ's slot
+			r.RequestContext = q.cfg.SRQ.complete(c.Context)
+		} else {
+			s := &q.rslots[c.Context&q.rmask]
+			releaseHolds(&s.holds)
+			r.RequestContext = s.ctx
+			*s = rslot{}
+			q.rdone.Add(1)
+		}
+		q.cfg.ReceiveCQ.push(&r, c.Solicited)
+		return
+	}
+	s := &q.islots[c.Context&q.imask]
+	if c.Status == transport.StatusSuccess {
+		if s.op == OpTypeRead && s.flags&OpRDMAReadLocalInvalidate != 0 && s.holds[0] != nil {
+			// RDMA_READ_LOCAL_INVALIDATE: the Read's first SGE names a fast-register MR,
+			// invalidated now; for other regions the flag has no effect.
+			_ = q.a.reg.InvalidateMR(s.holds[0])
+		}
+	} else {
+		q.undo(s)
+	}
+	releaseHolds(&s.holds)
+	r.RequestContext, r.Type = s.ctx, s.op
+	silent := s.flags&OpSilentSuccess != 0 && c.Status == transport.StatusSuccess
+	*s = islot{}
+	q.idone.Add(1)
+	if !silent {
+		q.cfg.InitiatorCQ.push(&r, false)
+	}
+}
+
+// ntStatus maps a transport status to the NTSTATUS of NDKPI-REFERENCE §5.3.
+func ntStatus(s transport.Status) Status {
+	switch s {
+	case transport.StatusSuccess:
+		return StatusSuccess
+	case transport.StatusCancelled:
+		return StatusCancelled
+	case transport.StatusTimeout:
+		return StatusIOTimeout
+	case transport.StatusAccessViolation:
+		return StatusAccessViolation
+	case transport.StatusDataOverrun:
+		return StatusDataOverrun
+	case transport.StatusDataError:
+		return StatusDataError
+	case transport.StatusRemoteError:
+		return StatusRemoteResources
+	case transport.StatusLocalError:
+		return StatusInvalidDeviceRequest
+	}
+	return StatusInternalError
+}
+
+// peerDisconnected is the engine's disconnect event: the connector's callback runs on the
+// event goroutine.
+func (q *QP) peerDisconnected(*transport.QP) {
+	if c := q.conn.Load(); c != nil {
+		c.disconnected()
+	}
+}
+
+// Close closes the QP (NdkCloseObject): outstanding requests complete STATUS_CANCELLED
+// first. ctx bounds the wait for the engine.
+func (q *QP) Close(ctx context.Context) error {
+	err := q.tq.Close(ctx)
+	q.cfg.ReceiveCQ.detach(q)
+	q.cfg.InitiatorCQ.detach(q)
+	if err != nil {
+		return wrap(StatusPending, err)
+	}
+	return nil
+}
