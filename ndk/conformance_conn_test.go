@@ -1,0 +1,372 @@
+package ndk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Conformance of connection setup and teardown (NDKPI-REFERENCE §2.8, §4.5, §4.6): Connect,
+// Accept, Reject, GetConnectionData, the addresses, listener pause, Disconnect. Each test
+// runs over every link kind.
+
+const servicePort = 9
+
+// idleSides opens two adapters on k with a PD, a CQ and an unconnected QP each.
+func idleSides(t *testing.T, k linkKind, opts Options) (a, b *side) {
+	t.Helper()
+	x, y := k.open(t, opts)
+	mk := func(ad *Adapter) *side {
+		s := &side{a: ad}
+		var err error
+		if s.pd, err = ad.NewPD(); err != nil {
+			t.Fatal(err)
+		}
+		if s.rcq, err = ad.NewCQ(256, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.icq = s.rcq
+		if s.qp, err = s.pd.NewQP(QPConfig{ReceiveCQ: s.rcq, InitiatorCQ: s.icq}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return mk(x), mk(y)
+}
+
+// listen starts a listener on s's adapter at servicePort that hands every request to
+// onConnect (on the adapter's event goroutine).
+func (s *side) listen(t *testing.T, onConnect func(*Connector)) *Listener {
+	t.Helper()
+	l, err := s.a.NewListener(onConnect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(netip.AddrPortFrom(netip.Addr{}, servicePort)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close(bg) })
+	return l
+}
+
+// dial connects s's QP through a new connector to port of peer's adapter and returns the
+// connector and Connect's error.
+func (s *side) dial(t *testing.T, peer *side, port uint16, ird, ord int, private []byte) (*Connector, error) {
+	t.Helper()
+	c, err := s.a.NewConnector()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	return c, c.Connect(ctx, s.qp, netip.AddrPortFrom(peer.a.LocalAddr().Addr(), port), ird, ord, private)
+}
+
+// acceptor returns a connect callback that accepts with b's QP and reports Accept's
+// result (and the connector) on the channel.
+func acceptor(b *side, ird, ord int, private []byte, onDisconnect func()) (func(*Connector), chan error) {
+	accepted := make(chan error, 1)
+	return func(c *Connector) {
+		b.conn = c
+		go func() {
+			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+			defer cancel()
+			accepted <- c.Accept(ctx, b.qp, ird, ord, private, onDisconnect)
+		}()
+	}, accepted
+}
+
+// complete finishes an accepted connection on both sides.
+func complete(t *testing.T, c *Connector, onDisconnect func(), accepted chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	if err := c.CompleteConnect(ctx, onDisconnect); err != nil {
+		t.Fatalf("complete connect: %v", err)
+	}
+	select {
+	case err := <-accepted:
+		if err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("accept did not return")
+	}
+}
+
+// NdkReject: the connecting side's Connect fails with STATUS_CONNECTION_REFUSED, and its QP
+// can connect afterwards through a new connector.
+func TestConnReject(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		var reject atomic.Bool
+		reject.Store(true)
+		accept, accepted := acceptor(b, 8, 8, nil, nil)
+		rejected := make(chan error, 1)
+		b.listen(t, func(c *Connector) {
+			if reject.Load() {
+				rejected <- c.Reject([]byte("go away"))
+				return
+			}
+			accept(c)
+		})
+		_, err := a.dial(t, b, servicePort, 8, 8, nil)
+		status(t, "connect to a rejecting listener", err, StatusConnectionRefused)
+		if err := <-rejected; err != nil {
+			t.Fatalf("reject: %v", err)
+		}
+		reject.Store(false)
+		c, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatalf("connect after a rejection: %v", err)
+		}
+		complete(t, c, nil, accepted)
+	})
+}
+
+// Connecting to a port nobody listens on: STATUS_CONNECTION_REFUSED.
+func TestConnNoListener(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		_, err := a.dial(t, b, servicePort+1, 8, 8, nil)
+		status(t, "connect without a listener", err, StatusConnectionRefused)
+		// A closed listener refuses as well (NDKPI §4.5).
+		l := b.listen(t, func(c *Connector) { t.Error("connect event on a closed listener") })
+		if err := l.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.dial(t, b, servicePort, 8, 8, nil)
+		status(t, "connect to a closed listener", err, StatusConnectionRefused)
+	})
+}
+
+// NdkControlConnectEvents: a paused listener refuses as if nobody listened (no connect
+// event), a resumed one accepts.
+func TestConnPausedListener(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		var paused atomic.Bool
+		accept, accepted := acceptor(b, 8, 8, nil, nil)
+		l := b.listen(t, func(c *Connector) {
+			if paused.Load() {
+				t.Error("connect event while paused")
+			}
+			accept(c)
+		})
+		paused.Store(true)
+		l.Pause(true)
+		_, err := a.dial(t, b, servicePort, 8, 8, nil)
+		status(t, "connect to a paused listener", err, StatusConnectionRefused)
+		paused.Store(false)
+		l.Pause(false)
+		c, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatalf("connect to the resumed listener: %v", err)
+		}
+		complete(t, c, nil, accepted)
+	})
+}
+
+// connData is what GetConnectionData reported.
+type connData struct {
+	ird, ord, size int
+	err            error
+	data           []byte
+}
+
+// getConnData asks c for its connection data the three NDK ways: a nil buffer (the size),
+// a buffer one byte short (STATUS_BUFFER_TOO_SMALL, the prefix, the size), and a buffer
+// of exactly the size.
+func getConnData(c *Connector) (sizeOnly, short, exact connData) {
+	sizeOnly.ird, sizeOnly.ord, sizeOnly.size, sizeOnly.err = c.GetConnectionData(nil)
+	if sizeOnly.size > 0 {
+		short.data = make([]byte, sizeOnly.size-1)
+		short.ird, short.ord, short.size, short.err = c.GetConnectionData(short.data)
+	}
+	exact.data = make([]byte, sizeOnly.size)
+	exact.ird, exact.ord, exact.size, exact.err = c.GetConnectionData(exact.data)
+	return
+}
+
+func checkConnData(t *testing.T, who string, got [3]connData, private []byte, ird, ord int) {
+	t.Helper()
+	sizeOnly, short, exact := got[0], got[1], got[2]
+	if sizeOnly.err != nil || sizeOnly.size != len(private) {
+		t.Errorf("%s: nil buffer: size %d, %v; want %d, success", who, sizeOnly.size, sizeOnly.err, len(private))
+	}
+	if !errors.Is(short.err, StatusBufferTooSmall) || short.size != len(private) || !bytes.Equal(short.data, private[:len(private)-1]) {
+		t.Errorf("%s: short buffer: size %d, %v, data %q; want %d, STATUS_BUFFER_TOO_SMALL, %q", who, short.size, short.err, short.data, len(private), private[:len(private)-1])
+	}
+	if exact.err != nil || exact.size != len(private) || !bytes.Equal(exact.data, private) {
+		t.Errorf("%s: exact buffer: size %d, %v, data %q; want %q", who, exact.size, exact.err, exact.data, private)
+	}
+	for _, d := range got {
+		if d.ird != ird || d.ord != ord {
+			t.Errorf("%s: read limits %d/%d, want %d/%d", who, d.ird, d.ord, ird, ord)
+		}
+	}
+}
+
+// NdkGetConnectionData on both sides: a nil buffer returns the size, a short one
+// STATUS_BUFFER_TOO_SMALL with the size and what fits, the private data arrives exactly,
+// and the read limits are negotiated down (each side's inbound limit is capped by the
+// peer's outbound one).
+func TestConnGetConnectionData(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		callerData := []byte("caller's private data")
+		calleeData := []byte("callee's")
+		const aIRD, aORD, bIRD, bORD = 3, 5, 4, 2
+		passive := make(chan [3]connData, 1)
+		accepted := make(chan error, 1)
+		b.listen(t, func(c *Connector) {
+			x, y, z := getConnData(c)
+			passive <- [3]connData{x, y, z}
+			b.conn = c
+			go func() {
+				ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+				defer cancel()
+				accepted <- c.Accept(ctx, b.qp, bIRD, bORD, calleeData, nil)
+			}()
+		})
+		c, err := a.dial(t, b, servicePort, aIRD, aORD, callerData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Before Accept the passive side sees the caller's limits, capped by the adapter's.
+		checkConnData(t, "passive side", <-passive, callerData, aORD, aIRD)
+		x, y, z := getConnData(c)
+		checkConnData(t, "active side", [3]connData{x, y, z}, calleeData, min(aIRD, bORD), min(aORD, bIRD))
+		complete(t, c, nil, accepted)
+
+		// The negotiated limits hold: A may have min(aORD, bIRD) = 4 Reads outstanding at B.
+		tbuf, tmr := b.region(t, 4096, MRAllowRemoteRead)
+		fill(tbuf, 9)
+		dst, dmr := a.region(t, 8*512, MRAllowLocalWrite)
+		for i := 0; i < 8; i++ {
+			if err := a.qp.Read(i, []SGE{dmr.SGE(dst[i*512 : (i+1)*512])}, tmr.VA()+uint64(i*512), tmr.RemoteToken(), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, r := range results(t, a.icq, 8) {
+			want(t, r, StatusSuccess, OpTypeRead, i)
+		}
+		if !bytes.Equal(dst, tbuf) {
+			t.Fatal("read bytes differ")
+		}
+
+		// Limits over the adapter's and private data over MaxCallerData are refused.
+		info := a.a.QueryAdapterInfo()
+		_, err = a.dial(t, b, servicePort, int(info.MaxInboundReadLimit)+1, 1, nil)
+		status(t, "IRD over the adapter's", err, StatusInvalidParameter)
+		_, err = a.dial(t, b, servicePort, 1, 1, make([]byte, info.MaxCallerData+1))
+		status(t, "private data over MaxCallerData", err, StatusInvalidBufferSize)
+	})
+}
+
+// NdkGetLocalAddress / NdkGetPeerAddress: each side's peer address is the other's local
+// address; the passive side's local address is the listener's.
+func TestConnAddresses(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		accept, accepted := acceptor(b, 8, 8, nil, nil)
+		l := b.listen(t, accept)
+		c, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		complete(t, c, nil, accepted)
+		dest := netip.AddrPortFrom(b.a.LocalAddr().Addr(), servicePort)
+		if l.LocalAddr() != dest {
+			t.Errorf("listener address %v, want %v", l.LocalAddr(), dest)
+		}
+		if c.PeerAddr() != dest || b.conn.LocalAddr() != dest {
+			t.Errorf("active peer %v, passive local %v, want %v", c.PeerAddr(), b.conn.LocalAddr(), dest)
+		}
+		if c.LocalAddr().Addr() != a.a.LocalAddr().Addr() || c.LocalAddr().Port() == 0 {
+			t.Errorf("active local %v, want an address of %v", c.LocalAddr(), a.a.LocalAddr().Addr())
+		}
+		if b.conn.PeerAddr() != c.LocalAddr() {
+			t.Errorf("passive peer %v, active local %v: not the same", b.conn.PeerAddr(), c.LocalAddr())
+		}
+	})
+}
+
+// NdkDisconnect: the disconnecting side's outstanding requests and receives complete
+// STATUS_CANCELLED (the implicit flush); the peer's disconnect callback fires exactly once
+// and its outstanding receives are not flushed (§4.6: a peer-initiated disconnect does not
+// flush); the disconnecting side's own callback never fires; the disconnected QP cannot
+// connect or post again.
+func TestConnDisconnect(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, engineOpts(patientSends))
+		var discA, discB atomic.Int32
+		accept, accepted := acceptor(b, 8, 8, nil, func() { discB.Add(1) })
+		b.listen(t, accept)
+		c, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		complete(t, c, func() { discA.Add(1) }, accepted)
+
+		// Outstanding at A: two Sends that wait for receives B never posts, and a Write
+		// behind them; at B: a Send that waits for a receive A never posts.
+		buf, mr := a.region(t, 4096, 0)
+		_, tmr := b.region(t, 4096, MRAllowRemoteWrite)
+		for i := 0; i < 2; i++ {
+			if err := a.qp.Send(i, []SGE{mr.SGE(buf[:64])}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.qp.Write(2, []SGE{mr.SGE(buf[:64])}, tmr.VA(), tmr.RemoteToken(), 0); err != nil {
+			t.Fatal(err)
+		}
+		bbuf, bmr := b.region(t, 64, 0)
+		if err := b.qp.Send("b-send", []SGE{bmr.SGE(bbuf)}, 0); err != nil {
+			t.Fatal(err)
+		}
+		noResults(t, a.icq, quiet)
+
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		if err := c.Disconnect(ctx); err != nil {
+			t.Fatalf("disconnect: %v", err)
+		}
+		rs := results(t, a.icq, 3)
+		want(t, rs[0], StatusCancelled, OpTypeSend, 0)
+		want(t, rs[1], StatusCancelled, OpTypeSend, 1)
+		want(t, rs[2], StatusCancelled, OpTypeWrite, 2)
+		noResults(t, a.icq, quiet)
+
+		deadline := time.Now().Add(10 * time.Second)
+		for discB.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		// The peer's disconnect does not flush B's outstanding Send; B's own Flush does.
+		noResults(t, b.icq, quiet)
+		b.qp.Flush()
+		want(t, results(t, b.icq, 1)[0], StatusCancelled, OpTypeSend, "b-send")
+		time.Sleep(quiet)
+		if n, m := discB.Load(), discA.Load(); n != 1 || m != 0 {
+			t.Fatalf("disconnect callbacks: peer %d, disconnecting side %d; want 1 and 0", n, m)
+		}
+
+		// The disconnected QP cannot be used again.
+		status(t, "send on a disconnected QP", a.qp.Send(7, []SGE{mr.SGE(buf[:8])}, 0), StatusConnectionInvalid)
+		_, err = a.dial(t, b, servicePort, 8, 8, nil)
+		status(t, "connect a disconnected QP", err, StatusConnectionInvalid)
+		if err := c.Connect(ctx, a.qp, netip.AddrPortFrom(b.a.LocalAddr().Addr(), servicePort), 8, 8, nil); err == nil {
+			t.Fatal("a used connector connected again")
+		}
+		if err := c.Disconnect(ctx); err != nil {
+			t.Fatalf("second disconnect: %v", err)
+		}
+		if n := discA.Load(); n != 0 {
+			t.Fatalf("disconnecting side's callback fired %d times", n)
+		}
+	})
+}
