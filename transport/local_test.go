@@ -129,3 +129,35 @@ func TestSetReadLimits(t *testing.T) {
 		t.Fatalf("%d Reads outstanding at once with ORD 1", maxOut)
 	}
 }
+
+// RNR retries have their own limit: a Send that has waited out more RNR NAKs than
+// RetryLimit (the loss retry limit) and then loses one RNR NAK must be retransmitted by the
+// timer, not fail STATUS_IO_TIMEOUT because its RNR resends were counted as losses; it
+// completes once the peer posts a receive.
+func TestRNRRetriesApartFromRetryLimit(t *testing.T) {
+	w, a, b := newSemPair(t, func(c *transport.Config) {
+		c.RetryLimit = 3
+		c.RNRRetryLimit = 14
+		c.RNRDelay = 20 * time.Microsecond
+	})
+	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
+	naks := 0
+	b.tap.setDrop(func(p *wire.Packet) bool {
+		if p.Opcode == wire.OpAck && p.Ack.Syndrome == wire.SynNakRNR {
+			naks++
+			return naks == 6 // lose the sixth RNR NAK: the retransmission timer fires
+		}
+		return false
+	})
+	semPost(t, qa, semSend(1, 0, []byte("patient")))
+	w.runUntil(time.Second, "eight RNR NAKs", func() bool { return naks >= 8 || len(w.rec.of(qa)) > 0 })
+	if c := w.rec.of(qa); len(c) != 0 {
+		t.Fatalf("the Send failed while waiting out RNR: %s", statusOf(c))
+	}
+	if qa.Stats().Timeouts == 0 {
+		t.Fatal("the lost RNR NAK did not make the retransmission timer fire")
+	}
+	semRecv(t, qb, 10, make([]byte, 100))
+	w.runUntil(time.Second, "send", func() bool { return len(w.rec.of(qa)) == 1 })
+	semExpect(t, "sender", w.rec.of(qa), semWant{1, semOpSend, semOK})
+}

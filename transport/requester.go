@@ -139,7 +139,7 @@ func (q *QP) onRTO(now int64) {
 		return
 	}
 	q.ctr.timeouts.Add(1)
-	if oldest.Retransmits >= q.e.cfg.RetryLimit {
+	if q.lossRetries(oldest) >= q.e.cfg.RetryLimit {
 		q.fail(now, StatusTimeout, q.seqOfTag(oldest.Tag))
 		return
 	}
@@ -152,6 +152,19 @@ func (q *QP) onRTO(now int64) {
 		r.retx = append(r.retx, oldest)
 	}
 	r.rtoAt = now + r.rto.Timeout()
+}
+
+// lossRetries is how many times a packet was retransmitted for loss: its retransmissions
+// less those that answered RNR NAKs of its request, which RNRRetryLimit bounds on its own
+// (IB keeps the two retry counters apart too).
+func (q *QP) lossRetries(info ack.PacketInfo) int {
+	n := info.Retransmits
+	if job, idx, _ := splitTag(info.Tag); !job {
+		if s := &q.req.wrs[idx&q.req.mask]; s.seq&0x7fffffff == idx && !s.done {
+			n -= s.rnr
+		}
+	}
+	return max(n, 0)
 }
 
 func containsPSN(l []ack.PacketInfo, psn wire.PSN) bool {
