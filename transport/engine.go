@@ -183,6 +183,7 @@ type Engine struct {
 	txWire   wire.Packet // the packet being encoded
 	segs     [MaxSegments][]byte
 	txDone   [64]uint64 // cookies read from the link's TxDone
+	round    uint64     // Poll calls so far (never 0 after the first): acks deferred by a round
 
 	cm cmState
 
@@ -417,6 +418,7 @@ func (e *Engine) pendingPosts() bool {
 // run timers, transmit what windows allow. It returns the earliest time something is due
 // (0: nothing scheduled) and whether it did anything.
 func (e *Engine) Poll(now int64) (next int64, busy bool) {
+	e.round++
 	if e.hasCmd.Load() {
 		e.runCommands(now)
 		busy = true

@@ -318,14 +318,20 @@ type responder struct {
 	posted   uint32 // MSN limit: receives posted so far (base + outstanding)
 	lastCred uint32 // credits last advertised
 
-	ackPending int    // new packets not yet acknowledged
-	ackFirst   int64  // arrival of the oldest unacknowledged packet
-	ackNow     bool   // acknowledge at the next opportunity (gap, request, duplicate)
-	ackEchoTS  uint32 // TS of the packet the next ack answers
-	ackArrival int64  // its arrival time
-	nakSyn     wire.Syndrome
-	nakPSN     wire.PSN
-	nakSend    bool // a NAK is waiting to be sent
+	ackPending int   // new packets not yet acknowledged
+	ackFirst   int64 // arrival of the oldest unacknowledged packet
+	ackNow     bool  // acknowledge at the next opportunity (gap, duplicate)
+	// ackSoon: acknowledge in the next poll round after ackSoonRound (an AckReq), unless
+	// data carries the ack first; credRound: the round new receives were first seen
+	// unadvertised (0: none)
+	ackSoon      bool
+	ackSoonRound uint64
+	credRound    uint64
+	ackEchoTS    uint32 // TS of the packet the next ack answers
+	ackArrival   int64  // its arrival time
+	nakSyn       wire.Syndrome
+	nakPSN       wire.PSN
+	nakSend      bool // a NAK is waiting to be sent
 }
 
 // recvState is one posted receive and the message being placed into it.
@@ -345,6 +351,7 @@ type recvState struct {
 type qpCounters struct {
 	txPackets, txBytes, rxPackets, rxBytes, retransmits, timeouts atomic.Uint64
 	acksSent, naksSent, naksRecv, dupRecv, rnrNaks                atomic.Uint64
+	acksPiggybacked                                               atomic.Uint64
 	naksSentBy, naksRecvBy                                        [nakKinds]atomic.Uint64
 	// estimates, published by the engine after each acknowledgement it processes
 	srtt, rttvar, rto, cwnd, inflight atomic.Int64
@@ -357,6 +364,7 @@ type QPStats struct {
 	Retransmits        uint64 // data packets sent again
 	Timeouts           uint64 // retransmission timer expiries
 	AcksSent, NaksSent uint64
+	AcksPiggybacked    uint64 // acknowledgements carried by data packets (FlagAck)
 	NaksReceived       uint64
 	// NaksSentBy and NaksReceivedBy count NAKs by kind, indexed by wire.Syndrome
 	// (1 sequence, 2 RNR, 3 access, 4 invalid request, 5 remote operation, 6 invalidate token).
@@ -376,7 +384,7 @@ func (q *QP) Stats() QPStats {
 		TxPackets: q.ctr.txPackets.Load(), TxBytes: q.ctr.txBytes.Load(),
 		RxPackets: q.ctr.rxPackets.Load(), RxBytes: q.ctr.rxBytes.Load(),
 		Retransmits: q.ctr.retransmits.Load(), Timeouts: q.ctr.timeouts.Load(),
-		AcksSent: q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(),
+		AcksSent: q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(), AcksPiggybacked: q.ctr.acksPiggybacked.Load(),
 		NaksReceived: q.ctr.naksRecv.Load(), Duplicates: q.ctr.dupRecv.Load(), RNRNaks: q.ctr.rnrNaks.Load(),
 		State: q.State(),
 	}

@@ -435,6 +435,7 @@ func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx
 	if last {
 		p.Flags |= wire.FlagAckReq // the request completes on this packet's ack: don't delay it
 	}
+	q.piggyback(now, p, int(n))
 	hl, err := wire.Encode(e.txHdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding a valid request failed: " + err.Error())
@@ -463,6 +464,7 @@ func (q *QP) buildJobPacket(now int64, i int, psn wire.PSN, off uint32, retx boo
 	if off+n >= total {
 		p.Flags |= wire.FlagLast | wire.FlagAckReq
 	}
+	q.piggyback(now, p, int(n))
 	hl, err := wire.Encode(e.txHdr[slot][:], p)
 	if err != nil {
 		panic("transport: encoding a read response failed: " + err.Error())

@@ -54,6 +54,14 @@ func (q *QP) input(now int64, p *wire.Packet) {
 		q.onAck(now, p)
 		return
 	}
+	if p.Flags&wire.FlagAck != 0 {
+		// A piggybacked acknowledgement of our stream (always positive): take it first, as
+		// if it had come on its own just before this packet.
+		q.onAck(now, p)
+		if q.State() != QPConnected {
+			return
+		}
+	}
 	rs := &q.resp
 	if q.e.cfg.GoBackN && p.PSN != rs.rx.Cumulative() && rs.rx.Check(p.PSN) == ack.New {
 		// A go-back-N receiver (as RoCE NICs are) takes packets only in order: anything
@@ -87,8 +95,13 @@ func (q *QP) input(now int64, p *wire.Packet) {
 	}
 	rs.ackPending++
 	rs.ackEchoTS, rs.ackArrival = p.TS, now
-	if p.Flags&wire.FlagAckReq != 0 || rs.rx.HasGap() {
-		rs.ackNow = true
+	switch {
+	case rs.rx.HasGap():
+		rs.ackNow = true // loss recovery waits for this: at once
+	case p.Flags&wire.FlagAckReq != 0 && !rs.ackSoon:
+		// Acknowledged in the next poll round, so that a reply posted in the meantime (a
+		// ping-pong's answer) carries the ack instead of a packet of its own.
+		rs.ackSoon, rs.ackSoonRound = true, q.e.round
 	}
 }
 
@@ -291,17 +304,61 @@ func (q *QP) nak(syn wire.Syndrome, psn wire.PSN) {
 // maybeAck sends an acknowledgement when one is due and returns when the next one will be.
 func (q *QP) maybeAck(now int64) int64 {
 	rs := &q.resp
+	e := q.e
+	// New receives are advertised, and requested acks sent, one poll round later: data
+	// leaving in that round (the application's answer) carries them (piggyback).
 	credits := q.srq == nil && rs.posted != rs.lastCred // an SRQ's QP advertises no limit: nothing to update
-	due := rs.nakSend || rs.ackNow || rs.ackPending >= q.e.cfg.AckEvery ||
-		(rs.ackPending > 0 && now-rs.ackFirst >= int64(q.e.cfg.AckDelay)) || credits
-	if due && q.e.canTransmit() {
+	if credits && rs.credRound == 0 {
+		rs.credRound = e.round
+	}
+	soon := (rs.ackSoon && e.round != rs.ackSoonRound) || (credits && e.round != rs.credRound)
+	due := rs.nakSend || rs.ackNow || soon || rs.ackPending >= e.cfg.AckEvery ||
+		(rs.ackPending > 0 && now-rs.ackFirst >= int64(e.cfg.AckDelay))
+	if due && e.canTransmit() {
 		q.sendAck(now)
 		return 0
 	}
+	if rs.ackSoon || credits {
+		return now // the next round: do not sleep
+	}
 	if rs.ackPending > 0 {
-		return rs.ackFirst + int64(q.e.cfg.AckDelay)
+		return rs.ackFirst + int64(e.cfg.AckDelay)
 	}
 	return 0
+}
+
+// ackExt is the acknowledgement of the peer's stream as it stands now.
+func (q *QP) ackExt(now int64) wire.AckExt {
+	rs := &q.resp
+	return wire.AckExt{
+		AckPSN: rs.rx.Cumulative(), SACK: rs.rx.SACK(), Credits: q.creditLimit(),
+		EchoTS: rs.ackEchoTS, Delay: uint32(max(now-rs.ackArrival, 0) / 1000),
+	}
+}
+
+// ackSent records that the current acknowledgement went out.
+func (q *QP) ackSent() {
+	rs := &q.resp
+	rs.ackPending, rs.ackNow, rs.ackSoon, rs.lastCred, rs.credRound = 0, false, false, rs.posted, 0
+}
+
+// piggyback makes data packet p (with n payload bytes) carry the pending acknowledgement
+// of the peer's stream, if there is one, no NAK is waiting (those go on their own) and the
+// datagram has room for it. Engine goroutine, while p is built.
+func (q *QP) piggyback(now int64, p *wire.Packet, n int) {
+	rs := &q.resp
+	credits := q.srq == nil && rs.posted != rs.lastCred
+	if rs.nakSend || (rs.ackPending == 0 && !rs.ackNow && !rs.ackSoon && !credits) {
+		return
+	}
+	ext, _ := wire.ExtLen(p.Opcode)
+	if wire.HeaderLen+ext+wire.AckExtLen+n+wire.TrailerLen > q.e.link.MaxPayload() {
+		return // a full-size packet: the ack goes on its own
+	}
+	p.Flags |= wire.FlagAck
+	p.Ack = q.ackExt(now)
+	q.ackSent()
+	q.ctr.acksPiggybacked.Add(1)
 }
 
 // sendAck queues an Ack (or the pending NAK) for the peer's stream.
@@ -312,10 +369,7 @@ func (q *QP) sendAck(now int64) {
 	p := &e.txWire
 	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: wire.OpAck, DestQPN: q.peerQPN, Cookie: q.cookie, TS: uint32(now / 1000)}
-	p.Ack = wire.AckExt{
-		AckPSN: rs.rx.Cumulative(), SACK: rs.rx.SACK(), Credits: q.creditLimit(),
-		EchoTS: rs.ackEchoTS, Delay: uint32(max(now-rs.ackArrival, 0) / 1000),
-	}
+	p.Ack = q.ackExt(now)
 	if rs.nakSend {
 		p.Ack.Syndrome, p.Ack.NakPSN = rs.nakSyn, rs.nakPSN
 		if rs.nakSyn == wire.SynNakRNR {
@@ -335,7 +389,7 @@ func (q *QP) sendAck(now int64) {
 		panic("transport: encoding an ack failed: " + err.Error())
 	}
 	e.emit(i, q.peer, q.srcPort, hl)
-	rs.ackPending, rs.ackNow, rs.lastCred = 0, false, rs.posted
+	q.ackSent()
 }
 
 // cancelReceives completes every outstanding receive cancelled, in MSN order.

@@ -26,6 +26,12 @@ func Encode(b []byte, p *Packet) (int, error) {
 		return 0, ErrFlags
 	}
 	n := HeaderLen + int(info.ext)
+	if p.Flags&FlagAck != 0 {
+		if p.Ack.Syndrome != SynAck {
+			return 0, ErrField // only a positive ack rides on data
+		}
+		n += AckExtLen
+	}
 	if info.kind == kindCM {
 		if len(p.PrivateData) > MaxPrivateData || len(p.PrivateData) != int(p.CM.PrivateLen) {
 			return 0, ErrPrivateData
@@ -36,6 +42,9 @@ func Encode(b []byte, p *Packet) (int, error) {
 		return 0, ErrShortBuffer
 	}
 	putHeader(b[:HeaderLen], &p.Header)
+	if p.Flags&FlagAck != 0 {
+		putAck(b[HeaderLen+int(info.ext):n], &p.Ack)
+	}
 	e := b[HeaderLen:n]
 	switch info.kind {
 	case kindSend:

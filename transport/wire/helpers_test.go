@@ -71,6 +71,20 @@ func samples() []sample {
 		NakPSN: 1001, EchoTS: 0x11223344, Delay: 25}
 	s = append(s, sample{"Ack", a, nil})
 
+	// Piggybacked acks (FlagAck) on every kind of data packet.
+	piggy := AckExt{AckPSN: 4242, SACK: 0x5, Credits: 31, EchoTS: 0x01020304, Delay: 7}
+	for _, base := range []string{"SendOnly", "Write", "ReadRequest", "ReadResponse"} {
+		for _, x := range s {
+			if x.name == base {
+				x.name += "+Ack"
+				x.p.Flags |= FlagAck
+				x.p.Ack = piggy
+				s = append(s, x)
+				break
+			}
+		}
+	}
+
 	s = append(s,
 		cm(OpConnRequest, pattern(MaxPrivateData, 1), 0),
 		cm(OpConnReply, pattern(10, 2), 0),
@@ -129,6 +143,9 @@ func fixedLen(d []byte) int {
 		return HeaderLen
 	}
 	n := HeaderLen + ext
+	if Flags(uint16(d[2])<<8|uint16(d[3]))&FlagAck&opTable[d[1]].flags != 0 {
+		n += AckExtLen
+	}
 	if opTable[d[1]].kind == kindCM && len(d) >= n {
 		n += int(uint16(d[n-2])<<8 | uint16(d[n-1]))
 	}

@@ -65,9 +65,9 @@ type opInfo struct {
 }
 
 const (
-	flagsData     = FlagAckReq | FlagRetransmit // every data packet
-	flagsSendLast = flagsData | FlagSolicited   // packets that end a Send
-	flagsLast     = flagsData | FlagLast        // Write, ReadResponse
+	flagsData     = FlagAckReq | FlagRetransmit | FlagAck // every data packet
+	flagsSendLast = flagsData | FlagSolicited             // packets that end a Send
+	flagsLast     = flagsData | FlagLast                  // Write, ReadResponse
 	flagsCM       = FlagRetransmit
 	flagsAck      = Flags(0)
 )

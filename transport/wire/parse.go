@@ -60,7 +60,13 @@ func Parse(segs [][]byte, p *Packet) error {
 	if info.kind == kindNone {
 		return ErrOpcode
 	}
-	fixed := HeaderLen + int(info.ext)
+	// A piggybacked ack (FlagAck, on opcodes that allow it) sits between the opcode's
+	// extension and the payload.
+	ackLen := 0
+	if Flags(binary.BigEndian.Uint16(s0[2:4]))&FlagAck&info.flags != 0 {
+		ackLen = AckExtLen
+	}
+	fixed := HeaderLen + int(info.ext) + ackLen
 	if total < fixed+TrailerLen {
 		return ErrShort
 	}
@@ -127,8 +133,13 @@ func Parse(segs [][]byte, p *Packet) error {
 	p.TS = binary.BigEndian.Uint32(h[20:24])
 	p.PrivateData = nil
 
-	e := s0[HeaderLen:fixed]
-	plen := end - fixed // bytes between the extension and the trailer
+	e := s0[HeaderLen : HeaderLen+int(info.ext)]
+	plen := end - fixed // bytes between the extensions and the trailer
+	if ackLen > 0 {
+		if a := s0[HeaderLen+int(info.ext) : fixed]; !decodeAck(a, &p.Ack) || p.Ack.Syndrome != SynAck {
+			return ErrField
+		}
+	}
 	switch info.kind {
 	case kindSend:
 		return parseSend(e, p, plen)
@@ -224,8 +235,20 @@ func parseReadResp(b []byte, p *Packet, plen int) error {
 }
 
 func parseAck(b []byte, p *Packet, plen int) error {
+	ok := decodeAck(b, &p.Ack)
+	if plen != 0 {
+		return ErrLength
+	}
+	if p.PSN != 0 || !ok {
+		return ErrField
+	}
+	return nil
+}
+
+// decodeAck reads an AckExt from b (AckExtLen bytes) and reports whether its syndrome is
+// known and its reserved byte zero.
+func decodeAck(b []byte, a *AckExt) bool {
 	_ = b[AckExtLen-1]
-	a := &p.Ack
 	a.AckPSN = PSN(binary.BigEndian.Uint32(b[0:4]))
 	a.SACK = binary.BigEndian.Uint64(b[4:12])
 	a.Credits = binary.BigEndian.Uint32(b[12:16])
@@ -234,13 +257,7 @@ func parseAck(b []byte, p *Packet, plen int) error {
 	a.NakPSN = PSN(binary.BigEndian.Uint32(b[20:24]))
 	a.EchoTS = binary.BigEndian.Uint32(b[24:28])
 	a.Delay = binary.BigEndian.Uint32(b[28:32])
-	if plen != 0 {
-		return ErrLength
-	}
-	if p.PSN != 0 || a.Syndrome > SynNakInvalToken || b[17] != 0 {
-		return ErrField
-	}
-	return nil
+	return a.Syndrome <= SynNakInvalToken && b[17] == 0
 }
 
 func parseCM(s0 []byte, p *Packet, plen int) error {

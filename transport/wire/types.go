@@ -67,6 +67,10 @@ const (
 	FlagLast
 	// FlagRetransmit marks a retransmitted packet (its timestamp is not used for RTT).
 	FlagRetransmit
+	// FlagAck marks a data packet that also acknowledges the receiver's own stream (a
+	// piggybacked ack): an AckExt, positive only (Syndrome SynAck), follows the opcode's
+	// extension and precedes the payload.
+	FlagAck
 )
 
 // Header is the fixed header of every packet.

@@ -284,7 +284,12 @@ func TestParseReject(t *testing.T) {
 		{"trailer split and wrong", segsOf("Write", func(d []byte) [][]byte { d[len(d)-3] ^= 1; return split(d, 50, len(d)-2) }), ErrCRC, ""},
 		{"truncated", segsOf("Write", func(d []byte) [][]byte { return [][]byte{d[:len(d)-1]} }), ErrCRC, ""},
 		// Flags.
-		{"unknown flag bit 4", mk(sendFirst, nil, setU16(2, 1<<4)), ErrFlags, ""},
+		{"unknown flag bit 5", mk(sendFirst, nil, setU16(2, 1<<5)), ErrFlags, ""},
+		{"Ack flag on an Ack", mk("Ack", nil, setU16(2, uint16(FlagAck))), ErrFlags, ""},
+		{"Ack flag on CM", mk("ConnReply", nil, setU16(2, uint16(FlagAck))), ErrFlags, ""},
+		{"piggybacked NAK", mk("SendOnly+Ack", nil, setByte(HeaderLen+SendExtLen+16, byte(SynNakRNR))), ErrField, ""},
+		{"piggybacked ack reserved byte", mk("Write+Ack", nil, setByte(HeaderLen+RDMAExtLen+17, 1)), ErrField, ""},
+		{"piggybacked ack split from the header", segsOf("ReadResponse+Ack", func(d []byte) [][]byte { return split(d, HeaderLen+ReadRespLen+5) }), ErrSegments, ""},
 		{"unknown flag bit 15", mk("Write", nil, setU16(2, 1<<15|uint16(FlagLast))), ErrFlags, ""},
 		{"Last on a Send", mk("SendOnly", nil, setU16(2, uint16(FlagLast))), ErrFlags, ""},
 		{"Solicited on SendFirst", mk(sendFirst, nil, setU16(2, uint16(FlagSolicited))), ErrFlags, ""},
@@ -413,6 +418,8 @@ func TestEncodeReject(t *testing.T) {
 		{"short buffer header", nil, "ReadResponse", HeaderLen - 1, ErrShortBuffer},
 		{"short buffer private data", nil, "ConnReply", HeaderLen + CMExtLen + 9, ErrShortBuffer},
 		{"nil buffer", nil, "ReadRequest", -1, ErrShortBuffer},
+		{"short buffer piggybacked ack", nil, "SendOnly+Ack", HeaderLen + SendExtLen + AckExtLen - 1, ErrShortBuffer},
+		{"piggybacked NAK", func(p *Packet) { p.Ack.Syndrome = SynNakAccess }, "Write+Ack", 0, ErrField},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := find(t, tc.base)
@@ -442,6 +449,9 @@ func TestEncodeReject(t *testing.T) {
 	for _, s := range samples() {
 		ext, _ := ExtLen(s.p.Opcode)
 		n := HeaderLen + ext + len(s.p.PrivateData)
+		if s.p.Flags&FlagAck != 0 {
+			n += AckExtLen
+		}
 		b := make([]byte, n)
 		if got, err := Encode(b, &s.p); got != n || err != nil {
 			t.Errorf("%s: Encode %d %v, want %d", s.name, got, err, n)
