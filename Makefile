@@ -23,13 +23,13 @@ RACE_PKGS := $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/.),./$(d)/...))
 TEST_TIMEOUT ?= 5m
 TEST_FLAGS ?=
 
-.PHONY: help build test test-race test-all demo bench bench-link bench-transport generate check-generate lint staticcheck-install clean
+.PHONY: help build test test-race test-all demo bench bench-link bench-transport bench-ndk generate check-generate lint staticcheck-install clean
 
 help:
 	@echo "make build           go build ./..."
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
-	@echo "make demo            raw AF_XDP exchange between two namespace hosts (root)"
-	@echo "make bench           link benchmark (root) and transport benchmarks (bench-link, bench-transport)"
+	@echo "make demo            raw AF_XDP exchange and a quick NDK verbs pass between two namespace hosts (root)"
+	@echo "make bench           link (root), transport and NDK verbs (root) benchmarks (bench-link, bench-transport, bench-ndk)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
 	@echo "make check-generate  regenerate and fail if bpf/ differs from git"
 	@echo "make lint            gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
@@ -50,7 +50,7 @@ test-all:
 demo:
 	$(GO) run ./cmd/rawdemo
 
-bench: bench-link bench-transport
+bench: bench-link bench-transport bench-ndk
 
 bench-link:
 	$(GO) run ./bench/cmd/linkbench
@@ -58,6 +58,11 @@ bench-link:
 bench-transport:
 	$(GO) run ./bench/cmd/transportbench
 	$(GO) test ./transport -run '^$$' -bench BenchmarkEngine -benchmem -count 3
+
+# NDK verbs between the namespace hosts with the raw-link and kernel-TCP baselines of the
+# same run, and the goal ratios (bench/README.md); about a minute and a half.
+bench-ndk:
+	$(GO) run ./bench/cmd/ndkbench
 
 generate:
 	$(GO) generate ./bpf/...

@@ -4,8 +4,10 @@
 // network namespaces joined by a veth pair (MTU 9000), opens our xdp device on both, prints
 // what the kernel granted, exchanges a few datagrams both ways (one of them multi-buffer),
 // shows the steering program's counters around a ping that the kernel answers, and runs the
-// link benchmark in quick mode. Everything it creates is removed when it ends, also on
-// Ctrl-C. It needs root and takes about 15 seconds.
+// link benchmark in quick mode, then a quick pass of the NDK verbs benchmark (bench/ndkbench:
+// package ndk's Send/Receive, Write and Read between the hosts, next to the raw link and
+// kernel TCP). Everything it creates is removed when it ends, also on Ctrl-C. It needs root
+// and takes about 25 seconds.
 //
 //	go run ./cmd/rawdemo        (make demo)
 package main
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/linkbench"
+	"github.com/xdpndk/xdpndk/bench/ndkbench"
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/transport"
@@ -189,6 +192,27 @@ func run() (err error) {
 			err = errors.Join(err, werr)
 		}
 		fmt.Println("(one run of 300 ms per figure on a noisy 2-CPU machine: indicative only)")
+	}
+	if err != nil {
+		return err
+	}
+
+	heading("NDK verbs between the hosts, quick pass (ndkbench; `make bench` runs the full one)")
+	fmt.Println("package ndk on both hosts (ndk.Open, ProgressInline), one connected QP each: Send/Receive, Write, Read,")
+	fmt.Println("pipelined Writes; raw-xdp (our link alone) and kernel-tcp measured on the same bed right before")
+	no := ndkbench.QuickOptions()
+	no.Progress = os.Stdout
+	nres, err := ndkbench.RunBed(ctx, bed, no)
+	if ctx.Err() != nil {
+		fmt.Println("interrupted")
+		return nil
+	}
+	if nres != nil {
+		fmt.Println()
+		if werr := nres.WriteTable(os.Stdout); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		fmt.Println("(one repetition of 300 ms windows: indicative only)")
 	}
 	return err
 }

@@ -1,0 +1,143 @@
+package ndkbench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/xdpndk/xdpndk/bench/internal/report"
+)
+
+// Goal is a target on the ratio of an ndk figure to a baseline figure measured in the same
+// run. Evaluate fills in its outcome.
+type Goal struct {
+	// Name says what is compared, for people.
+	Name string `json:"name"`
+	// Numerator is the ndk figure, Denominator the baseline figure.
+	Numerator   Ref `json:"numerator"`
+	Denominator Ref `json:"denominator"`
+	// Cmp is "<=" (the ratio must not exceed Limit) or ">=" (must reach it).
+	Cmp   string  `json:"cmp"`
+	Limit float64 `json:"limit"`
+	// Info marks a comparison reported for context, not one of the goals.
+	Info bool `json:"info,omitempty"`
+
+	// Evaluated is false when a figure is missing (a failed or skipped measurement).
+	Evaluated bool `json:"evaluated"`
+	// Ratio is the median of Runs: the ratios of the repetitions that have both figures,
+	// each taken within one repetition.
+	Ratio float64   `json:"ratio"`
+	Runs  []float64 `json:"runs"`
+	// Reps holds the repetition (0-based) of each value of Runs.
+	Reps []int `json:"reps"`
+	// Met says whether Ratio satisfies Cmp Limit.
+	Met bool `json:"met"`
+}
+
+// Comparisons of a Goal.
+const (
+	AtMost  = "<="
+	AtLeast = ">="
+)
+
+// DefaultGoals returns the goals of the verbs benchmark, then the comparisons reported for
+// context: ping-pong p50 at most 1.5 × the raw link's and 0.4 × kernel TCP's; the 64-byte
+// Write message rate at least 0.7 × the raw link's 64-byte packets per second; the 64 KiB
+// Write goodput (UMEM buffers) at least 0.85 × the raw link's multi-buffer throughput at
+// MTU 9000.
+func DefaultGoals() []Goal {
+	inline := SystemNDK(ModeInline)
+	pp := Ref{BenchPingPong, inline, OpSendRecv, MsgSize, MetricP50}
+	rawPP := Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}
+	tcpPP := Ref{BenchPingPong, SystemTCP, OpRTT, MsgSize, MetricP50}
+	rawPPS := Ref{BenchOneWay, SystemRaw, OpSend, 64, MetricPPS}
+	rawGbps := Ref{BenchOneWay, SystemRaw, OpSend, 9000, MetricGbps}
+	rate := func(op string) Ref { return Ref{BenchMsgRate, inline, op, MsgSize, MetricOps} }
+	gput := func(op string) Ref { return Ref{BenchGoodput, inline, op, GoodputSize, MetricGbps} }
+	return []Goal{
+		{Name: "ndk ping-pong p50 / raw-xdp ping-pong p50", Numerator: pp, Denominator: rawPP, Cmp: AtMost, Limit: 1.5},
+		{Name: "ndk ping-pong p50 / kernel-tcp ping-pong p50", Numerator: pp, Denominator: tcpPP, Cmp: AtMost, Limit: 0.4},
+		{Name: "ndk 64 B Write op/s / raw-xdp 64 B one-way pkt/s", Numerator: rate(OpWrite), Denominator: rawPPS, Cmp: AtLeast, Limit: 0.7},
+		{Name: "ndk 64 KiB Write goodput (UMEM) / raw-xdp 9000 B one-way Gbit/s", Numerator: gput(OpWriteUMEM), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85},
+		{Name: "ndk 64 B Write op/s, silent / raw-xdp 64 B one-way pkt/s", Numerator: rate(OpWriteSilent), Denominator: rawPPS, Cmp: AtLeast, Limit: 0.7, Info: true},
+		{Name: "ndk 64 KiB Write goodput (Go heap) / raw-xdp 9000 B Gbit/s", Numerator: gput(OpWriteHeap), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85, Info: true},
+		{Name: "ndk-busy ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeBusy), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true},
+		{Name: "ndk-adaptive ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeAdaptive), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true},
+	}
+}
+
+// Evaluate returns goals evaluated against records: for every repetition that has both
+// figures, the ratio numerator/denominator of that repetition; the goal's ratio is their
+// median. A goal without a common repetition (or with a zero denominator) stays
+// unevaluated.
+func Evaluate(goals []Goal, records []Record) []Goal {
+	find := func(ref Ref) *Record {
+		for i := range records {
+			r := &records[i]
+			if r.Benchmark == ref.Benchmark && r.System == ref.System && r.Op == ref.Op && r.Size == ref.Size && r.Metric == ref.Metric {
+				return r
+			}
+		}
+		return nil
+	}
+	out := slices.Clone(goals)
+	for i := range out {
+		g := &out[i]
+		g.Evaluated, g.Ratio, g.Runs, g.Reps, g.Met = false, 0, []float64{}, []int{}, false
+		num, den := find(g.Numerator), find(g.Denominator)
+		if num == nil || den == nil {
+			continue
+		}
+		for j, rep := range num.Reps {
+			k := slices.Index(den.Reps, rep)
+			if k < 0 || j >= len(num.Runs) || k >= len(den.Runs) || den.Runs[k] == 0 {
+				continue
+			}
+			g.Runs = append(g.Runs, num.Runs[j]/den.Runs[k])
+			g.Reps = append(g.Reps, rep)
+		}
+		if len(g.Runs) == 0 {
+			continue
+		}
+		g.Evaluated = true
+		g.Ratio = report.Median(g.Runs)
+		switch g.Cmp {
+		case AtMost:
+			g.Met = g.Ratio <= g.Limit
+		case AtLeast:
+			g.Met = g.Ratio >= g.Limit
+		}
+	}
+	return out
+}
+
+// Verdict is "met", "NOT met", or "not evaluated".
+func (g Goal) Verdict() string {
+	switch {
+	case !g.Evaluated:
+		return "not evaluated"
+	case g.Met:
+		return "met"
+	}
+	return "NOT met"
+}
+
+// Line formats the goal for the table: name, ratio, target, verdict, per-repetition ratios.
+func (g Goal) Line() string {
+	kind := "goal"
+	if g.Info {
+		kind = "info"
+	}
+	if !g.Evaluated {
+		return fmt.Sprintf("%-4s %-66s %7s  %s %-5g  not evaluated (a figure is missing)", kind, g.Name, "-", g.Cmp, g.Limit)
+	}
+	runs := make([]string, len(g.Runs))
+	for i, v := range g.Runs {
+		runs[i] = fmt.Sprintf("%.2f", v)
+	}
+	verdict := g.Verdict()
+	if g.Info {
+		verdict = strings.ToLower(verdict)
+	}
+	return fmt.Sprintf("%-4s %-66s %7.3f  %s %-5g  %-8s (runs %s)", kind, g.Name, g.Ratio, g.Cmp, g.Limit, verdict, strings.Join(runs, " "))
+}

@@ -1,0 +1,193 @@
+package ndkbench
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/xdpndk/xdpndk/bench/internal/report"
+)
+
+func TestPercentile(t *testing.T) {
+	s := []int64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	for _, tc := range []struct {
+		p    float64
+		want int64
+	}{{0, 10}, {1, 10}, {10, 10}, {11, 20}, {50, 50}, {90, 90}, {99, 100}, {100, 100}} {
+		if got := Percentile(s, tc.p); got != tc.want {
+			t.Errorf("Percentile(%v) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 {
+		t.Error("Percentile of nothing is not 0")
+	}
+	if got := Percentile([]int64{7}, 99); got != 7 {
+		t.Errorf("Percentile of one value = %d", got)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var ns []int64
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		ns = append(ns, int64(i)*1000)
+	}
+	st := Summarize(ns)
+	want := LatencyStats{N: 100, P50: 50, P90: 90, P99: 99, Max: 100, Mean: 50.5}
+	if st != want {
+		t.Errorf("Summarize = %+v, want %+v", st, want)
+	}
+	if (Summarize(nil) != LatencyStats{}) {
+		t.Error("Summarize(nil) is not zero")
+	}
+}
+
+// rec builds a record with values per repetition.
+func rec(ref Ref, reps []int, runs ...float64) Record {
+	return Record{
+		Subject: report.Subject{Benchmark: ref.Benchmark, System: ref.System, Op: ref.Op, Size: ref.Size},
+		Figure:  report.NewFigure(ref.Metric, "x", runs),
+		Reps:    reps,
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	num := Ref{BenchPingPong, "ndk-inline", OpSendRecv, 64, MetricP50}
+	den := Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}
+	goals := []Goal{
+		{Name: "at most", Numerator: num, Denominator: den, Cmp: AtMost, Limit: 1.5},
+		{Name: "at least", Numerator: num, Denominator: den, Cmp: AtLeast, Limit: 1.5},
+		{Name: "missing", Numerator: num, Denominator: Ref{BenchOneWay, SystemRaw, OpSend, 64, MetricPPS}, Cmp: AtLeast, Limit: 1},
+	}
+	// Repetition 1 failed for the numerator: ratios pair repetitions 0 and 2 only.
+	records := []Record{
+		rec(num, []int{0, 2}, 6, 8),
+		rec(den, []int{0, 1, 2}, 4, 100, 4),
+	}
+	got := Evaluate(goals, records)
+	if !got[0].Evaluated || !reflect.DeepEqual(got[0].Runs, []float64{1.5, 2}) || !reflect.DeepEqual(got[0].Reps, []int{0, 2}) {
+		t.Fatalf("goal 0 = %+v", got[0])
+	}
+	if got[0].Ratio != 1.75 || got[0].Met || got[0].Verdict() != "NOT met" {
+		t.Errorf("goal 0: ratio %v met %v", got[0].Ratio, got[0].Met)
+	}
+	if !got[1].Met || got[1].Verdict() != "met" {
+		t.Errorf("goal 1: %+v", got[1])
+	}
+	if got[2].Evaluated || got[2].Verdict() != "not evaluated" || !strings.Contains(got[2].Line(), "not evaluated") {
+		t.Errorf("goal 2: %+v", got[2])
+	}
+	if goals[0].Evaluated {
+		t.Error("Evaluate modified its input")
+	}
+	// Exactly at the limit counts as met for both comparisons.
+	at := Evaluate([]Goal{{Numerator: num, Denominator: den, Cmp: AtMost, Limit: 2}, {Numerator: num, Denominator: den, Cmp: AtLeast, Limit: 2}},
+		[]Record{rec(num, []int{0}, 8), rec(den, []int{0}, 4)})
+	if !at[0].Met || !at[1].Met {
+		t.Errorf("ratio at the limit: %+v", at)
+	}
+	// A zero denominator is left out.
+	z := Evaluate(goals[:1], []Record{rec(num, []int{0}, 8), rec(den, []int{0}, 0)})
+	if z[0].Evaluated {
+		t.Errorf("zero denominator evaluated: %+v", z[0])
+	}
+}
+
+func TestDefaultGoals(t *testing.T) {
+	goals := DefaultGoals()
+	n := 0
+	for _, g := range goals {
+		if g.Name == "" || (g.Cmp != AtMost && g.Cmp != AtLeast) || g.Limit <= 0 {
+			t.Errorf("malformed goal %+v", g)
+		}
+		if !g.Info {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d goals, want 4", n)
+	}
+}
+
+func TestCollectorAndJSON(t *testing.T) {
+	c := newCollector()
+	pp := Ref{BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, MetricP50}
+	c.addLatency(BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, 0, LatencyStats{N: 10, P50: 3, P90: 4, P99: 5, Mean: 3.5}, 0)
+	c.addLatency(BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, 1, LatencyStats{N: 10, P50: 1, P90: 4, P99: 5, Mean: 3.5}, 0)
+	c.addLatency(BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, 2, LatencyStats{N: 10, P50: 2, P90: 4, P99: 5, Mean: 3.5}, 0)
+	c.add(Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}, UnitMicros, 0, 2)
+	c.add(Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}, UnitMicros, 1, 1)
+	c.add(Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}, UnitMicros, 2, 0.5)
+	c.add(Ref{BenchMsgRate, "ndk-inline", OpWrite, MsgSize, MetricOps}, UnitPerSec, 0, math.Inf(1)) // dropped
+	res := &Results{Header: Header{Host: report.ThisHost(), MTU: 9000, Modes: map[string]string{"x": "y"},
+		Config: Config{Runs: 3}, Notes: []string{"n"}}, Records: c.records()}
+	res.Header.Goals = Evaluate(DefaultGoals(), res.Records)
+	if r := res.Find(pp); r == nil || r.Value != 2 || !reflect.DeepEqual(r.Reps, []int{0, 1, 2}) {
+		t.Fatalf("Find = %+v", r)
+	}
+	if res.Find(Ref{BenchMsgRate, "ndk-inline", OpWrite, MsgSize, MetricOps}) != nil {
+		t.Error("a non-finite value was recorded")
+	}
+	g := res.Header.Goals[0]
+	if !g.Evaluated || !reflect.DeepEqual(g.Runs, []float64{1.5, 1, 4}) || g.Ratio != 1.5 || !g.Met {
+		t.Errorf("goal 0 = %+v", g)
+	}
+
+	path := filepath.Join(t.TempDir(), "out", "ndk.json")
+	if err := res.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, res) {
+		t.Errorf("JSON round trip:\n got %+v\nwant %+v", back, res)
+	}
+
+	var b strings.Builder
+	if err := res.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"Ping-pong", "ndk-inline", "raw-xdp", "Goals", "met", "not evaluated"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, b.String())
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, o := range []Options{DefaultOptions(), QuickOptions()} {
+		if _, err := o.normalize(); err != nil {
+			t.Errorf("normalize(%+v): %v", o, err)
+		}
+	}
+	o := DefaultOptions()
+	o.Modes = []string{ModeAdaptive, ModeInline}
+	n, err := o.normalize()
+	if err != nil || !reflect.DeepEqual(n.Modes, []string{ModeInline, ModeAdaptive}) {
+		t.Errorf("modes %v, %v", n.Modes, err)
+	}
+	for _, bad := range []func(*Options){
+		func(o *Options) { o.Runs = 0 },
+		func(o *Options) { o.Modes = []string{"turbo"} },
+		func(o *Options) { o.Modes = nil },
+		func(o *Options) { o.PingPongN = 1 },
+		func(o *Options) { o.Duration = 0 },
+		func(o *Options) { o.Outstanding = 0 },
+		func(o *Options) { o.SignalEvery = o.Outstanding + 1 },
+		func(o *Options) { o.GoodputOutstanding = 65 },
+		func(o *Options) { o.Bound = 0 },
+	} {
+		o := DefaultOptions()
+		bad(&o)
+		if _, err := o.normalize(); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%+v: err %v, want ErrInvalidOptions", o, err)
+		}
+	}
+	if got := ParseModes(" inline, all ,"); !reflect.DeepEqual(got, []string{ModeInline, ModeInline, ModeBusy, ModeAdaptive}) {
+		t.Errorf("ParseModes = %v", got)
+	}
+}

@@ -1,0 +1,275 @@
+package ndkbench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/xdpndk/xdpndk/bench/internal/report"
+)
+
+// Benchmark names of Records.
+const (
+	BenchPingPong = "pingpong" // round trips: ndk Send/Receive, raw datagrams, TCP
+	BenchLatency  = "latency"  // post one ndk request, poll its completion
+	BenchMsgRate  = "msgrate"  // pipelined 64-byte ndk Writes
+	BenchGoodput  = "goodput"  // pipelined 64 KiB ndk Writes
+	BenchOneWay   = "oneway"   // raw link one-way (bench/linkbench)
+	BenchGoal     = "goal"     // a goal's ratio
+)
+
+// Systems of Records besides the ndk ones (SystemNDK).
+const (
+	// SystemRaw is our AF_XDP link without transport or verbs (bench/linkbench's xdpndk).
+	SystemRaw = "raw-xdp"
+	// SystemTCP is a kernel TCP connection with TCP_NODELAY, between the namespaces.
+	SystemTCP = "kernel-tcp"
+)
+
+// SystemNDK returns the system name of ndk in a progress mode: "ndk-inline" and so on.
+func SystemNDK(mode string) string { return "ndk-" + mode }
+
+// Operations of Records.
+const (
+	OpRTT         = "rtt"          // raw and TCP ping-pong
+	OpSendRecv    = "send/recv"    // ndk ping-pong: Send answered by a Send
+	OpWrite       = "write"        // ndk Write, every request signaled
+	OpWriteSilent = "write-silent" // ndk Write, NDK_OP_FLAG_SILENT_SUCCESS but every SignalEvery-th
+	OpRead        = "read"         // ndk Read
+	OpWriteUMEM   = "write-umem"   // goodput Writes from Adapter.Alloc memory (zero-copy path)
+	OpWriteHeap   = "write-heap"   // goodput Writes from Go heap memory (copy path)
+	OpSend        = "send"         // raw one-way
+	OpRatio       = "ratio"        // goal records
+)
+
+// Metrics and units of Records.
+const (
+	MetricP50     = "p50"           // microseconds
+	MetricP90     = "p90"           // microseconds
+	MetricP99     = "p99"           // microseconds
+	MetricMean    = "mean"          // microseconds
+	MetricSamples = "samples"       // round trips or requests timed (after warm-up)
+	MetricLost    = "lost"          // round trips not completed within their timeout
+	MetricOps     = "ops"           // requests completed per second
+	MetricCQEs    = "cqes"          // completions taken from the CQ per second
+	MetricAllocs  = "allocs_per_op" // heap objects the process allocated per request
+	MetricPPS     = "pps"           // datagrams received per second
+	MetricGbps    = "gbps"          // Gbit/s: payload bytes (ndk), IP packet bytes (raw)
+	MetricRatio   = "ratio"         // a goal's ratio
+
+	UnitMicros  = "us"
+	UnitCount   = "count"
+	UnitPerSec  = "1/s"
+	UnitObjects = "objects"
+	UnitGbps    = "Gbit/s"
+	UnitRatio   = "1"
+)
+
+// Results is what a run measured: the header and one Record per figure. It is the JSON
+// document WriteJSON writes.
+type Results struct {
+	Header  Header   `json:"header"`
+	Records []Record `json:"records"`
+}
+
+// Header describes where and how the figures were measured.
+type Header struct {
+	report.Host
+	MTU   int               `json:"mtu"`   // of the veth pair, bytes
+	Date  string            `json:"date"`  // start of the run, RFC 3339
+	Modes map[string]string `json:"modes"` // what each system ran with
+	// Config is the options the run used.
+	Config Config `json:"config"`
+	// Goals are the goal ratios, evaluated.
+	Goals []Goal `json:"goals"`
+	// Notes are definitions and anything unusual (failures start with "FAILED:").
+	Notes []string `json:"notes"`
+}
+
+// Config is the part of Options that shapes the figures.
+type Config struct {
+	Runs               int      `json:"runs"`
+	Modes              []string `json:"modes"`
+	PingPongN          int      `json:"pingpong_n"`
+	PingPongWarmup     int      `json:"pingpong_warmup"`
+	LatencyN           int      `json:"latency_n"`
+	BoundMS            int64    `json:"bound_ms"`
+	DurationMS         int64    `json:"duration_ms"`
+	WarmupMS           int64    `json:"warmup_ms"`
+	Outstanding        int      `json:"outstanding"`
+	SignalEvery        int      `json:"signal_every"`
+	GoodputOutstanding int      `json:"goodput_outstanding"`
+	Baselines          bool     `json:"baselines"`
+}
+
+// Record is one figure: the median over the repetitions of one metric.
+type Record struct {
+	report.Subject
+	report.Figure
+	// Reps holds the repetition (0-based) each value of Runs comes from, so that figures
+	// of one repetition can be paired even when a repetition failed for one system.
+	Reps []int `json:"reps"`
+}
+
+// Ref names a figure: a Record without its values.
+type Ref struct {
+	Benchmark string `json:"benchmark"`
+	System    string `json:"system"`
+	Op        string `json:"op"`
+	Size      int    `json:"size"`
+	Metric    string `json:"metric"`
+}
+
+func (r Ref) String() string {
+	return fmt.Sprintf("%s %s %s %d B %s", r.System, r.Benchmark, r.Op, r.Size, r.Metric)
+}
+
+// collector gathers the per-repetition values of each figure, keeping first-seen order.
+type collector struct {
+	order []Ref
+	recs  map[Ref]*Record
+}
+
+func newCollector() *collector { return &collector{recs: map[Ref]*Record{}} }
+
+// add records repetition rep's value v of figure ref. Non-finite values are dropped.
+func (c *collector) add(ref Ref, unit string, rep int, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	r, ok := c.recs[ref]
+	if !ok {
+		r = &Record{
+			Subject: report.Subject{Benchmark: ref.Benchmark, System: ref.System, Op: ref.Op, Size: ref.Size},
+			Figure:  report.Figure{Metric: ref.Metric, Runs: []float64{}},
+			Reps:    []int{},
+		}
+		c.recs[ref] = r
+		c.order = append(c.order, ref)
+	}
+	r.Unit = unit
+	r.Runs = append(r.Runs, v)
+	r.Reps = append(r.Reps, rep)
+}
+
+// addLatency records the statistics of one latency or round-trip measurement.
+func (c *collector) addLatency(bench, system, op string, size, rep int, s LatencyStats, lost int) {
+	ref := func(m string) Ref { return Ref{bench, system, op, size, m} }
+	c.add(ref(MetricP50), UnitMicros, rep, s.P50)
+	c.add(ref(MetricP90), UnitMicros, rep, s.P90)
+	c.add(ref(MetricP99), UnitMicros, rep, s.P99)
+	c.add(ref(MetricMean), UnitMicros, rep, s.Mean)
+	c.add(ref(MetricSamples), UnitCount, rep, float64(s.N))
+	c.add(ref(MetricLost), UnitCount, rep, float64(lost))
+}
+
+// records returns the figures with their medians, in first-seen order.
+func (c *collector) records() []Record {
+	out := make([]Record, 0, len(c.order))
+	for _, k := range c.order {
+		r := *c.recs[k]
+		r.Runs = slices.Clone(r.Runs)
+		r.Reps = slices.Clone(r.Reps)
+		r.Value = report.Median(r.Runs)
+		out = append(out, r)
+	}
+	return out
+}
+
+// Find returns the record of a figure, or nil.
+func (r *Results) Find(ref Ref) *Record {
+	for i := range r.Records {
+		rec := &r.Records[i]
+		if rec.Benchmark == ref.Benchmark && rec.System == ref.System && rec.Op == ref.Op &&
+			rec.Size == ref.Size && rec.Metric == ref.Metric {
+			return rec
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes r as indented JSON to path, creating its directory.
+func (r *Results) WriteJSON(path string) error { return report.WriteJSON(path, r) }
+
+// ReadJSON reads results written by WriteJSON.
+func ReadJSON(path string) (*Results, error) { return report.ReadJSON[Results](path) }
+
+// column is one column of a table section: a metric shown with a scale and precision.
+type column struct {
+	title  string
+	metric string
+	scale  float64
+	prec   int
+}
+
+var (
+	latencyCols = []column{{"p50", MetricP50, 1, 2}, {"p90", MetricP90, 1, 2}, {"p99", MetricP99, 1, 2},
+		{"mean", MetricMean, 1, 2}, {"samples", MetricSamples, 1, 0}, {"lost", MetricLost, 1, 0}}
+	rateCols    = []column{{"Mop/s", MetricOps, 1e-6, 3}, {"CQE M/s", MetricCQEs, 1e-6, 3}, {"allocs/op", MetricAllocs, 1, 3}}
+	onewayCols  = []column{{"Mpps", MetricPPS, 1e-6, 3}, {"Gbit/s", MetricGbps, 1, 2}}
+	goodputCols = []column{{"Gbit/s", MetricGbps, 1, 2}, {"Mop/s", MetricOps, 1e-6, 4}, {"allocs/op", MetricAllocs, 1, 3}}
+)
+
+// WriteTable prints the figures, one section per benchmark, then the goals.
+func (r *Results) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	runs := r.Header.Config.Runs
+	c := r.Header.Config
+	sections := []struct {
+		bench, title string
+		cols         []column
+	}{
+		{BenchPingPong, fmt.Sprintf("Ping-pong, round trip in us (ndk: %d-byte Send answered by a Send; raw-xdp: 64-byte IP packets; kernel-tcp: 64-byte messages)", MsgSize), latencyCols},
+		{BenchLatency, fmt.Sprintf("ndk latency in us: post one %d-byte request, poll until it completes", MsgSize), latencyCols},
+		{BenchMsgRate, fmt.Sprintf("ndk %d-byte Write message rate on one QP, %d outstanding (write-silent: every %d-th signaled)", MsgSize, c.Outstanding, c.SignalEvery), rateCols},
+		{BenchGoodput, fmt.Sprintf("ndk %d KiB Write goodput at MTU %d, %d outstanding (payload bytes)", GoodputSize>>10, r.Header.MTU, c.GoodputOutstanding), goodputCols},
+		{BenchOneWay, "raw-xdp one-way, what B received (size = IP packet length; Gbit/s counts IP packet bytes)", onewayCols},
+	}
+	for _, s := range sections {
+		rows := r.rows(s.bench)
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%s, median of %d\n", s.title, runs)
+		fmt.Fprintf(&b, "  %-13s %-12s %6s", "system", "op", "size")
+		for _, col := range s.cols {
+			fmt.Fprintf(&b, " %9s", col.title)
+		}
+		b.WriteString("\n")
+		for _, row := range rows {
+			fmt.Fprintf(&b, "  %-13s %-12s %6d", row.System, row.Op, row.Size)
+			for _, col := range s.cols {
+				rec := r.Find(Ref{s.bench, row.System, row.Op, row.Size, col.metric})
+				ok := rec != nil && len(rec.Runs) > 0
+				v := 0.0
+				if ok {
+					v = rec.Value
+				}
+				fmt.Fprintf(&b, " %9s", report.Cell(v, ok, col.scale, col.prec))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Header.Goals) > 0 {
+		fmt.Fprintf(&b, "Goals: ratio = median over repetitions of (ndk figure / baseline figure of the same repetition)\n")
+		for _, g := range r.Header.Goals {
+			fmt.Fprintf(&b, "  %s\n", g.Line())
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// rows returns the distinct (system, op, size) of bench's records, in first-seen order.
+func (r *Results) rows(bench string) []report.Subject {
+	var out []report.Subject
+	for _, rec := range r.Records {
+		if rec.Benchmark == bench && !slices.Contains(out, rec.Subject) {
+			out = append(out, rec.Subject)
+		}
+	}
+	return out
+}

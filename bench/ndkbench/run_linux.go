@@ -1,0 +1,308 @@
+//go:build linux
+
+package ndkbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/xdpndk/xdpndk/bench/internal/report"
+	"github.com/xdpndk/xdpndk/bench/linkbench"
+	"github.com/xdpndk/xdpndk/internal/testbed"
+	"github.com/xdpndk/xdpndk/ndk"
+)
+
+// BedOptions returns the test bed the benchmark runs on: bench/linkbench's (MTU 9000, two
+// queues per veth end, static neighbours) tagged with name.
+func BedOptions(name string) testbed.Options { return linkbench.BedOptions(name) }
+
+// Run creates a test bed (BedOptions("ndkbench")), measures everything on it, and removes
+// it, also when ctx is cancelled or a measurement fails. It needs root. It returns the
+// results gathered even when err is not nil (failures are in the header's notes).
+func Run(ctx context.Context, opts Options) (res *Results, err error) {
+	if _, err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	bed, err := testbed.New(BedOptions("ndkbench"))
+	if err != nil {
+		return nil, fmt.Errorf("create test bed: %w", err)
+	}
+	defer func() {
+		if cerr := bed.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove test bed: %w", cerr))
+		}
+	}()
+	return RunBed(ctx, bed, opts)
+}
+
+// RunBed measures everything on bed, which the caller owns and closes; no XDP program may
+// be attached to it, and its MTU should be 9000 (the raw 9000-byte figure needs at least
+// that). Everything RunBed opens on the bed is closed before it returns.
+func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) {
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	res := &Results{Header: Header{
+		Host: report.ThisHost(), MTU: bed.MTU(), Date: time.Now().Format(time.RFC3339),
+		Modes: map[string]string{}, Notes: definitionNotes(o),
+		Config: Config{
+			Runs: o.Runs, Modes: o.Modes, PingPongN: o.PingPongN, PingPongWarmup: o.PingPongWarmup,
+			LatencyN: o.LatencyN, BoundMS: o.Bound.Milliseconds(), DurationMS: o.Duration.Milliseconds(),
+			WarmupMS: o.Warmup.Milliseconds(), Outstanding: o.Outstanding, SignalEvery: o.SignalEvery,
+			GoodputOutstanding: o.GoodputOutstanding, Baselines: o.Baselines,
+		},
+	}}
+	r := &runner{bed: bed, o: o, res: res, col: newCollector()}
+	var errs []error
+	fail := func(what string, rep int, err error) {
+		err = fmt.Errorf("%s, repetition %d: %w", what, rep+1, err)
+		res.Header.Notes = append(res.Header.Notes, "FAILED: "+err.Error())
+		errs = append(errs, err)
+	}
+	var steps []step
+	if o.Baselines {
+		steps = append(steps, step{SystemRaw, r.raw}, step{SystemTCP, r.tcp})
+	}
+	for _, m := range o.Modes {
+		steps = append(steps, step{SystemNDK(m), func(ctx context.Context, rep int) error { return r.ndk(ctx, rep, m) }})
+	}
+	for rep := range o.Runs {
+		for _, s := range steps {
+			err := ctx.Err()
+			if err == nil {
+				err = s.fn(ctx, rep)
+			}
+			if ctx.Err() != nil {
+				r.finish()
+				return res, fmt.Errorf("ndkbench interrupted: %w", ctx.Err())
+			}
+			if err != nil {
+				fail(s.name, rep, err)
+			}
+		}
+	}
+	r.finish()
+	return res, errors.Join(errs...)
+}
+
+// step is one system's measurement in a repetition.
+type step struct {
+	name string
+	fn   func(ctx context.Context, rep int) error
+}
+
+// runner holds the state of one RunBed.
+type runner struct {
+	bed *testbed.Bed
+	o   Options
+	res *Results
+	col *collector
+}
+
+// finish puts the records and the evaluated goals into the results.
+func (r *runner) finish() {
+	r.res.Records = r.col.records()
+	r.res.Header.Goals = Evaluate(DefaultGoals(), r.res.Records)
+}
+
+func (r *runner) progress(format string, args ...any) {
+	if r.o.Progress != nil {
+		fmt.Fprintf(r.o.Progress, format+"\n", args...)
+	}
+}
+
+// counters returns the pair's counters for a progress line when Options.Counters asks.
+func (r *runner) counters(p *ndkPair) string {
+	if !r.o.Counters {
+		return ""
+	}
+	return "; counters so far:" + p.diag()
+}
+
+// raw measures the raw link with bench/linkbench (system xdpndk): 64-byte ping-pong,
+// 64-byte and 9000-byte one-way.
+func (r *runner) raw(ctx context.Context, rep int) error {
+	lo := linkbench.DefaultOptions()
+	lo.Systems = []string{linkbench.SystemXDPNDK}
+	lo.Sizes = []int{64, 9000}
+	lo.Runs = 1
+	lo.Duration, lo.Warmup = r.o.Duration, r.o.Warmup
+	lo.PingPongN, lo.PingPongWarmup, lo.PingPongTimeout = r.o.PingPongN, r.o.PingPongWarmup, r.o.Bound
+	lres, err := linkbench.RunBed(ctx, r.bed, lo)
+	if lres == nil {
+		return err
+	}
+	r.res.Header.Modes[SystemRaw] = "bench/linkbench xdpndk: " + lres.Header.Modes[linkbench.SystemXDPNDK]
+	get := func(bench string, size int, metric string) (float64, bool) {
+		rec := lres.Find(bench, linkbench.SystemXDPNDK, size, metric)
+		if rec == nil || len(rec.Runs) == 0 {
+			return 0, false
+		}
+		return rec.Value, true
+	}
+	copyFig := func(bench string, size int, metric string, to Ref, unit string) {
+		if v, ok := get(bench, size, metric); ok {
+			r.col.add(to, unit, rep, v)
+		}
+	}
+	pp := func(m string) Ref { return Ref{BenchPingPong, SystemRaw, OpRTT, linkbench.PingSize, m} }
+	copyFig(linkbench.BenchPingPong, linkbench.PingSize, linkbench.MetricRTTP50, pp(MetricP50), UnitMicros)
+	copyFig(linkbench.BenchPingPong, linkbench.PingSize, linkbench.MetricRTTP90, pp(MetricP90), UnitMicros)
+	copyFig(linkbench.BenchPingPong, linkbench.PingSize, linkbench.MetricRTTP99, pp(MetricP99), UnitMicros)
+	copyFig(linkbench.BenchPingPong, linkbench.PingSize, linkbench.MetricRTTMean, pp(MetricMean), UnitMicros)
+	copyFig(linkbench.BenchPingPong, linkbench.PingSize, linkbench.MetricRTTLost, pp(MetricLost), UnitCount)
+	for _, size := range lo.Sizes {
+		ow := func(m string) Ref { return Ref{BenchOneWay, SystemRaw, OpSend, size, m} }
+		copyFig(linkbench.BenchOneWay, size, linkbench.MetricPPS, ow(MetricPPS), UnitPerSec)
+		copyFig(linkbench.BenchOneWay, size, linkbench.MetricGbps, ow(MetricGbps), UnitGbps)
+	}
+	p50, _ := get(linkbench.BenchPingPong, linkbench.PingSize, linkbench.MetricRTTP50)
+	pps, _ := get(linkbench.BenchOneWay, 64, linkbench.MetricPPS)
+	gbps, _ := get(linkbench.BenchOneWay, 9000, linkbench.MetricGbps)
+	r.progress("rep %d %-13s ping-pong p50 %.2f us; one-way 64 B %.3f Mpps; 9000 B %.2f Gbit/s", rep+1, SystemRaw, p50, pps/1e6, gbps)
+	for _, n := range lres.Header.Notes {
+		if len(n) > 7 && n[:7] == "FAILED:" {
+			r.res.Header.Notes = append(r.res.Header.Notes, "raw-xdp (linkbench) "+n)
+		}
+	}
+	return err
+}
+
+// tcp measures the kernel TCP ping-pong.
+func (r *runner) tcp(ctx context.Context, rep int) error {
+	rtts, err := tcpPingPong(ctx, r.bed, r.o)
+	if len(rtts) > 0 {
+		st := Summarize(rtts)
+		r.col.addLatency(BenchPingPong, SystemTCP, OpRTT, MsgSize, rep, st, 0)
+		r.progress("rep %d %-13s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, SystemTCP, st.P50, st.P99, st.N)
+	}
+	r.res.Header.Modes[SystemTCP] = "net.TCPConn A->B, TCP_NODELAY, blocking reads through the Go netpoller (goroutines not locked), no XDP program"
+	return err
+}
+
+// ndk opens the ndk pair in mode and measures it: the ping-pong, and with the inline mode
+// the latencies, message rates and goodputs.
+func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
+	sys := SystemNDK(mode)
+	p, err := openNDK(r.bed, mode)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	defer func() {
+		if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w; counters:%s", err, p.diag())
+		}
+	}()
+	r.res.Header.Modes[sys] = p.modeString()
+
+	rtts, allocs, err := p.pingPong(ctx, r.o)
+	if len(rtts) > 0 {
+		st := Summarize(rtts)
+		r.col.addLatency(BenchPingPong, sys, OpSendRecv, MsgSize, rep, st, 0)
+		r.col.add(Ref{BenchPingPong, sys, OpSendRecv, MsgSize, MetricAllocs}, UnitObjects, rep, allocs)
+		r.progress("rep %d %-13s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, st.P50, st.P99, st.N)
+	}
+	if err != nil {
+		return fmt.Errorf("ping-pong: %w", err)
+	}
+	if mode != ModeInline {
+		return nil
+	}
+	for _, read := range []bool{false, true} {
+		op := OpWrite
+		if read {
+			op = OpRead
+		}
+		lat, err := p.latency(ctx, r.o, read)
+		if len(lat) > 0 {
+			st := Summarize(lat)
+			r.col.addLatency(BenchLatency, sys, op, MsgSize, rep, st, 0)
+			r.progress("rep %d %-13s %-5s latency p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, op, st.P50, st.P99, st.N)
+		}
+		if err != nil {
+			return fmt.Errorf("%s latency: %w", op, err)
+		}
+	}
+	for _, v := range []struct {
+		op     string
+		signal int
+	}{{OpWrite, 1}, {OpWriteSilent, r.o.SignalEvery}} {
+		if v.op == OpWriteSilent && v.signal == 1 {
+			continue
+		}
+		src := p.A.small[2048 : 2048+MsgSize]
+		m, err := p.pipeline(ctx, r.o, src, p.A.smallMR, MsgSize, r.o.Outstanding, v.signal)
+		if err != nil {
+			return fmt.Errorf("%s rate: %w", v.op, err)
+		}
+		ref := func(metric string) Ref { return Ref{BenchMsgRate, sys, v.op, MsgSize, metric} }
+		r.col.add(ref(MetricOps), UnitPerSec, rep, float64(m.ops)/m.secs)
+		r.col.add(ref(MetricCQEs), UnitPerSec, rep, float64(m.cqes)/m.secs)
+		r.col.add(ref(MetricAllocs), UnitObjects, rep, float64(m.allocs)/float64(max(m.ops, 1)))
+		r.progress("rep %d %-13s %-12s rate %.3f Mop/s, %.3f M CQE/s%s", rep+1, sys, v.op, float64(m.ops)/m.secs/1e6, float64(m.cqes)/m.secs/1e6, r.counters(p))
+	}
+	return r.goodput(ctx, rep, p)
+}
+
+// goodput measures 64 KiB Writes from a UMEM buffer and from a Go heap buffer.
+func (r *runner) goodput(ctx context.Context, rep int, p *ndkPair) error {
+	sys := SystemNDK(p.mode)
+	n := GoodputSize * r.o.GoodputOutstanding
+	umem, err := p.A.a.Alloc(n, 4096)
+	if err != nil {
+		return fmt.Errorf("alloc goodput source: %w", err)
+	}
+	heap := make([]byte, n)
+	for i := range heap {
+		heap[i] = byte(i)
+	}
+	copy(umem, heap)
+	for _, v := range []struct {
+		op  string
+		buf []byte
+	}{{OpWriteUMEM, umem}, {OpWriteHeap, heap}} {
+		mr, err := p.A.pd.RegisterMR(v.buf, ndk.MRAllowLocalWrite)
+		if err != nil {
+			return fmt.Errorf("register %s source: %w", v.op, err)
+		}
+		m, err := p.pipeline(ctx, r.o, v.buf, mr, GoodputSize, r.o.GoodputOutstanding, 1)
+		derr := mr.Deregister(context.Background())
+		if err != nil {
+			return fmt.Errorf("%s goodput: %w", v.op, err)
+		}
+		if derr != nil {
+			return fmt.Errorf("deregister %s source: %w", v.op, derr)
+		}
+		if v.op == OpWriteUMEM && !mr.InUMEM() {
+			r.res.Header.Notes = append(r.res.Header.Notes, "write-umem source is not in the UMEM: it was copied")
+		}
+		ref := func(metric string) Ref { return Ref{BenchGoodput, sys, v.op, GoodputSize, metric} }
+		gbps := float64(m.bytes) * 8 / m.secs / 1e9
+		r.col.add(ref(MetricGbps), UnitGbps, rep, gbps)
+		r.col.add(ref(MetricOps), UnitPerSec, rep, float64(m.ops)/m.secs)
+		r.col.add(ref(MetricAllocs), UnitObjects, rep, float64(m.allocs)/float64(max(m.ops, 1)))
+		r.progress("rep %d %-13s %-12s goodput %.2f Gbit/s%s", rep+1, sys, v.op, gbps, r.counters(p))
+	}
+	return nil
+}
+
+// definitionNotes are the header notes that define the figures.
+func definitionNotes(o Options) []string {
+	return []string{
+		"host A initiates, host B is the target; both are network namespaces on one 2-CPU machine joined by a veth pair (AF_XDP copy mode)",
+		fmt.Sprintf("ndk ping-pong: A posts a %d-byte Send and polls its CQ until the receive of B's %d-byte answer completes; B polls its CQ and answers each receive with a Send; %d round trips, the first %d left out, bounded by %v",
+			MsgSize, MsgSize, o.PingPongN, o.PingPongWarmup, o.Bound),
+		"ProgressInline: no engine goroutine, the CQ polls (A's and B's loops run on goroutines locked to their threads); busy/adaptive: the adapters' own engine goroutines, the loops yield (runtime.Gosched) when the CQ is empty",
+		fmt.Sprintf("ndk latency: one %d-byte Write (or Read) posted, its completion polled, then the next; %d samples, the first %d left out", MsgSize, o.LatencyN, o.PingPongWarmup),
+		fmt.Sprintf("ndk msgrate: %d outstanding %d-byte Writes on one QP, reposted as they complete, %v window after %v warm-up; ops = Writes completed per second, cqes = completions taken per second (write-silent: only every %d-th Write is signaled)",
+			o.Outstanding, MsgSize, o.Duration, o.Warmup, o.SignalEvery),
+		fmt.Sprintf("ndk goodput: %d outstanding %d-byte Writes, payload bytes completed x 8 / window, in Gbit/s; write-umem sources from Adapter.Alloc (zero-copy transmit path), write-heap from the Go heap (copied)", o.GoodputOutstanding, GoodputSize),
+		"raw-xdp: bench/linkbench's xdpndk system on the same bed in the same repetition (64 = IP packet length; Gbit/s counts IP packet bytes); kernel-tcp: 64-byte messages, TCP_NODELAY",
+		"allocs_per_op: heap objects the whole process allocated in the window per completed request (or round trip)",
+		fmt.Sprintf("value is the median of %d repetitions; goal ratios pair figures of the same repetition", o.Runs),
+	}
+}
