@@ -273,7 +273,8 @@ type requester struct {
 	retx     []ack.PacketInfo // packets waiting for retransmission (lost)
 
 	// read responses this QP owes the peer (the peer's Reads), in our stream
-	jobs []readJob
+	jobs       []readJob
+	activeJobs int // jobs with active set
 
 	// after a failure: the status for the request failTarget (sequence number, -1 none)
 	// while the ring drains (a request completes only once the link is done with its

@@ -243,6 +243,9 @@ func (q *QP) windowOpen(now int64, next *int64) bool {
 
 // sendJobPacket sends the next new packet of a read response, if one is waiting.
 func (q *QP) sendJobPacket(now int64) bool {
+	if q.req.activeJobs == 0 {
+		return false // the common case: no Read of the peer to answer, no slot to scan
+	}
 	cum := q.resp.rx.Cumulative()
 	for i := range q.req.jobs {
 		j := &q.req.jobs[i]

@@ -269,6 +269,7 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 	}
 	n := (p.RDMA.Length + uint32(q.mss) - 1) / uint32(q.mss)
 	q.req.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: n}
+	q.req.activeJobs++
 	return true
 }
 

@@ -44,6 +44,9 @@ func (q *QP) zcDone(now int64, job bool, idx uint32) {
 // endJob ends read job j (answered and acknowledged, or the QP failed): its region hold is
 // released now, or when the link reports its last zero-copy packet done.
 func (q *QP) endJob(j *readJob) {
+	if j.active {
+		q.req.activeJobs--
+	}
 	j.active = false
 	if j.zc == 0 {
 		releaseSpan(&j.mem)
