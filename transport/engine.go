@@ -31,7 +31,9 @@ type Config struct {
 	// RTO configures the retransmission timer (RFC 6298 estimator).
 	RTO ack.RTOConfig
 	// RetryLimit is how many times one packet is retransmitted before the QP fails with
-	// StatusTimeout. Default 7.
+	// StatusTimeout; the QP fails only once that packet has also been outstanding for
+	// RTO.Max, so that a peer whose host stalls for less than that (with a microsecond SRTT
+	// the limit alone is spent in 51 ms) keeps its connection. Default 7.
 	RetryLimit int
 	// RNRRetryLimit is how many RNR NAKs one Send may get before it fails with
 	// StatusTimeout. Default 7.

@@ -129,8 +129,9 @@ func lostBytes(l []ack.PacketInfo) int {
 }
 
 // onRTO handles an expired retransmission timer: the oldest unacknowledged packet goes again
-// (or, in go-back-N mode, everything unacknowledged), with exponential backoff; past the
-// retry limit the QP fails with StatusTimeout.
+// (or, in go-back-N mode, everything unacknowledged), with exponential backoff. Once the
+// packet was retransmitted RetryLimit times and has been outstanding for RTO.Max, the QP
+// fails with StatusTimeout.
 func (q *QP) onRTO(now int64) {
 	r := &q.req
 	oldest, ok := r.sent.Oldest()
@@ -139,7 +140,14 @@ func (q *QP) onRTO(now int64) {
 		return
 	}
 	q.ctr.timeouts.Add(1)
-	if q.lossRetries(oldest) >= q.e.cfg.RetryLimit {
+	// Give up only once the packet was retransmitted RetryLimit times and has been
+	// outstanding for RTO.Max. With a tiny SRTT the timer sits at RTO.Min (200 µs), and the
+	// retry limit alone would give up after Min*(2^(RetryLimit+1)-1), 51 ms: a peer whose
+	// host does not run for that long (a stalled vCPU, a descheduled poller) would lose its
+	// connection although nothing was lost.
+	tries := q.lossRetries(oldest)
+	floor := oldest.FirstSentAt + r.rto.Max()
+	if tries >= q.e.cfg.RetryLimit && now >= floor {
 		q.fail(now, StatusTimeout, q.seqOfTag(oldest.Tag))
 		return
 	}
@@ -152,6 +160,9 @@ func (q *QP) onRTO(now int64) {
 		r.retx = append(r.retx, oldest)
 	}
 	r.rtoAt = now + r.rto.Timeout()
+	if tries+1 >= q.e.cfg.RetryLimit && floor > now && floor < r.rtoAt {
+		r.rtoAt = floor // past the limit: fail when the packet has been outstanding long enough
+	}
 }
 
 // lossRetries is how many times a packet was retransmitted for loss: its retransmissions
@@ -255,7 +266,7 @@ func (q *QP) sendJobPacket(now int64) bool {
 		off := j.sentOff
 		n := min(uint32(q.mss), uint32(j.mem.Len())-off)
 		psn := q.req.sent.NextPSN()
-		if !q.req.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, Tag: jobTag(i, off)}) {
+		if !q.req.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, FirstSentAt: now, Tag: jobTag(i, off)}) {
 			return false
 		}
 		q.buildJobPacket(now, i, psn, off, false)
@@ -332,7 +343,7 @@ func (q *QP) sendWRPacket(now int64) bool {
 		n = min(uint32(q.mss), total-off)
 	}
 	psn := r.sent.NextPSN()
-	if !r.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, Tag: wrTag(s.seq, off)}) {
+	if !r.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, FirstSentAt: now, Tag: wrTag(s.seq, off)}) {
 		return false
 	}
 	if r.sendOff == 0 {

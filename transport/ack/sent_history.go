@@ -26,6 +26,10 @@ type PacketInfo struct {
 	SentAt int64
 	// Retransmits is how many times the packet was sent again (0: only once).
 	Retransmits int
+	// FirstSentAt is the time of the packet's first transmission, as the caller gave it to
+	// OnSent; retransmissions keep it. The engine gives up on a packet only once it has been
+	// outstanding long enough, however quickly its retransmissions were spent.
+	FirstSentAt int64
 	// Tag is the engine's own reference to what the packet carries (e.g. work request
 	// index and offset); SentHistory never interprets it.
 	Tag uint64
