@@ -28,6 +28,15 @@ func newEndpoint(a *ndk.Adapter) endpoint {
 	return endpoint{a: a, pd: pd, cq: cq, qp: qp}
 }
 
+// openPair opens two adapters on an in-memory link pair (ndk.Open would give one on an
+// AF_XDP interface) with an endpoint on each.
+func openPair() (client, server endpoint) {
+	la, lb := simlink.Pair(simlink.Config{})
+	ca, _ := ndk.OpenLink(la, ndk.DefaultOptions())
+	sa, _ := ndk.OpenLink(lb, ndk.DefaultOptions())
+	return newEndpoint(ca), newEndpoint(sa)
+}
+
 // connect connects client's QP to a listener on server's port 1 and returns when both
 // QPs are connected.
 func connect(ctx context.Context, client, server endpoint) {
@@ -57,17 +66,14 @@ func wait(cq *ndk.CQ) ndk.ResultEx {
 	return r[0]
 }
 
-// Two adapters (here on an in-memory link pair; ndk.Open gives one on an AF_XDP
-// interface) connect a QP each; the client sends a message into a receive the server posted.
+// Two adapters connect a QP each; the client sends a message into a receive the server
+// posted.
 func Example_sendReceive() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	la, lb := simlink.Pair(simlink.Config{})
-	ca, _ := ndk.OpenLink(la, ndk.DefaultOptions())
-	sa, _ := ndk.OpenLink(lb, ndk.DefaultOptions())
-	defer ca.Close(ctx)
-	defer sa.Close(ctx)
-	client, server := newEndpoint(ca), newEndpoint(sa)
+	client, server := openPair()
+	defer client.a.Close(ctx)
+	defer server.a.Close(ctx)
 
 	inbox := make([]byte, 64)
 	inboxMR, _ := server.pd.RegisterMR(inbox, ndk.MRAllowLocalWrite)
@@ -94,12 +100,9 @@ func Example_sendReceive() {
 func Example_writeToWindow() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	la, lb := simlink.Pair(simlink.Config{})
-	ca, _ := ndk.OpenLink(la, ndk.DefaultOptions())
-	sa, _ := ndk.OpenLink(lb, ndk.DefaultOptions())
-	defer ca.Close(ctx)
-	defer sa.Close(ctx)
-	client, server := newEndpoint(ca), newEndpoint(sa)
+	client, server := openPair()
+	defer client.a.Close(ctx)
+	defer server.a.Close(ctx)
 	connect(ctx, client, server)
 
 	// Server: a region with local write, and a remote-write window over bytes 100..163.

@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
@@ -138,45 +137,8 @@ func (c *collector) records() []Record {
 	return out
 }
 
-// Percentile returns the p-th percentile (0 <= p <= 100) of sorted, by the nearest-rank
-// method: the smallest value such that at least p percent of the values are <= it. It
-// returns 0 for an empty slice.
-func Percentile(sorted []int64, p float64) int64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	rank = max(1, min(rank, len(sorted)))
-	return sorted[rank-1]
-}
-
-// RTTStats summarises round-trip times.
-type RTTStats struct {
-	N                  int
-	P50, P90, P99, Max float64 // microseconds
-	Mean               float64 // microseconds
-}
-
-// SummarizeRTT returns the statistics of rtts (nanoseconds); it sorts rtts in place.
-func SummarizeRTT(rtts []int64) RTTStats {
-	if len(rtts) == 0 {
-		return RTTStats{}
-	}
-	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
-	var sum float64
-	for _, v := range rtts {
-		sum += float64(v)
-	}
-	us := func(ns int64) float64 { return float64(ns) / 1e3 }
-	return RTTStats{
-		N:    len(rtts),
-		P50:  us(Percentile(rtts, 50)),
-		P90:  us(Percentile(rtts, 90)),
-		P99:  us(Percentile(rtts, 99)),
-		Max:  us(rtts[len(rtts)-1]),
-		Mean: sum / float64(len(rtts)) / 1e3,
-	}
-}
+// RTTStats summarises round-trip times (microseconds).
+type RTTStats = report.Latency
 
 // Find returns the record of one figure, or nil.
 func (r *Results) Find(bench, system string, size int, metric string) *Record {

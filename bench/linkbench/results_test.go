@@ -11,39 +11,6 @@ import (
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
-func TestPercentile(t *testing.T) {
-	v := make([]int64, 100)
-	for i := range v {
-		v[i] = int64(i + 1) // 1..100
-	}
-	for _, tc := range []struct {
-		p    float64
-		want int64
-	}{{0, 1}, {1, 1}, {50, 50}, {90, 90}, {99, 99}, {99.5, 100}, {100, 100}} {
-		if got := Percentile(v, tc.p); got != tc.want {
-			t.Errorf("Percentile(1..100, %v) = %d, want %d", tc.p, got, tc.want)
-		}
-	}
-	if got := Percentile(nil, 50); got != 0 {
-		t.Errorf("Percentile(nil) = %d, want 0", got)
-	}
-	if got := Percentile([]int64{7}, 99); got != 7 {
-		t.Errorf("Percentile([7], 99) = %d, want 7", got)
-	}
-}
-
-func TestSummarizeRTT(t *testing.T) {
-	rtts := []int64{9000, 1000, 3000, 2000, 5000, 4000, 8000, 7000, 6000, 10000} // ns
-	s := SummarizeRTT(rtts)
-	want := RTTStats{N: 10, P50: 5, P90: 9, P99: 10, Max: 10, Mean: 5.5}
-	if s != want {
-		t.Errorf("SummarizeRTT = %+v, want %+v", s, want)
-	}
-	if (SummarizeRTT(nil) != RTTStats{}) {
-		t.Error("SummarizeRTT(nil) is not zero")
-	}
-}
-
 func TestCollector(t *testing.T) {
 	c := newCollector()
 	for _, v := range []float64{3, 1, 2} {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -574,5 +575,5 @@ func pingPong(ctx context.Context, p pair, o Options) (RTTStats, int, error) {
 		return RTTStats{}, pg.lost, fmt.Errorf("echo: %w", echoErr)
 	}
 	warm := min(o.PingPongWarmup, len(pg.rtts)/2)
-	return SummarizeRTT(pg.rtts[warm:]), pg.lost, nil
+	return report.Summarize(pg.rtts[warm:]), pg.lost, nil
 }

@@ -11,39 +11,6 @@ import (
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
-func TestPercentile(t *testing.T) {
-	s := []int64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
-	for _, tc := range []struct {
-		p    float64
-		want int64
-	}{{0, 10}, {1, 10}, {10, 10}, {11, 20}, {50, 50}, {90, 90}, {99, 100}, {100, 100}} {
-		if got := Percentile(s, tc.p); got != tc.want {
-			t.Errorf("Percentile(%v) = %d, want %d", tc.p, got, tc.want)
-		}
-	}
-	if Percentile(nil, 50) != 0 {
-		t.Error("Percentile of nothing is not 0")
-	}
-	if got := Percentile([]int64{7}, 99); got != 7 {
-		t.Errorf("Percentile of one value = %d", got)
-	}
-}
-
-func TestSummarize(t *testing.T) {
-	var ns []int64
-	for i := 100; i >= 1; i-- { // unsorted on purpose
-		ns = append(ns, int64(i)*1000)
-	}
-	st := Summarize(ns)
-	want := LatencyStats{N: 100, P50: 50, P90: 90, P99: 99, Max: 100, Mean: 50.5}
-	if st != want {
-		t.Errorf("Summarize = %+v, want %+v", st, want)
-	}
-	if (Summarize(nil) != LatencyStats{}) {
-		t.Error("Summarize(nil) is not zero")
-	}
-}
-
 // rec builds a record with values per repetition.
 func rec(ref Ref, reps []int, runs ...float64) Record {
 	return Record{

@@ -8,14 +8,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"github.com/xdpndk/xdpndk/bpf"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
@@ -95,14 +92,9 @@ func run() int {
 		return 2
 	}
 
-	// Ctrl-C or SIGTERM stops the measurement in progress; Run then removes the bed. A
-	// second signal kills the process (the next run sweeps what it left).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C or SIGTERM stops the measurement in progress; Run then removes the bed.
+	ctx, stop := report.SignalContext()
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
 
 	start := time.Now()
 	res, err := linkbench.Run(ctx, o)

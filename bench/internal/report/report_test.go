@@ -87,3 +87,32 @@ func TestNewFigure(t *testing.T) {
 		t.Errorf("NewFigure = %+v", f)
 	}
 }
+
+func TestPercentile(t *testing.T) {
+	v := make([]int64, 100)
+	for i := range v {
+		v[i] = int64(i + 1)
+	}
+	for _, tc := range []struct {
+		p    float64
+		want int64
+	}{{0, 1}, {1, 1}, {50, 50}, {90, 90}, {99, 99}, {99.5, 100}, {100, 100}} {
+		if got := Percentile(v, tc.p); got != tc.want {
+			t.Errorf("Percentile(1..100, %v) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 || Percentile([]int64{7}, 99) != 7 {
+		t.Error("Percentile of an empty or one-element slice")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]int64{5000, 1000, 3000, 2000, 4000})
+	want := Latency{N: 5, P50: 3, P90: 5, P99: 5, Max: 5, Mean: 3}
+	if s != want {
+		t.Errorf("Summarize = %+v, want %+v", s, want)
+	}
+	if (Summarize(nil) != Latency{}) {
+		t.Error("Summarize(nil) is not zero")
+	}
+}

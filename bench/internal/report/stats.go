@@ -1,0 +1,62 @@
+package report
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+)
+
+// Percentile returns the p-th percentile (0 <= p <= 100) of sorted, by the nearest-rank
+// method: the smallest value such that at least p percent of the values are <= it. It
+// returns 0 for an empty slice.
+func Percentile(sorted []int64, p float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	rank = max(1, min(rank, len(sorted)))
+	return sorted[rank-1]
+}
+
+// Latency summarises latencies or round-trip times.
+type Latency struct {
+	N                  int
+	P50, P90, P99, Max float64 // microseconds
+	Mean               float64 // microseconds
+}
+
+// Summarize returns the statistics of samples (nanoseconds); it sorts samples in place.
+func Summarize(samples []int64) Latency {
+	if len(samples) == 0 {
+		return Latency{}
+	}
+	slices.Sort(samples)
+	var sum float64
+	for _, v := range samples {
+		sum += float64(v)
+	}
+	us := func(ns int64) float64 { return float64(ns) / 1e3 }
+	return Latency{
+		N:    len(samples),
+		P50:  us(Percentile(samples, 50)),
+		P90:  us(Percentile(samples, 90)),
+		P99:  us(Percentile(samples, 99)),
+		Max:  us(samples[len(samples)-1]),
+		Mean: sum / float64(len(samples)) / 1e3,
+	}
+}
+
+// SignalContext returns a context that Ctrl-C or SIGTERM cancels, so that a benchmark
+// command stops the measurement in progress and removes its test bed; a second signal then
+// kills the process (the next run sweeps what it left). Call stop when done.
+func SignalContext() (ctx context.Context, stop context.CancelFunc) {
+	ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // restore the default handling: the second signal kills
+	}()
+	return ctx, stop
+}
