@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -386,6 +387,10 @@ func (e *Engine) Run(ctx context.Context, spin time.Duration) error {
 			continue
 		}
 		if spin < 0 || now-lastBusy < int64(spin) {
+			// Spinning without work: let the other goroutines of this P run. Where
+			// spinners outnumber cores (an application loop and the engine on one CPU)
+			// they would otherwise wait for the runtime's 10 ms preemption.
+			runtime.Gosched()
 			continue
 		}
 		wait := time.Millisecond * 10
