@@ -73,6 +73,10 @@ type HeapStats struct {
 	Allocs int
 }
 
+// NewHeap returns the allocator of the UMEM's heap region (the bytes past the frame area,
+// UMEMOptions.HeapSize): the memory applications allocate registrable buffers from, so
+// that their regions can be transmitted zero-copy. A UMEM has at most one heap. Errors wrap
+// ErrInvalid: a nil or closed UMEM, one without a heap region, a second heap.
 func (u *UMEM) NewHeap() (*Heap, error) {
 	if u == nil || u.mem == nil {
 		return nil, fmt.Errorf("heap of a nil or closed umem: %w", ErrInvalid)

@@ -384,4 +384,5 @@ func (a *Adapter) checkOpen() error {
 	return nil
 }
 
+// String describes the adapter by its address.
 func (a *Adapter) String() string { return fmt.Sprintf("ndk adapter on %v", a.link.LocalAddr()) }

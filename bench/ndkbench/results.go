@@ -122,6 +122,7 @@ type Ref struct {
 	Metric    string `json:"metric"`
 }
 
+// String names the figure: system, benchmark, operation, size and metric.
 func (r Ref) String() string {
 	return fmt.Sprintf("%s %s %s %d B %s", r.System, r.Benchmark, r.Op, r.Size, r.Metric)
 }
