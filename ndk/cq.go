@@ -92,10 +92,7 @@ func (a *Adapter) NewCQ(depth int, notify NotifyFunc) (*CQ, error) {
 		a.ncq.Add(-1)
 		return nil, errorf(StatusInsufficientResources, "more than %d CQs", maxCQs)
 	}
-	n := 1
-	for n < depth {
-		n <<= 1
-	}
+	n := pow2(depth)
 	cq := &CQ{a: a, notify: notify, depth: uint64(depth), ring: make([]ResultEx, n), mask: uint64(n - 1)}
 	cq.modTimer = time.AfterFunc(time.Hour, cq.moderationExpired)
 	cq.modTimer.Stop()

@@ -1,6 +1,10 @@
 package ndk
 
-import "github.com/xdpndk/xdpndk/memreg"
+import (
+	"strconv"
+
+	"github.com/xdpndk/xdpndk/memreg"
+)
 
 // OpFlags are the NDK_OP_FLAG_* values of work requests (NDKPI-REFERENCE §3.1), with their
 // NDK numbers. Each verb accepts the subset its NDKPI page lists; others give
@@ -103,20 +107,7 @@ func (t OpType) String() string {
 	if n, ok := opTypeNames[t]; ok {
 		return n
 	}
-	return "OpType(" + itoa(uint64(t)) + ")"
-}
-
-func itoa(v uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			return string(b[i:])
-		}
-	}
+	return "OpType(" + strconv.FormatUint(uint64(t), 10) + ")"
 }
 
 // AdapterFlags are NDK_ADAPTER_FLAG_* values (AdapterInfo.Flags).

@@ -21,8 +21,9 @@ func (a *Adapter) NewPD() (*PD, error) {
 	return &PD{a: a, id: a.reg.NewPD()}, nil
 }
 
-// Close releases the PD. Its objects should be closed first; closing the PD does not
-// invalidate them.
+// Close ends the PD's life as NdkCloseObject does. A PD owns no resources of its own here
+// (it is a number its MRs, MWs, SRQs and QPs carry), so there is nothing to release and
+// Close always succeeds; its objects stay valid until they are closed themselves.
 func (pd *PD) Close(ctx context.Context) error { return nil }
 
 // SGE is one scatter/gather entry (NDK_SGE): a buffer in registered memory and the local

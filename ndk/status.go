@@ -27,7 +27,8 @@ const (
 	StatusNoMoreEntries Status = 0x8000001A
 	// StatusUnsuccessful is STATUS_UNSUCCESSFUL: a failure with no better code.
 	StatusUnsuccessful Status = 0xC0000001
-	// StatusNotImplemented is STATUS_NOT_IMPLEMENTED: the function is not implemented.
+	// StatusNotImplemented is STATUS_NOT_IMPLEMENTED (0xC0000002), the NTSTATUS a provider
+	// returns for a function it does not offer.
 	StatusNotImplemented Status = 0xC0000002
 	// StatusAccessViolation is STATUS_ACCESS_VIOLATION: a local or remote memory access was refused.
 	StatusAccessViolation Status = 0xC0000005

@@ -70,14 +70,49 @@ type streamer struct {
 	err      error
 }
 
+// verifier checks the datagrams a streamer receives: each sequence number below count
+// once, with exactly the bytes fillPayload makes for it at its size from sizes.
+type verifier struct {
+	count        uint64
+	sizes        []int
+	seen         []bool
+	gather, want []byte
+}
+
+func newVerifier(count uint64, sizes []int) *verifier {
+	return &verifier{count: count, sizes: sizes, seen: make([]bool, count),
+		gather: make([]byte, 65536), want: make([]byte, 65536)}
+}
+
+// check verifies one received datagram.
+func (v *verifier) check(p *transport.Packet) error {
+	data := v.gather[:0]
+	for j := range int(p.NSegs) {
+		data = append(data, p.Segs[j]...)
+	}
+	if len(data) < 8 {
+		return fmt.Errorf("datagram of %d bytes", len(data))
+	}
+	seq := binary.LittleEndian.Uint64(data)
+	if seq >= v.count || v.seen[seq] {
+		return fmt.Errorf("datagram seq %d unexpected or duplicated", seq)
+	}
+	w := v.want[:v.sizes[seq%uint64(len(v.sizes))]]
+	fillPayload(w, seq)
+	if !bytes.Equal(data, w) {
+		return fmt.Errorf("datagram seq %d: %d bytes differ from the %d sent", seq, len(data), len(w))
+	}
+	v.seen[seq] = true
+	return nil
+}
+
 func (s *streamer) run(deadline time.Time) {
 	var (
-		out    [32]transport.Packet
-		in     [64]transport.Packet
-		bufs   = make([][]byte, len(out))
-		sent   uint64
-		seen   = make([]bool, s.count)
-		gather = make([]byte, 65536)
+		out  [32]transport.Packet
+		in   [64]transport.Packet
+		bufs = make([][]byte, len(out))
+		sent uint64
+		ver  = newVerifier(s.count, s.sizes)
 	)
 	maxSize := 0
 	for _, n := range s.sizes {
@@ -125,26 +160,9 @@ func (s *streamer) run(deadline time.Time) {
 				s.err = fmt.Errorf("datagram from %v, want %v", p.Remote, s.peer)
 				return
 			}
-			data := gather[:0]
-			for j := range int(p.NSegs) {
-				data = append(data, p.Segs[j]...)
-			}
-			if len(data) < 8 {
-				s.err = fmt.Errorf("datagram of %d bytes", len(data))
+			if s.err = ver.check(p); s.err != nil {
 				return
 			}
-			seq := binary.LittleEndian.Uint64(data)
-			if seq >= s.count || seen[seq] {
-				s.err = fmt.Errorf("datagram seq %d unexpected or duplicated", seq)
-				return
-			}
-			want := make([]byte, s.sizes[seq%uint64(len(s.sizes))])
-			fillPayload(want, seq)
-			if !bytes.Equal(data, want) {
-				s.err = fmt.Errorf("datagram seq %d: %d bytes differ from the %d sent", seq, len(data), len(want))
-				return
-			}
-			seen[seq] = true
 		}
 		s.link.Release(in[:k])
 		s.received.Add(uint64(k))
@@ -160,6 +178,32 @@ func (s *streamer) run(deadline time.Time) {
 	}
 }
 
+// stream is one side of a two-way exchange: it sends and verifies until deadline and then
+// reports what went wrong, if anything.
+type stream interface {
+	run(deadline time.Time)
+	failed() error
+}
+
+func (s *streamer) failed() error   { return s.err }
+func (s *zcStreamer) failed() error { return s.err }
+
+// runStreams runs A's and B's streams at once, for at most 30 s, and reports their errors.
+func runStreams(t *testing.T, a, b stream) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var wg sync.WaitGroup
+	for _, s := range []stream{a, b} {
+		wg.Go(func() { s.run(deadline) })
+	}
+	wg.Wait()
+	for name, s := range map[string]stream{"A": a, "B": b} {
+		if err := s.failed(); err != nil {
+			t.Errorf("host %s: %v", name, err)
+		}
+	}
+}
+
 // exchange runs two streamers, A to B and B to A at once, and checks both completed.
 func exchange(t *testing.T, a, b *Device, sizes []int, count uint64) {
 	t.Helper()
@@ -168,17 +212,7 @@ func exchange(t *testing.T, a, b *Device, sizes []int, count uint64) {
 	sa := &streamer{t: t, link: la, peer: lb.LocalAddr(), sizes: sizes, count: count, window: window}
 	sb := &streamer{t: t, link: lb, peer: la.LocalAddr(), sizes: sizes, count: count, window: window}
 	sa.peerRecv, sb.peerRecv = &sb.received, &sa.received
-	deadline := time.Now().Add(30 * time.Second)
-	var wg sync.WaitGroup
-	for _, s := range []*streamer{sa, sb} {
-		wg.Go(func() { s.run(deadline) })
-	}
-	wg.Wait()
-	for name, s := range map[string]*streamer{"A": sa, "B": sb} {
-		if s.err != nil {
-			t.Errorf("host %s: %v", name, s.err)
-		}
-	}
+	runStreams(t, sa, sb)
 	for name, l := range map[string]*Link{"A": la, "B": lb} {
 		st := l.Stats()
 		t.Logf("host %s link stats: %+v", name, st)

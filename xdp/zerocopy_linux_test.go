@@ -73,9 +73,7 @@ func (s *zcStreamer) run(deadline time.Time) {
 		hdrs    = make([][8]byte, len(s.slots))
 		trls    = make([][zcTrailer]byte, len(s.slots))
 		scratch = make([]byte, 65536)
-		want    = make([]byte, 65536)
-		gather  = make([]byte, 65536)
-		seen    = make([]bool, s.count)
+		ver     = newVerifier(s.count, s.sizes)
 		sent    uint64
 		window  = uint64(len(s.slots))
 	)
@@ -113,26 +111,9 @@ func (s *zcStreamer) run(deadline time.Time) {
 		}
 		for i := range in[:k] {
 			p := &in[i]
-			data := gather[:0]
-			for j := range int(p.NSegs) {
-				data = append(data, p.Segs[j]...)
-			}
-			if len(data) < 8 {
-				s.err = fmt.Errorf("datagram of %d bytes", len(data))
+			if s.err = ver.check(p); s.err != nil {
 				return
 			}
-			seq := binary.LittleEndian.Uint64(data)
-			if seq >= s.count || seen[seq] {
-				s.err = fmt.Errorf("datagram seq %d unexpected or duplicated", seq)
-				return
-			}
-			w := want[:s.sizes[seq%uint64(len(s.sizes))]]
-			fillPayload(w, seq)
-			if !bytes.Equal(data, w) {
-				s.err = fmt.Errorf("datagram seq %d: %d bytes differ from the %d sent", seq, len(data), len(w))
-				return
-			}
-			seen[seq] = true
 		}
 		s.link.Release(in[:k])
 		s.received.Add(uint64(k))
@@ -196,16 +177,8 @@ func TestZeroCopyExchange(t *testing.T) {
 			sa := &zcStreamer{link: la, peer: lb.LocalAddr(), sizes: tc.sizes, count: count, slots: heapSlots(t, heapOf(t, a), window, tc.mtu)}
 			sb := &zcStreamer{link: lb, peer: la.LocalAddr(), sizes: tc.sizes, count: count, slots: heapSlots(t, heapOf(t, b), window, tc.mtu)}
 			sa.peerRecv, sb.peerRecv = &sb.received, &sa.received
-			deadline := time.Now().Add(30 * time.Second)
-			var wg sync.WaitGroup
-			for _, s := range []*zcStreamer{sa, sb} {
-				wg.Go(func() { s.run(deadline) })
-			}
-			wg.Wait()
+			runStreams(t, sa, sb)
 			for name, s := range map[string]*zcStreamer{"A": sa, "B": sb} {
-				if s.err != nil {
-					t.Errorf("host %s: %v", name, s.err)
-				}
 				st := s.link.Stats()
 				t.Logf("host %s link stats: %+v", name, st)
 				if st.TxPackets != count || st.RxPackets != count {

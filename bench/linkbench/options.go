@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bpf"
 )
 
@@ -194,18 +195,5 @@ func ParseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// ParseSystems parses a comma-separated list of system names; "all" means AllSystems.
-func ParseSystems(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		switch f {
-		case "":
-		case "all":
-			out = append(out, AllSystems...)
-		default:
-			out = append(out, f)
-		}
-	}
-	return out
-}
+// ParseSystems parses a comma-separated list of systems; "all" means AllSystems.
+func ParseSystems(s string) []string { return report.ParseList(s, AllSystems) }

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
@@ -357,25 +355,6 @@ func (pg *pinger) record(got bool, t0 int64) {
 // pingTimeout is how long A waits for one echo before counting the round trip as lost.
 const pingTimeout = 100 * time.Millisecond
 
-// goWorker runs fn on a new goroutine, locked to its OS thread if lock is set, and returns
-// a channel that gets its error, or its panic as an error.
-func goWorker(lock bool, fn func() error) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		if lock {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-		}
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-			}
-		}()
-		done <- fn()
-	}()
-	return done
-}
-
 // checkPair sends datagrams of 64 bytes, 1500 bytes and maxSize each way and checks that
 // they arrive intact from the right peer. It also makes every system resolve its next hop
 // before anything is timed.
@@ -447,8 +426,8 @@ func take(f *flow) snapshot {
 func oneWay(ctx context.Context, p pair, size int, o Options) (res oneWayResult, err error) {
 	f := newFlow(size, o, o.Warmup+o.Duration+5*time.Second)
 	k0, kicksOK := p.kicks()
-	rxDone := goWorker(!p.blocks(), func() error { return p.receive(f) })
-	txDone := goWorker(true, func() error { return p.send(f) })
+	rxDone := report.Worker(!p.blocks(), func() error { return p.receive(f) })
+	txDone := report.Worker(true, func() error { return p.send(f) })
 	var txErr, rxErr error
 	txEnded, rxEnded := false, false
 	defer func() {
@@ -555,8 +534,8 @@ func pingPong(ctx context.Context, p pair, o Options) (RTTStats, int, error) {
 		n: o.PingPongN, timeout: pingTimeout, deadline: now() + int64(o.PingPongTimeout),
 		rtts: make([]int64, 0, o.PingPongN),
 	}
-	echoDone := goWorker(!p.blocks(), func() error { return p.echo(f) })
-	pingDone := goWorker(!p.blocks(), func() error { return p.ping(pg) })
+	echoDone := report.Worker(!p.blocks(), func() error { return p.echo(f) })
+	pingDone := report.Worker(!p.blocks(), func() error { return p.ping(pg) })
 	var pingErr error
 	select {
 	case pingErr = <-pingDone:

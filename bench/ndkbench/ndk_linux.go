@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"runtime"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/xdp"
@@ -213,25 +213,6 @@ func (p *ndkPair) close() {
 	}
 }
 
-// worker runs fn on a new goroutine, locked to its thread if lock, and returns a channel
-// that gets its error (a panic becomes an error).
-func worker(lock bool, fn func() error) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		if lock {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-		}
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-			}
-		}()
-		done <- fn()
-	}()
-	return done
-}
-
 // idle is what a loop does when its CQ was empty: nothing with ProgressInline (the next
 // GetResults polls the engine), else let the engine goroutines run.
 func (p *ndkPair) idle() {
@@ -306,8 +287,8 @@ func (p *ndkPair) measurement(ctx context.Context, o Options, echo bool, fn func
 	var stop atomic.Bool
 	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
 	deadline := now() + int64(o.Bound)
-	bDone := worker(p.inline, func() error { return p.serveB(&stop, deadline+int64(time.Second), echo) })
-	aErr := <-worker(p.inline, func() error { return fn(&stop, deadline) })
+	bDone := report.Worker(p.inline, func() error { return p.serveB(&stop, deadline+int64(time.Second), echo) })
+	aErr := <-report.Worker(p.inline, func() error { return fn(&stop, deadline) })
 	stop.Store(true)
 	bErr := <-bDone
 	if aErr != nil {

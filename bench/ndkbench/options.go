@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/ndk"
 )
 
@@ -170,16 +171,4 @@ func (o Options) normalize() (Options, error) {
 }
 
 // ParseModes parses a comma-separated list of modes; "all" means AllModes.
-func ParseModes(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		switch f = strings.TrimSpace(f); f {
-		case "":
-		case "all":
-			out = append(out, AllModes...)
-		default:
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func ParseModes(s string) []string { return report.ParseList(s, AllModes) }

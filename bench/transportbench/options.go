@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/congestion"
 )
@@ -269,16 +270,4 @@ func ParseSeeds(s string) ([]uint64, error) {
 }
 
 // ParseModes parses a comma-separated list of modes; "all" means AllModes.
-func ParseModes(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		switch f = strings.TrimSpace(f); f {
-		case "":
-		case "all":
-			out = append(out, AllModes...)
-		default:
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func ParseModes(s string) []string { return report.ParseList(s, AllModes) }

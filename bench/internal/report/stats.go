@@ -2,10 +2,14 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -59,4 +63,41 @@ func SignalContext() (ctx context.Context, stop context.CancelFunc) {
 		stop() // restore the default handling: the second signal kills
 	}()
 	return ctx, stop
+}
+
+// ParseList parses a comma-separated list of names (a command's -modes or -systems flag);
+// "all" stands for every name of all. Empty fields are ignored; unknown names are kept, for
+// the options' validation to refuse.
+func ParseList(s string, all []string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "":
+		case "all":
+			out = append(out, all...)
+		default:
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Worker runs fn on a new goroutine, locked to its OS thread if lock is set (a polling loop
+// measured as if it had a core), and returns a channel that gets its error, or its panic
+// as an error.
+func Worker(lock bool, fn func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		if lock {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		done <- fn()
+	}()
+	return done
 }
