@@ -269,6 +269,7 @@ type requester struct {
 	gbnUntil wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
 	gbnOn    bool
 	rnrPSN   wire.PSN // the RNR-NAKed packet
+	rnrSet   bool     // rnrPSN names a packet (it may have been acknowledged since)
 	scratch  []ack.PacketInfo
 	retx     []ack.PacketInfo // packets waiting for retransmission (lost)
 

@@ -615,8 +615,20 @@ func (q *QP) onNak(now int64, a *wire.AckExt) bool {
 		return false // the SACK bitmap says what is missing
 	case wire.SynNakRNR:
 		q.ctr.rnrNaks.Add(1)
-		if !ok || (r.rnrAt != 0 && r.rnrPSN == a.NakPSN) {
-			return false // already waiting out the delay for this packet: an early copy's NAK
+		if !ok {
+			return false // acknowledged since: a stale NAK
+		}
+		if _, held := r.sent.Lookup(r.rnrPSN); r.rnrSet && held {
+			if r.rnrPSN == a.NakPSN && r.rnrAt != 0 {
+				return false // already waiting out the delay for this packet: an early copy's NAK
+			}
+			if r.rnrPSN.Less(a.NakPSN) {
+				// A later packet refused while an earlier one still is: its refusal follows
+				// from the earlier one's (the receiver takes messages in order). It is resent
+				// once the earlier one got through, and only then counts toward its
+				// request's RNR retry limit.
+				return false
+			}
 		}
 		if seq >= 0 {
 			s := &r.wrs[uint32(seq)&r.mask]
@@ -633,7 +645,7 @@ func (q *QP) onNak(now int64, a *wire.AckExt) bool {
 			// Exponential backoff over the retries of one request, up to 64 times the delay.
 			d <<= min(r.wrs[uint32(seq)&r.mask].rnr-1, 6)
 		}
-		r.rnrPSN, r.rnrAt = a.NakPSN, now+d
+		r.rnrPSN, r.rnrAt, r.rnrSet = a.NakPSN, now+d, true
 		// The retransmission timer waits too: the packet is known to be refused until then.
 		r.rtoAt = max(r.rtoAt, r.rnrAt+r.rto.Timeout())
 		return false
@@ -722,7 +734,7 @@ func (q *QP) fail(now int64, st Status, failSeq int64) {
 	q.drainFailed()
 	r.next, r.sendOff, r.reads = r.tail, 0, 0
 	r.retx = r.retx[:0]
-	r.rtoAt, r.rnrAt, r.credWait = 0, 0, 0
+	r.rtoAt, r.rnrAt, r.credWait, r.rnrSet = 0, 0, 0, false
 	if r.sent != nil { // nil on a QP that never connected
 		r.sent.Reset()
 	}

@@ -146,6 +146,26 @@ func TestSemRNRTimeoutSecondSend(t *testing.T) {
 	semExpect(t, "sender", w.rec.of(qa), semWant{1, semOpSend, semTO}, semWant{2, semOpSend, semCancel})
 }
 
+// TestSemRNRTimeoutLaterNak: the second Send leaves only after the first one's RNR NAK
+// arrived (as a credit probe, while the first waits out its RNR delay), so the receiver
+// refuses it with an RNR NAK of its own. That later refusal follows
+// from the first and must not take over the RNR retry: the first Send is still the one
+// that fails StatusTimeout (seen on AF_XDP, where the two packets arrive in separate polls).
+func TestSemRNRTimeoutLaterNak(t *testing.T) {
+	w, a, b := newSemPair(t, func(c *transport.Config) {
+		c.RNRRetryLimit, c.CreditTimeout = 3, 10*time.Microsecond
+	})
+	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
+	semPost(t, qa, semSend(1, 0, []byte("nobody listens")))
+	w.runUntil(time.Second, "first RNR NAK", func() bool { return qa.Stats().RNRNaks == 1 })
+	semPost(t, qa, semSend(2, 0, []byte("after it")))
+	w.runUntil(5*time.Second, "rnr timeout", func() bool { return len(w.rec.of(qa)) == 2 })
+	if n := qb.Stats().NaksSent; n < 2 {
+		t.Fatalf("receiver sent %d NAKs: the second Send was never refused on its own", n)
+	}
+	semExpect(t, "sender", w.rec.of(qa), semWant{1, semOpSend, semTO}, semWant{2, semOpSend, semCancel})
+}
+
 // TestSemRNRTimeoutAfterCreditsKnown is ndsendnoreceive after other traffic: once the
 // sender knows the peer's receive credits (any acknowledgement carries them), a Send for
 // which the peer never posts a receive must still complete StatusTimeout (IO_TIMEOUT). It
