@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
@@ -199,7 +200,9 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 	}()
 	r.res.Header.Modes[sys] = p.modeString()
 
-	rtts, allocs, err := p.pingPong(ctx, r.o)
+	var rtts []int64
+	var allocs float64
+	labeled(ctx, "pingpong", func() { rtts, allocs, err = p.pingPong(ctx, r.o) })
 	if len(rtts) > 0 {
 		st := Summarize(rtts)
 		r.col.addLatency(BenchPingPong, sys, OpSendRecv, MsgSize, rep, st, 0)
@@ -217,7 +220,8 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 		if read {
 			op = OpRead
 		}
-		lat, err := p.latency(ctx, r.o, read)
+		var lat []int64
+		labeled(ctx, "latency-"+op, func() { lat, err = p.latency(ctx, r.o, read) })
 		if len(lat) > 0 {
 			st := Summarize(lat)
 			r.col.addLatency(BenchLatency, sys, op, MsgSize, rep, st, 0)
@@ -235,7 +239,8 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 			continue
 		}
 		src := p.A.small[2048 : 2048+MsgSize]
-		m, err := p.pipeline(ctx, r.o, src, p.A.smallMR, MsgSize, r.o.Outstanding, v.signal)
+		var m rateResult
+		labeled(ctx, "rate-"+v.op, func() { m, err = p.pipeline(ctx, r.o, src, p.A.smallMR, MsgSize, r.o.Outstanding, v.signal) })
 		if err != nil {
 			return fmt.Errorf("%s rate: %w", v.op, err)
 		}
@@ -269,7 +274,8 @@ func (r *runner) goodput(ctx context.Context, rep int, p *ndkPair) error {
 		if err != nil {
 			return fmt.Errorf("register %s source: %w", v.op, err)
 		}
-		m, err := p.pipeline(ctx, r.o, v.buf, mr, GoodputSize, r.o.GoodputOutstanding, 1)
+		var m rateResult
+		labeled(ctx, "goodput-"+v.op, func() { m, err = p.pipeline(ctx, r.o, v.buf, mr, GoodputSize, r.o.GoodputOutstanding, 1) })
 		derr := mr.Deregister(context.Background())
 		if err != nil {
 			return fmt.Errorf("%s goodput: %w", v.op, err)
@@ -288,6 +294,13 @@ func (r *runner) goodput(ctx context.Context, rep int, p *ndkPair) error {
 		r.progress("rep %d %-13s %-12s goodput %.2f Gbit/s%s", rep+1, sys, v.op, gbps, r.counters(p))
 	}
 	return nil
+}
+
+// labeled runs fn with the profiler label figure=name on this goroutine and the ones it
+// starts, so that a -cpuprofile of the whole run can be cut by figure
+// (go tool pprof -tagfocus figure=goodput-write-umem).
+func labeled(ctx context.Context, name string, fn func()) {
+	pprof.Do(ctx, pprof.Labels("figure", name), func(context.Context) { fn() })
 }
 
 // definitionNotes are the header notes that define the figures.
