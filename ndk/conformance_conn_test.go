@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/xdpndk/xdpndk/transport"
 )
 
 // Conformance of connection setup and teardown (NDKPI-REFERENCE §2.8, §4.5, §4.6): Connect,
@@ -125,6 +127,101 @@ func TestConnReject(t *testing.T) {
 			t.Fatalf("connect after a rejection: %v", err)
 		}
 		complete(t, c, nil, accepted)
+	})
+}
+
+// A Connect whose context ends before the peer answers returns STATUS_CANCELLED and
+// abandons the attempt: the QP is idle at once (it connects again through a new
+// connector), and the peer's Accept of the abandoned request fails
+// STATUS_CONNECTION_ABORTED within a round trip instead of waiting out the CM timeouts.
+func TestConnConnectCancelled(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		held := make(chan *Connector, 2)
+		b.listen(t, func(c *Connector) { held <- c })
+		c, err := a.a.NewConnector()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dest := netip.AddrPortFrom(b.a.LocalAddr().Addr(), servicePort)
+		ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+		err = c.Connect(ctx, a.qp, dest, 8, 8, nil)
+		cancel()
+		status(t, "connect abandoned by its context", err, StatusCancelled)
+		var first *Connector
+		select {
+		case first = <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no connect event")
+		}
+		if err := first.Accept(bg, b.qp, 8, 8, nil, nil); StatusOf(err) != StatusConnectionAborted {
+			t.Fatalf("accept of the abandoned request: %v, want STATUS_CONNECTION_ABORTED", err)
+		}
+		if err := b.qp.Close(bg); err != nil { // the refused acceptance leaves it unusable
+			t.Fatal(err)
+		}
+		if b.qp, err = b.pd.NewQP(QPConfig{ReceiveCQ: b.rcq, InitiatorCQ: b.icq}); err != nil {
+			t.Fatal(err)
+		}
+		accept, accepted := acceptor(b, 8, 8, nil, nil)
+		go func() {
+			select {
+			case c := <-held:
+				accept(c)
+			case <-time.After(10 * time.Second):
+			}
+		}()
+		c2, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatalf("connect the same QP again: %v", err)
+		}
+		complete(t, c2, nil, accepted)
+	})
+}
+
+// Closing a connector whose Connect is pending (NDKPI §4.1 allows it) ends that Connect
+// with STATUS_CANCELLED, and the QP is idle again.
+func TestConnCloseWhileConnecting(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		held := make(chan *Connector, 1)
+		b.listen(t, func(c *Connector) { held <- c })
+		c, err := a.a.NewConnector()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+			defer cancel()
+			res <- c.Connect(ctx, a.qp, netip.AddrPortFrom(b.a.LocalAddr().Addr(), servicePort), 8, 8, nil)
+		}()
+		var req *Connector
+		select {
+		case req = <-held: // the request is at the peer, unanswered
+		case <-time.After(10 * time.Second):
+			t.Fatal("no connect event")
+		}
+		// Close may race Connect's start; it abandons the attempt once Connect made one.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if err := c.Close(bg); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-res:
+				status(t, "connect of a closed connector", err, StatusCancelled)
+				if st := a.qp.tq.State(); st != transport.QPIdle {
+					t.Fatalf("QP %v after the abandoned connect, want idle", st)
+				}
+				_ = req.Reject(nil)
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("Connect did not return after Close")
+			}
+		}
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -55,6 +56,8 @@ func connectError(err error) error {
 		return wrap(StatusConnectionRefused, err)
 	case errors.Is(err, transport.ErrConnectTimeout):
 		return wrap(StatusIOTimeout, err)
+	case errors.Is(err, transport.ErrConnectCancelled):
+		return wrap(StatusCancelled, err)
 	case errors.Is(err, transport.ErrPrivateData):
 		return wrap(StatusInvalidBufferSize, err)
 	case errors.Is(err, transport.ErrBadState):
@@ -84,7 +87,9 @@ func checkLimits(ird, ord int, private []byte) error {
 // private data. It returns when the peer accepted: call CompleteConnect, or Reject after
 // looking at GetConnectionData. Errors: STATUS_CONNECTION_REFUSED (no listener, the
 // listener paused, closed or busy, or the peer rejected), STATUS_IO_TIMEOUT (no answer),
-// STATUS_CONNECTION_INVALID (qp not idle), STATUS_CANCELLED (ctx ended).
+// STATUS_CONNECTION_INVALID (qp not idle), STATUS_CANCELLED (ctx ended: the attempt is
+// abandoned, a reply that arrives later is refused, and qp is idle again when Connect
+// returns, ready for another connector).
 func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ird, ord int, private []byte) error {
 	a := c.a
 	if err := a.checkOpen(); err != nil {
@@ -113,8 +118,11 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	if err != nil {
 		return connectError(err)
 	}
+	c.mu.Lock()
 	c.tc = tc
+	c.mu.Unlock()
 	if err := a.await(ctx, func() bool { done, _ := tc.Replied(); return done }); err != nil {
+		c.abandon()
 		return connectError(err)
 	}
 	if _, err := tc.Replied(); err != nil {
@@ -129,6 +137,26 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	c.ird, c.ord = min(ird, c.peerORD), min(ord, c.peerIRD)
 	return nil
 }
+
+// abandon gives up an outgoing attempt that has not completed (Connect's ctx ended, or the
+// connector closes): the transport stops it and refuses a late reply, and the QP is idle
+// again once this returns (bounded by abandonWait).
+func (c *Connector) abandon() {
+	c.mu.Lock()
+	tc, qp := c.tc, c.qp
+	c.mu.Unlock()
+	if tc == nil || !tc.Cancel() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), abandonWait)
+	defer cancel()
+	q := qp.tq
+	_ = c.a.await(ctx, func() bool { return q.State() == transport.QPIdle })
+}
+
+// abandonWait bounds how long an abandoned attempt waits for the engine to take the QP
+// back to idle (a command the engine runs in its next round).
+const abandonWait = time.Second
 
 // CompleteConnect finishes an accepted connection (NdkCompleteConnect): the QP is connected
 // when it returns. onDisconnect, if not nil, is called once when the peer disconnects or
@@ -264,12 +292,14 @@ func (c *Connector) disconnected() {
 }
 
 // Close closes the connector (NdkCloseObject): an unanswered incoming request is
-// rejected; a connected QP is disconnected (ctx bounds the wait).
+// rejected; an outgoing attempt not completed is abandoned (a reply is refused); a
+// connected QP is disconnected (ctx bounds the wait).
 func (c *Connector) Close(ctx context.Context) error {
 	if c.req != nil && !c.answered.Load() {
 		_ = c.Reject(nil)
 		return nil
 	}
+	c.abandon()
 	if c.qp != nil {
 		switch c.qp.tq.State() {
 		case transport.QPConnected, transport.QPError:

@@ -23,6 +23,8 @@ var (
 	ErrRejected = errors.New("connection rejected")
 	// ErrConnectTimeout: the peer did not answer within the retry budget.
 	ErrConnectTimeout = errors.New("connection attempt timed out")
+	// ErrConnectCancelled: the attempt was abandoned with Connector.Cancel before an answer.
+	ErrConnectCancelled = errors.New("connection attempt cancelled")
 	// ErrBadState: the QP is not in a state that allows the call.
 	ErrBadState = errors.New("queue pair in the wrong state")
 	// ErrListening: a listener already exists for the service.
@@ -302,6 +304,38 @@ func (c *Connector) Complete() error {
 	return nil
 }
 
+// Cancel abandons an attempt that has not completed, as when the caller stops waiting for
+// it: a request not yet answered is no longer retransmitted (Wait and Replied report
+// ErrConnectCancelled), and a reply not yet completed is refused as Reject would, so that
+// the peer's half-open connection ends at once instead of timing out. The QP returns to
+// idle (State says when; it does not wait for the engine). Cancel reports whether it
+// abandoned the attempt: false when the attempt completed or failed already.
+func (c *Connector) Cancel() bool {
+	for {
+		st := c.state.Load()
+		if st != connSent && st != connReplied {
+			return false
+		}
+		if !c.state.CompareAndSwap(st, connFailed) {
+			continue // the engine moved it on meanwhile: look again
+		}
+		if st == connSent {
+			c.replied <- ErrConnectCancelled // nothing else sends once the state left connSent
+		}
+		e := c.qp.e
+		e.command(func(now int64) {
+			if st == connReplied {
+				e.cm.sendReject(c.peer, c.connID, RejectByPeer, nil)
+			}
+			c.qp.state.Store(uint32(QPIdle))
+			// The attempt stays listed for as long as the peer may retransmit its reply,
+			// so that a late reply is refused (poll removes it then).
+			c.linger = now + int64(e.cfg.CMTimeout)*int64(e.cfg.CMRetries)
+		})
+		return true
+	}
+}
+
 // Reject refuses the peer's reply; the QP returns to idle.
 func (c *Connector) Reject(private []byte) error {
 	if len(private) > wire.MaxPrivateData {
@@ -367,9 +401,10 @@ func (c *cmState) poll(now int64) (next int64) {
 		case connSent:
 			if now >= cn.nextAt {
 				if cn.tries >= e.cfg.CMRetries {
-					cn.state.Store(connFailed)
-					cn.qp.state.Store(uint32(QPIdle))
-					cn.replied <- ErrConnectTimeout
+					if cn.state.CompareAndSwap(connSent, connFailed) { // else Cancel won
+						cn.qp.state.Store(uint32(QPIdle))
+						cn.replied <- ErrConnectTimeout
+					}
 					c.removeConn(cn)
 					i--
 					continue
@@ -379,7 +414,10 @@ func (c *cmState) poll(now int64) (next int64) {
 				c.sendRequest(cn)
 			}
 			due(cn.nextAt)
-		case connCompleted:
+		case connCompleted, connFailed: // a cancelled attempt lingers too (Cancel)
+			if cn.linger == 0 {
+				continue // Cancel's command has not run yet
+			}
 			if now >= cn.linger {
 				c.removeConn(cn)
 				i--
@@ -520,8 +558,15 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 				cn.peerQPN, cn.peerPSN, cn.peerMax, cn.cookie = m.SrcQPN, m.InitialPSN, int(m.MaxPayload), m.Cookie
 				cn.peer = from
 				cn.peerPort = m.DataPort
-				cn.state.Store(connReplied)
+				if !cn.state.CompareAndSwap(connSent, connReplied) {
+					// Cancelled meanwhile: the peer's half-open connection is refused now
+					// rather than left to time out.
+					c.sendReject(from, cn.connID, RejectByPeer, nil)
+					return
+				}
 				cn.replied <- nil
+			case connFailed: // cancelled before this reply came (or its first copy)
+				c.sendReject(from, cn.connID, RejectByPeer, nil)
 			case connCompleted:
 				c.sendRTU(cn) // our ready-to-use was lost
 			}

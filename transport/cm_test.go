@@ -131,6 +131,88 @@ func TestCMSemReject(t *testing.T) {
 	})
 }
 
+// TestCMSemCancel: Cancel abandons an attempt. Unanswered, its request stops being
+// retransmitted and Replied reports ErrConnectCancelled; replied, the peer's request fails
+// with ErrRejected at once instead of timing out; a reply that arrives after the Cancel is
+// refused too. The QP is idle afterwards and connects again; a completed attempt is not
+// cancelled.
+func TestCMSemCancel(t *testing.T) {
+	t.Run("unanswered", func(t *testing.T) {
+		w, a, b := newSemPair(t, nil)
+		qa := a.qp(transport.QPConfig{})
+		conn, err := a.eng.Connect(qa, semAddr(99), 1, nil) // no such host
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.runFor(semCMTimeout + semCMTimeout/2) // one retransmission
+		if !conn.Cancel() {
+			t.Fatal("Cancel of an unanswered attempt reported false")
+		}
+		_, err = conn.Replied()
+		semIs(t, "cancelled attempt", err, transport.ErrConnectCancelled)
+		sent := a.tap.sentCount(wire.OpConnRequest)
+		w.runFor(5 * semCMTimeout)
+		if n := a.tap.sentCount(wire.OpConnRequest); n != sent {
+			t.Fatalf("%d requests sent after Cancel", n-sent)
+		}
+		semState(t, "cancelled", qa, transport.QPIdle)
+		if conn.Cancel() {
+			t.Fatal("a second Cancel reported true")
+		}
+		w.connectQPs(a, qa, b, b.qp(transport.QPConfig{})) // reusable
+	})
+	t.Run("replied", func(t *testing.T) {
+		w, a, b := newSemPair(t, nil)
+		qa, qb, l, conn := semDial(t, a, b, 1, nil)
+		req := semNextRequest(w, l)
+		if err := req.Accept(qb, nil); err != nil {
+			t.Fatal(err)
+		}
+		semReplied(t, w, conn)
+		t0 := w.clock.Now()
+		if !conn.Cancel() {
+			t.Fatal("Cancel of a replied attempt reported false")
+		}
+		w.runUntil(time.Second, "acceptor told", func() bool { d, _ := req.Established(); return d })
+		_, err := req.Established()
+		semIs(t, "request whose connector cancelled", err, transport.ErrRejected)
+		if d := w.elapsedSince(t0); d >= semCMTimeout {
+			t.Fatalf("acceptor told after %v, want within a round trip", d)
+		}
+		semState(t, "cancelled", qa, transport.QPIdle)
+		semIs(t, "Complete after Cancel", conn.Complete(), transport.ErrBadState)
+	})
+	t.Run("late reply", func(t *testing.T) {
+		w, a, b := newSemPair(t, nil)
+		qa, qb, l, conn := semDial(t, a, b, 1, nil)
+		req := semNextRequest(w, l) // the request arrived; Cancel before the answer
+		if !conn.Cancel() {
+			t.Fatal("Cancel reported false")
+		}
+		w.runFor(time.Millisecond)
+		if err := req.Accept(qb, nil); err != nil {
+			t.Fatal(err)
+		}
+		w.runUntil(time.Second, "acceptor told", func() bool { d, _ := req.Established(); return d })
+		_, err := req.Established()
+		semIs(t, "accepted after the connector cancelled", err, transport.ErrRejected)
+		semState(t, "cancelled", qa, transport.QPIdle)
+		if a.tap.sentCount(wire.OpReadyToUse) != 0 {
+			t.Fatal("a cancelled attempt sent a ready-to-use")
+		}
+	})
+	t.Run("completed", func(t *testing.T) {
+		w, a, b := newSemPair(t, nil)
+		qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
+		conn, _ := w.connectQPs(a, qa, b, qb)
+		if conn.Cancel() {
+			t.Fatal("Cancel of a completed attempt reported true")
+		}
+		w.runFor(time.Millisecond)
+		semState(t, "completed", qa, transport.QPConnected)
+	})
+}
+
 // TestCMSemNoListener: a request for a service nobody listens on is rejected at once (well
 // within one CM timeout), not left to time out.
 func TestCMSemNoListener(t *testing.T) {
