@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 )
 
@@ -24,6 +25,9 @@ type SRQ struct {
 	e      *Engine
 	q      *spsc[Receive]
 	closed atomic.Bool
+	// posting is 1 while PostReceive runs: Close waits for it to end before emptying the
+	// queue, so a post racing Close either fails ErrSRQClosed or is dropped by Close.
+	posting atomic.Int32
 
 	// limit event; engine goroutine only
 	limit int    // fire when fewer than limit receives are queued
@@ -63,11 +67,16 @@ func (s *SRQ) Len() int { return s.q.len() }
 // PostReceive queues a receive in the SRQ. It returns ErrQueueFull when Cap receives are
 // queued, ErrInvalidRequest for more than MaxSGE SGEs, ErrSRQClosed after Close. The SGL's
 // memory belongs to the transport until the receive completes on the QP that took it, or
-// until Close returns it. One poster at a time; never blocks, never allocates.
+// until Close returns it. One poster at a time, which may run concurrently with Close;
+// never blocks, never allocates.
 func (s *SRQ) PostReceive(r *Receive) error {
 	if r.NSGE > MaxSGE {
 		return fmt.Errorf("%d SGEs (max %d): %w", r.NSGE, MaxSGE, ErrInvalidRequest)
 	}
+	// Announce the post before looking at closed (Close sets closed before looking at
+	// posting): either Close sees the post and waits for it, or the post sees closed.
+	s.posting.Store(1)
+	defer s.posting.Store(0)
 	if s.closed.Load() {
 		return ErrSRQClosed
 	}
@@ -124,10 +133,16 @@ func (s *SRQ) taken() {
 // to drop (if not nil), on the engine goroutine, so the owner can release its memory;
 // further posts fail with ErrSRQClosed and QPs on it find it empty (their peers' Sends are
 // refused, RNR). Receives QPs already took complete on those QPs as usual. Close the QPs
-// first. The call returns once the engine goroutine has done it, or ctx ends. No poster may
-// run concurrently with Close.
+// first. A PostReceive concurrent with Close either fails ErrSRQClosed or its receive is
+// dropped. The call returns once the engine goroutine has done it, or ctx ends.
 func (s *SRQ) Close(ctx context.Context, drop func(r *Receive)) error {
 	s.closed.Store(true)
+	for s.posting.Load() != 0 { // a post in flight: it is a few instructions from done
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		runtime.Gosched()
+	}
 	done := make(chan struct{})
 	s.e.command(func(int64) {
 		s.armed = false

@@ -376,6 +376,55 @@ func TestSRQRules(t *testing.T) {
 	semIs(t, "post after close", pool.s.PostReceive(&transport.Receive{}), transport.ErrSRQClosed)
 }
 
+// TestSRQCloseRacesPost: a poster keeps posting while Close runs. Every receive a post
+// accepted is handed back by Close's drop, none is left in the queue: a post that loses
+// the race fails ErrSRQClosed.
+func TestSRQCloseRacesPost(t *testing.T) {
+	w, a, _ := newSemPair(t, nil)
+	buf := make([]byte, 64)
+	for iter := range 300 {
+		s, err := a.eng.NewSRQ(1 << 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan int, 1)
+		go func() {
+			r := transport.Receive{NSGE: 1}
+			r.SGL[0] = buf
+			n := 0
+			for ; n < 1<<16; n++ {
+				r.Context = uint64(n)
+				if err := s.PostReceive(&r); err != nil {
+					if !errors.Is(err, transport.ErrSRQClosed) {
+						t.Errorf("post: %v", err)
+					}
+					break
+				}
+			}
+			accepted <- n
+		}()
+		for range iter % 7 { // let the poster get going, by a varying amount
+			runtime.Gosched()
+		}
+		dropped := 0
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Close(context.Background(), func(*transport.Receive) { dropped++ })
+		}()
+		for len(done) == 0 { // Close waits for the engine goroutine: this one
+			a.eng.Poll(w.clock.Now())
+			runtime.Gosched()
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		n := <-accepted
+		if n != dropped || s.Len() != 0 {
+			t.Fatalf("iteration %d: %d posts accepted, Close dropped %d, %d left queued", iter, n, dropped, s.Len())
+		}
+	}
+}
+
 // TestSRQPostAllocs: posting to an SRQ allocates nothing.
 func TestSRQPostAllocs(t *testing.T) {
 	_, a, _ := newSemPair(t, nil)
