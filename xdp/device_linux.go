@@ -104,6 +104,10 @@ func Open(cfg Config) (d *Device, err error) {
 		}
 		if first == nil {
 			first = s
+			if err := d.limitZeroCopy(s, frameRoom, 14+ipHdr+8); err != nil {
+				s.Close()
+				return d, err
+			}
 		}
 		pool, err := d.umem.NewFramePool(perQueue)
 		if err != nil {
@@ -126,7 +130,7 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	m := d.Mode()
 	d.log.Info("xdp device open", "interface", cfg.Interface, "addr", d.addr, "port", cfg.Port,
-		"queues", queues, "mode", m.String(), "max_payload", d.maxPayload)
+		"queues", queues, "mode", m.String(), "max_payload", d.maxPayload, "zc_max_segs", d.zcMaxSegs)
 	for _, l := range d.links {
 		for _, f := range l.sock.Fallbacks() {
 			d.log.Info("xdp bind fallback", "queue", l.queue, "refused", f)
@@ -134,6 +138,36 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	return d, nil
 }
+
+// limitZeroCopy learns, for a zero-copy socket s, how many descriptors the driver takes
+// per packet (QueryNetdev's ZCMaxSegs; assumedZeroCopySegs when the kernel does not say),
+// and lowers the payload limit so that a full-size packet fits in that many frames of
+// frameRoom bytes. Packets needing more descriptors would be refused by the kernel as
+// invalid. Copy mode has no such limit.
+func (d *Device) limitZeroCopy(s *Socket, frameRoom, l2l3 int) error {
+	if !s.Mode().ZeroCopy {
+		return nil
+	}
+	segs := uint32(assumedZeroCopySegs)
+	if info, err := QueryNetdev(d.ifindex); err != nil || info.ZCMaxSegs == 0 {
+		d.log.Info("xdp zero-copy segment limit not reported; assuming", "segs", segs, "err", err)
+	} else {
+		segs = info.ZCMaxSegs
+	}
+	d.zcMaxSegs = int(min(segs, maxCopyModeDescs))
+	if lim := zeroCopyPayloadLimit(segs, frameRoom, l2l3); lim < d.maxPayload {
+		if lim < minZeroCopyPayload {
+			return fmt.Errorf("zero-copy socket takes %d descriptors per packet: payload limit %d bytes is too small (bind copy mode, or use larger frames)", segs, lim)
+		}
+		d.log.Info("xdp payload limited by the zero-copy segment limit", "segs", segs, "max_payload", lim, "mtu_payload", d.maxPayload)
+		d.maxPayload = lim
+	}
+	return nil
+}
+
+// minZeroCopyPayload is the smallest payload limit a zero-copy socket may impose before
+// Open gives up: what the transport needs for a useful packet.
+const minZeroCopyPayload = 512
 
 // Device is our UDP port on one interface: the steering program, the UMEM and one Link per
 // queue. Close releases all of it. Its methods are safe for concurrent use.
@@ -145,6 +179,7 @@ type Device struct {
 	addr       netip.Addr
 	maxPayload int
 	umem       *memreg.UMEM
+	zcMaxSegs  int // descriptors per packet on a zero-copy socket (0: copy mode)
 	prog       *bpf.Program
 	attach     bpf.Mode
 	links      []*Link

@@ -39,11 +39,11 @@ const zcMinSegment = 1024
 // smaller) fragments plus the linear part.
 const maxCopyModeDescs = 17 + 1
 
-// maxZeroCopyDescs bounds a packet's descriptors in zero-copy (driver) mode, where the
-// driver advertises its own limit (net_device.xdp_zc_max_segs: 8 for ice, 1 for drivers
-// without multi-buffer zero-copy). Until that is read over netlink
-// (NETDEV_A_DEV_XDP_ZC_MAX_SEGS) we assume 4: header, two payload pieces, trailer.
-const maxZeroCopyDescs = 4
+// assumedZeroCopySegs is the descriptors per packet assumed in zero-copy (driver) mode when
+// the kernel does not report the driver's limit (net_device.xdp_zc_max_segs, read over
+// netlink as NETDEV_A_DEV_XDP_ZC_MAX_SEGS since Linux 6.6; 1 for drivers without
+// multi-buffer zero-copy, more for those with): 4, header, two payload pieces, trailer.
+const assumedZeroCopySegs = 4
 
 // zcWaitPoll bounds Wait's sleep while zero-copy datagrams await completion: the kernel
 // completes TX descriptors without waking poll() on the socket, so Wait polls for them.
@@ -150,7 +150,7 @@ func (l *Link) initZeroCopy() {
 	z.minSeg = zcMinSegment
 	z.maxDescs = min(maxCopyModeDescs, len(l.tx))
 	if m.ZeroCopy {
-		z.maxDescs = min(maxZeroCopyDescs, len(l.tx))
+		z.maxDescs = min(max(l.dev.zcMaxSegs, 1), len(l.tx))
 		z.align = min(l.fsize, pageSize)
 	}
 	if !l.sock.cfg.Unaligned {
