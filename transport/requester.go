@@ -233,23 +233,41 @@ func (q *QP) transmit(now int64, next *int64) bool {
 	return sent
 }
 
-// windowOpen reports whether a new full-size packet may leave now.
+// windowOpen reports whether the next new packet may leave now: the congestion window
+// has room for its payload and the pacing allows it.
 func (q *QP) windowOpen(now int64, next *int64) bool {
 	r := &q.req
 	npk, bytes := r.sent.InFlight()
 	if npk >= q.e.cfg.Window {
 		return false
 	}
-	if npk > 0 && bytes+q.mss > r.cc.Window() {
+	size := q.nextPayload()
+	if npk > 0 && bytes+size > r.cc.Window() {
 		return false
 	}
-	if t := r.cc.NextSendTime(now, q.mss); t > now {
+	if t := r.cc.NextSendTime(now, size); t > now {
 		if *next == 0 || t < *next {
 			*next = t
 		}
 		return false
 	}
 	return true
+}
+
+// nextPayload is the payload of the packet transmit would send next: a read response's
+// is taken as a full one (the jobs are not scanned for it); a work request's is what is
+// left of it, up to the MSS. Small messages are thus not held back for room a full packet
+// would need (a 64-byte Write needs 64 bytes of window, not the MSS).
+func (q *QP) nextPayload() int {
+	r := &q.req
+	if r.activeJobs > 0 || r.next == r.tail {
+		return q.mss
+	}
+	s := &r.wrs[r.next&r.mask]
+	if s.wr.Kind == OpRead || s.wr.Kind == OpLocal {
+		return 0 // a Read request and a local request carry no payload
+	}
+	return min(q.mss, s.wr.Len()-int(r.sendOff))
 }
 
 // sendJobPacket sends the next new packet of a read response, if one is waiting.

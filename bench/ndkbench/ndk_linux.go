@@ -535,9 +535,9 @@ func (p *ndkPair) diag() string {
 		}
 		q := x.side.qp.Transport().Stats()
 		l := x.side.a.Link().Stats()
-		s += fmt.Sprintf(" [%s: qp tx %d rx %d retx %d timeouts %d acks %d naks %d/%d dup %d rnr %d srtt %v rto %v state %v; link rx %d tx %d kicks %d rxdrop %d txdrop %d txerr %d]",
+		s += fmt.Sprintf(" [%s: qp tx %d rx %d retx %d timeouts %d acks %d naks %d/%d dup %d rnr %d srtt %v rto %v cwnd %d state %v; link rx %d tx %d kicks %d rxdrop %d txdrop %d txerr %d]",
 			x.name, q.TxPackets, q.RxPackets, q.Retransmits, q.Timeouts, q.AcksSent, q.NaksSent, q.NaksReceived, q.Duplicates,
-			q.RNRNaks, time.Duration(q.SRTT), time.Duration(q.RTO), q.State, l.RxPackets, l.TxPackets, l.Kicks, l.RxDropped, l.TxDropped, l.TxErrors)
+			q.RNRNaks, time.Duration(q.SRTT), time.Duration(q.RTO), q.CongestionWindow, q.State, l.RxPackets, l.TxPackets, l.Kicks, l.RxDropped, l.TxDropped, l.TxErrors)
 	}
 	return s
 }
