@@ -432,10 +432,22 @@ func (l *Link) Wait(timeout time.Duration) error {
 		// The kernel signals no completion on the socket: poll for it.
 		timeout = min(timeout, zcWaitPoll)
 	}
-	l.timeout = unix.NsecToTimespec(int64(timeout))
-	l.pollfds[0].Revents, l.pollfds[1].Revents = 0, 0
-	if _, err := ppoll(l.pollfds[:], &l.timeout); err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("poll af_xdp socket: %w", err)
+	// A signal (EINTR) is not a wake-up: poll again for what is left of the timeout, so
+	// that an idle Wait lasts its timeout and a Wait ended by nothing does not look woken.
+	deadline := time.Now().Add(timeout)
+	for {
+		l.timeout = unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
+		l.pollfds[0].Revents, l.pollfds[1].Revents = 0, 0
+		_, err := ppoll(l.pollfds[:], &l.timeout)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("poll af_xdp socket: %w", err)
+		}
+		if l.closed.Load() || !time.Now().Before(deadline) {
+			break
+		}
 	}
 	if l.pollfds[1].Revents != 0 {
 		readEventfd(l.eventfd, &l.eventBuf)
