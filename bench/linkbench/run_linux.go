@@ -30,20 +30,11 @@ func BedOptions(name string) testbed.Options {
 //
 // It returns the results gathered even when err is not nil: a failed system is recorded in
 // the header's notes and the others are still measured.
-func Run(ctx context.Context, opts Options) (res *Results, err error) {
+func Run(ctx context.Context, opts Options) (*Results, error) {
 	if _, err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	bed, err := testbed.New(BedOptions("bench"))
-	if err != nil {
-		return nil, fmt.Errorf("create test bed: %w", err)
-	}
-	defer func() {
-		if cerr := bed.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove test bed: %w", cerr))
-		}
-	}()
-	return RunBed(ctx, bed, opts)
+	return testbed.With(BedOptions("bench"), func(bed *testbed.Bed) (*Results, error) { return RunBed(ctx, bed, opts) })
 }
 
 // RunBed measures every selected system on bed, which the caller owns and closes. The bed

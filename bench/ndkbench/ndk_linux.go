@@ -313,6 +313,14 @@ func (p *ndkPair) pingPong(ctx context.Context, o Options) (rtts []int64, allocs
 		var res [32]ndk.Result
 		var sgl [1]ndk.SGE
 		sgl[0] = a.smallMR.SGE(a.small[:MsgSize])
+		// The echo is the receive of B's answer; its receive is posted again at once.
+		echo := func(r *ndk.Result) (bool, error) {
+			slot, _ := r.RequestContext.(int)
+			if slot >= recvSlots {
+				return false, nil // our Send
+			}
+			return true, a.postReceive(slot)
+		}
 		var objs0 uint64
 		for i := 0; i < o.PingPongN; i++ {
 			if i == o.PingPongWarmup {
@@ -325,27 +333,8 @@ func (p *ndkPair) pingPong(ctx context.Context, o Options) (rtts []int64, allocs
 			if err := postRetry(func() error { return a.qp.Send(ctxSend, sgl[:], 0) }, a.cq, deadline); err != nil {
 				return fmt.Errorf("send: %w", err)
 			}
-			got := false
-			for spin := 0; !got; spin++ {
-				n := a.cq.GetResults(res[:])
-				for j := range res[:n] {
-					r := &res[j]
-					if r.Status != ndk.StatusSuccess {
-						return resultError("A's request", r)
-					}
-					if slot, _ := r.RequestContext.(int); slot < recvSlots {
-						got = true
-						if err := a.postReceive(slot); err != nil {
-							return err
-						}
-					}
-				}
-				if n == 0 {
-					if spin&255 == 255 && now()-t0 > int64(tripTimeout) {
-						return fmt.Errorf("round trip %d: no echo within %v", i, tripTimeout)
-					}
-					p.idle()
-				}
+			if err := p.awaitA(res[:], t0, echo); err != nil {
+				return fmt.Errorf("round trip %d: %w", i, err)
 			}
 			rtts = append(rtts, now()-t0)
 		}
@@ -357,6 +346,36 @@ func (p *ndkPair) pingPong(ctx context.Context, o Options) (rtts []int64, allocs
 	// Slow modes may not get through the warm-up within the bound: then the first half
 	// is the warm-up.
 	return rtts[min(o.PingPongWarmup, len(rtts)/2):], allocsPerOp, err
+}
+
+// awaitA polls A's CQ, results into res, until match accepts one, t0 being when the
+// request was posted; every result taken must be a success. While the CQ is empty it idles,
+// and it gives up after tripTimeout.
+func (p *ndkPair) awaitA(res []ndk.Result, t0 int64, match func(r *ndk.Result) (bool, error)) error {
+	for spin := 0; ; spin++ {
+		n := p.A.cq.GetResults(res)
+		got := false
+		for j := range res[:n] {
+			r := &res[j]
+			if r.Status != ndk.StatusSuccess {
+				return resultError("A's request", r)
+			}
+			ok, err := match(r)
+			if err != nil {
+				return err
+			}
+			got = got || ok
+		}
+		if got {
+			return nil
+		}
+		if n == 0 {
+			if spin&255 == 255 && now()-t0 > int64(tripTimeout) {
+				return fmt.Errorf("no completion within %v", tripTimeout)
+			}
+			p.idle()
+		}
+	}
 }
 
 // latency posts o.LatencyN Writes (read false) or Reads (read true) of MsgSize bytes one at
@@ -377,6 +396,10 @@ func (p *ndkPair) latency(ctx context.Context, o Options, read bool) ([]int64, e
 		} else {
 			sgl[0] = a.smallMR.SGE(a.small[2048 : 2048+MsgSize])
 		}
+		done := func(r *ndk.Result) (bool, error) {
+			c, _ := r.RequestContext.(int)
+			return c == want, nil
+		}
 		for i := 0; i < o.LatencyN; i++ {
 			if stop.Load() || now() > deadline {
 				break
@@ -385,24 +408,8 @@ func (p *ndkPair) latency(ctx context.Context, o Options, read bool) ([]int64, e
 			if err := post(); err != nil {
 				return fmt.Errorf("post: %w", err)
 			}
-			got := false
-			for spin := 0; !got; spin++ {
-				n := a.cq.GetResults(res[:])
-				for j := range res[:n] {
-					r := &res[j]
-					if r.Status != ndk.StatusSuccess {
-						return resultError("A's request", r)
-					}
-					if c, _ := r.RequestContext.(int); c == want {
-						got = true
-					}
-				}
-				if n == 0 {
-					if spin&255 == 255 && now()-t0 > int64(tripTimeout) {
-						return fmt.Errorf("request %d: no completion within %v", i, tripTimeout)
-					}
-					p.idle()
-				}
+			if err := p.awaitA(res[:], t0, done); err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
 			}
 			if t1 := now(); i >= o.PingPongWarmup {
 				lat = append(lat, t1-t0)

@@ -22,20 +22,11 @@ func BedOptions(name string) testbed.Options { return linkbench.BedOptions(name)
 // Run creates a test bed (BedOptions("ndkbench")), measures everything on it, and removes
 // it, also when ctx is cancelled or a measurement fails. It needs root. It returns the
 // results gathered even when err is not nil (failures are in the header's notes).
-func Run(ctx context.Context, opts Options) (res *Results, err error) {
+func Run(ctx context.Context, opts Options) (*Results, error) {
 	if _, err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	bed, err := testbed.New(BedOptions("ndkbench"))
-	if err != nil {
-		return nil, fmt.Errorf("create test bed: %w", err)
-	}
-	defer func() {
-		if cerr := bed.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove test bed: %w", cerr))
-		}
-	}()
-	return RunBed(ctx, bed, opts)
+	return testbed.With(BedOptions("ndkbench"), func(bed *testbed.Bed) (*Results, error) { return RunBed(ctx, bed, opts) })
 }
 
 // RunBed measures everything on bed, which the caller owns and closes; no XDP program may

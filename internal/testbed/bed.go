@@ -86,6 +86,21 @@ func New(opts Options) (*Bed, error) {
 	return b, nil
 }
 
+// With creates a bed (New(opts)), runs fn on it and removes it, also when fn fails. It
+// returns what fn returned, even with an error; a failed removal is joined to the error.
+func With[T any](opts Options, fn func(*Bed) (T, error)) (res T, err error) {
+	bed, err := New(opts)
+	if err != nil {
+		return res, fmt.Errorf("create test bed: %w", err)
+	}
+	defer func() {
+		if cerr := bed.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove test bed: %w", cerr))
+		}
+	}()
+	return fn(bed)
+}
+
 // setup does the work of New after naming; b.Close undoes whatever part of it succeeded.
 func (b *Bed) setup(o Options) error {
 	if err := b.addNamespaces(); err != nil {

@@ -166,3 +166,13 @@ func TestCreatorAlive(t *testing.T) {
 		t.Fatalf("creatorAlive(impossible pid) = %v, %v; want false", alive, err)
 	}
 }
+
+// TestWithInvalidOptions: With refuses what New refuses, before touching anything, and
+// does not run fn.
+func TestWithInvalidOptions(t *testing.T) {
+	ran := false
+	got, err := With(Options{MTU: 67}, func(*Bed) (int, error) { ran = true; return 1, nil })
+	if !errors.Is(err, ErrInvalidOptions) || ran || got != 0 {
+		t.Fatalf("With(invalid) = %d, %v (fn ran: %v); want ErrInvalidOptions without running fn", got, err, ran)
+	}
+}
