@@ -363,7 +363,7 @@ func (q *QP) setup(peer netip.AddrPort, peerPort uint16, peerQPN uint32, cookie 
 	q.peerQPN, q.cookie = peerQPN, cookie
 	q.ird, q.ord = ird, ord
 	maxp := min(e.link.MaxPayload(), peerMax)
-	q.mss = maxp - wire.HeaderLen - max(wire.SendExtLen, wire.RDMAExtLen, wire.ReadRespLen) - wire.TrailerLen
+	q.mss = maxp - wire.HeaderLen - maxDataExt - wire.TrailerLen
 	q.req.sent = ack.NewSentHistory(ourPSN, e.cfg.Window)
 	q.resp.rx = ack.NewReceiveTracker(peerPSN, e.cfg.Window)
 	q.req.cc = e.cfg.NewController(q.mss)

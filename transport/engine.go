@@ -271,10 +271,7 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	} else {
 		q.recvQ = newSPSC[Receive](cfg.RecvDepth)
 	}
-	sd, rd := len(q.sendQ.slots), 1
-	for rd < cfg.RecvDepth { // the receive ring: RecvDepth rounded up, as recvQ
-		rd <<= 1
-	}
+	sd, rd := len(q.sendQ.slots), ceilPow2(cfg.RecvDepth) // the receive ring: RecvDepth rounded up, as recvQ
 	q.req.wrs = make([]wrState, sd)
 	q.req.mask = uint32(sd - 1)
 	// Twice IRD job slots: a read whose responses were all sent stops counting against IRD
@@ -456,18 +453,10 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	return next, busy
 }
 
-// Zero-copy cookies name the packet's QP and what its payload belongs to: bits 32-63 the
-// QPN, bit 31 set for a read job, bits 0-30 the work request's sequence number or the job's
-// index.
-const cookieJob = 1 << 31
-
-func zcCookie(qpn uint32, job bool, idx uint32) uint64 {
-	c := uint64(qpn)<<32 | uint64(idx&0x7fffffff)
-	if job {
-		c |= cookieJob
-	}
-	return c
-}
+// zcCookie names a zero-copy packet's QP and what its payload belongs to: bits 32-63 the
+// QPN, bits 0-31 the upper half of the packet's tag (wrTag, jobTag: the job bit and the
+// work request's sequence number or the job's index; the offset is left out).
+func zcCookie(qpn uint32, tag uint64) uint64 { return uint64(qpn)<<32 | tag>>32 }
 
 // collectTxDone takes the link's finished zero-copy transmissions and lets the work
 // requests and read jobs they belong to complete. It reports whether there were any.
@@ -488,7 +477,8 @@ func (e *Engine) collectTxDone(now int64) bool {
 // txFinished accounts one zero-copy packet whose bytes the link no longer reads.
 func (e *Engine) txFinished(now int64, cookie uint64) {
 	if q := e.lookupQP(uint32(cookie >> 32)); q != nil {
-		q.zcDone(now, uint32(cookie)&cookieJob != 0, uint32(cookie)&^cookieJob)
+		job, idx, _ := splitTag(cookie << 32) // the tag half zcCookie kept
+		q.zcDone(now, job, idx)
 	}
 }
 

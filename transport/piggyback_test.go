@@ -59,3 +59,30 @@ func TestPiggybackPingPong(t *testing.T) {
 		t.Fatalf("no piggybacked acks: A %d, B %d", st.AcksPiggybacked, qb.Stats().AcksPiggybacked)
 	}
 }
+
+// TestPiggybackFitsAgreedSize: an ack rides on a data packet only while the datagram stays
+// within the payload size both ends agreed on (the smaller link's), not this end's own.
+// B's link takes 1000 bytes, A's the network's 1472; A sends full-size Write packets while
+// it owes B acks for B's Writes.
+func TestPiggybackFitsAgreedSize(t *testing.T) {
+	w, a, b := newSemPair(t, nil)
+	b.tap.maxPayload = 1000
+	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
+	ga, gb := newSemGuarded(1<<16, 1), newSemGuarded(1<<16, 2)
+	a.mem.add(0x21, 0, 0x10000, ga.region, semRW)
+	b.mem.add(0x11, 0, 0x10000, gb.region, semRW)
+	const n = 20
+	for i := range n {
+		// A's Write is posted as B's arrives: A's next transmit owes B an ack.
+		semPost(t, qb, semWrite(uint64(i), 0, 0x10000, 0x21, make([]byte, 64)))
+		w.runUntil(time.Second, "B's write at A", func() bool { return qa.Stats().RxPackets > uint64(i) })
+		semPost(t, qa, semWrite(uint64(i), 0, 0x10000, 0x11, make([]byte, 4000)))
+	}
+	w.runUntil(time.Second, "writes both ways", func() bool { return len(w.rec.of(qa)) == n && len(w.rec.of(qb)) == n })
+	if a.tap.largest > 1000 {
+		t.Fatalf("A sent a %d-byte datagram; the agreed limit is 1000", a.tap.largest)
+	}
+	if qa.Stats().AcksPiggybacked == 0 {
+		t.Fatal("no ack rode on A's data packets: the case was not exercised")
+	}
+}

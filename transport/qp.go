@@ -285,8 +285,12 @@ type requester struct {
 }
 
 // wrState is one active work request.
+// maxDataExt is the longest opcode extension of a data packet; a QP's MSS leaves room for it.
+const maxDataExt = max(wire.SendExtLen, wire.RDMAExtLen, wire.ReadRespLen)
+
 type wrState struct {
 	wr       WorkRequest
+	total    uint32   // wr.Len(), summed once when the request is taken
 	seq      uint32   // position in the request sequence (for tags)
 	firstPSN wire.PSN // PSN of its first packet
 	npkts    uint32   // packets it has (known once fully transmitted)

@@ -59,7 +59,7 @@ func (q *QP) takeSends() bool {
 			break
 		}
 		s := &r.wrs[r.tail&r.mask]
-		*s = wrState{wr: *wr, seq: r.tail}
+		*s = wrState{wr: *wr, total: uint32(wr.Len()), seq: r.tail}
 		q.sendQ.pop()
 		r.tail++
 		moved = true
@@ -171,11 +171,21 @@ func (q *QP) onRTO(now int64) {
 func (q *QP) lossRetries(info ack.PacketInfo) int {
 	n := info.Retransmits
 	if job, idx, _ := splitTag(info.Tag); !job {
-		if s := &q.req.wrs[idx&q.req.mask]; s.seq&0x7fffffff == idx && !s.done {
+		if s := q.liveWR(idx); s != nil {
 			n -= s.rnr
 		}
 	}
 	return max(n, 0)
+}
+
+// liveWR returns the work request a tag's index names, or nil when that request has
+// completed (its slot may hold a later one).
+func (q *QP) liveWR(idx uint32) *wrState {
+	s := &q.req.wrs[idx&q.req.mask]
+	if s.seq&0x7fffffff != idx || s.done {
+		return nil
+	}
+	return s
 }
 
 func containsPSN(l []ack.PacketInfo, psn wire.PSN) bool {
@@ -263,11 +273,16 @@ func (q *QP) nextPayload() int {
 	if r.activeJobs > 0 || r.next == r.tail {
 		return q.mss
 	}
-	s := &r.wrs[r.next&r.mask]
+	return int(q.payloadAt(&r.wrs[r.next&r.mask], r.sendOff))
+}
+
+// payloadAt is the payload of work request s's packet at byte offset off: what is left of
+// it, up to the MSS; none for a Read (its request carries none) or a local request.
+func (q *QP) payloadAt(s *wrState, off uint32) uint32 {
 	if s.wr.Kind == OpRead || s.wr.Kind == OpLocal {
-		return 0 // a Read request and a local request carry no payload
+		return 0
 	}
-	return min(q.mss, s.wr.Len()-int(r.sendOff))
+	return min(uint32(q.mss), s.total-off)
 }
 
 // sendJobPacket sends the next new packet of a read response, if one is waiting.
@@ -345,21 +360,15 @@ func (q *QP) sendWRPacket(now int64) bool {
 		}
 		s.firstPSN = r.sent.NextPSN()
 		s.npkts = 1
-		if s.wr.Kind != OpRead {
-			if l := s.wr.Len(); l > q.mss {
-				s.npkts = uint32((l + q.mss - 1) / q.mss)
-			}
+		if s.wr.Kind != OpRead && int(s.total) > q.mss {
+			s.npkts = (s.total + uint32(q.mss) - 1) / uint32(q.mss)
 		}
 		if s.wr.Kind == OpSend || s.wr.Kind == OpSendInv {
 			s.msn = r.nextMSN
 		}
 	}
-	total := uint32(s.wr.Len())
 	off := r.sendOff
-	n := uint32(0)
-	if s.wr.Kind != OpRead {
-		n = min(uint32(q.mss), total-off)
-	}
+	n := q.payloadAt(s, off)
 	psn := r.sent.NextPSN()
 	if !r.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: int(n), SentAt: now, FirstSentAt: now, Tag: wrTag(s.seq, off)}) {
 		return false
@@ -374,7 +383,7 @@ func (q *QP) sendWRPacket(now int64) bool {
 	}
 	q.buildWRPacket(now, s, psn, off, false)
 	r.sendOff += n
-	if s.wr.Kind == OpRead || r.sendOff >= total { // a Read is one request packet
+	if s.wr.Kind == OpRead || r.sendOff >= s.total { // a Read is one request packet
 		s.sentAll = true
 		r.sendOff = 0
 		r.next++
@@ -398,8 +407,8 @@ func (q *QP) resend(now int64, info ack.PacketInfo) bool {
 		}
 		q.buildJobPacket(now, int(idx), info.PSN, off, true)
 	} else {
-		s := &q.req.wrs[idx&q.req.mask]
-		if s.seq&0x7fffffff != idx || s.done {
+		s := q.liveWR(idx)
+		if s == nil {
 			return false
 		}
 		q.buildWRPacket(now, s, info.PSN, off, true)
@@ -424,11 +433,8 @@ func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx
 	i := e.txSlot()
 	p := &e.txWire
 	*p = wire.Packet{}
-	total := uint32(s.wr.Len())
-	n := uint32(0)
-	if s.wr.Kind != OpRead {
-		n = min(uint32(q.mss), total-off)
-	}
+	total := s.total
+	n := q.payloadAt(s, off)
 	last := off+n >= total || s.wr.Kind == OpRead
 	switch s.wr.Kind {
 	case OpSend, OpSendInv:
@@ -475,7 +481,7 @@ func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx
 	a, b := gather(&s.wr.SGL, s.wr.NSGE, off, n, e.txBounce[i])
 	e.emit(i, q.peer, q.srcPort, hl, a, b)
 	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.txBounce[i]) { // a bounced copy is ours
-		e.markZeroCopy(zcCookie(q.qpn, false, s.seq))
+		e.markZeroCopy(zcCookie(q.qpn, wrTag(s.seq, off)))
 		s.zc++
 	}
 	q.ctr.txPackets.Add(1)
@@ -504,7 +510,7 @@ func (q *QP) buildJobPacket(now int64, i int, psn wire.PSN, off uint32, retx boo
 	a, b := spanPieces(&j.mem, off, n, e.txBounce[slot])
 	e.emit(slot, q.peer, q.srcPort, hl, a, b)
 	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.txBounce[slot]) {
-		e.markZeroCopy(zcCookie(q.qpn, true, uint32(i)))
+		e.markZeroCopy(zcCookie(q.qpn, jobTag(i, off)))
 		j.zc++
 	}
 	q.ctr.txPackets.Add(1)
@@ -566,7 +572,7 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 			}
 			continue
 		}
-		if s := &r.wrs[idx&r.mask]; s.seq&0x7fffffff == idx && !s.done {
+		if s := q.liveWR(idx); s != nil {
 			s.acked++
 		}
 	}
@@ -712,7 +718,7 @@ func (q *QP) completeSends(now int64) {
 			return
 		}
 		if s.wr.Kind == OpRead {
-			if s.readGot < uint32(s.wr.Len()) {
+			if s.readGot < s.total {
 				return
 			}
 			r.reads--
@@ -726,7 +732,7 @@ func (q *QP) completeSends(now int64) {
 func (q *QP) completeWR(s *wrState, st Status) {
 	c := Completion{Context: s.wr.Context, Op: s.wr.Kind, Status: st}
 	if st == StatusSuccess {
-		c.Bytes = uint32(s.wr.Len())
+		c.Bytes = s.total
 	}
 	s.done = true
 	s.wr = WorkRequest{} // drop references to caller memory

@@ -308,7 +308,7 @@ func (q *QP) maybeAck(now int64) int64 {
 	e := q.e
 	// New receives are advertised, and requested acks sent, one poll round later: data
 	// leaving in that round (the application's answer) carries them (piggyback).
-	credits := q.srq == nil && rs.posted != rs.lastCred // an SRQ's QP advertises no limit: nothing to update
+	credits := q.creditsDue()
 	if credits && rs.credRound == 0 {
 		rs.credRound = e.round
 	}
@@ -343,17 +343,22 @@ func (q *QP) ackSent() {
 	rs.ackPending, rs.ackNow, rs.ackSoon, rs.lastCred, rs.credRound = 0, false, false, rs.posted, 0
 }
 
+// creditsDue reports whether receives were posted since the last credit limit went out.
+// An SRQ's QP advertises no limit: it never has one to update.
+func (q *QP) creditsDue() bool { return q.srq == nil && q.resp.posted != q.resp.lastCred }
+
 // piggyback makes data packet p (with n payload bytes) carry the pending acknowledgement
 // of the peer's stream, if there is one, no NAK is waiting (those go on their own) and the
 // datagram has room for it. Engine goroutine, while p is built.
 func (q *QP) piggyback(now int64, p *wire.Packet, n int) {
 	rs := &q.resp
-	credits := q.srq == nil && rs.posted != rs.lastCred
+	credits := q.creditsDue()
 	if rs.nakSend || (rs.ackPending == 0 && !rs.ackNow && !rs.ackSoon && !credits) {
 		return
 	}
-	ext, _ := wire.ExtLen(p.Opcode)
-	if wire.HeaderLen+ext+wire.AckExtLen+n+wire.TrailerLen > q.e.link.MaxPayload() {
+	// The datagram must fit the size agreed at setup (the smaller of both links'), whose
+	// room for extension and payload is q.mss+maxDataExt.
+	if ext, _ := wire.ExtLen(p.Opcode); ext+wire.AckExtLen+n > q.mss+maxDataExt {
 		return // a full-size packet: the ack goes on its own
 	}
 	p.Flags |= wire.FlagAck

@@ -46,6 +46,18 @@ type semTap struct {
 	last   map[wire.Opcode][]byte // a copy of the last datagram sent, per opcode
 	parsed wire.Packet
 	segs   [transport.MaxSegments][]byte
+
+	maxPayload int // MaxPayload to report (0: the network's)
+	largest    int // the longest datagram sent
+}
+
+// MaxPayload implements transport.Link: maxPayload when set, as for a host whose link takes
+// less than the network does.
+func (t *semTap) MaxPayload() int {
+	if t.maxPayload > 0 {
+		return t.maxPayload
+	}
+	return t.Link.MaxPayload()
 }
 
 func newSemTap(l *simlink.Link, clock func() int64) *semTap {
@@ -67,6 +79,7 @@ func (t *semTap) Send(pkts []transport.Packet) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range pkts {
+		t.largest = max(t.largest, pkts[i].Len())
 		if t.parse(&pkts[i]) {
 			if t.drop != nil && t.drop(&t.parsed) {
 				continue // lost on the wire

@@ -19,11 +19,17 @@ type spsc[T any] struct {
 }
 
 func newSPSC[T any](capacity int) *spsc[T] {
-	n := 1
-	for n < capacity {
-		n <<= 1
-	}
+	n := ceilPow2(capacity)
 	return &spsc[T]{slots: make([]T, n), mask: uint64(n - 1)}
+}
+
+// ceilPow2 is the least power of two at least n (1 for n <= 1).
+func ceilPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
 }
 
 // push copies *v into the queue and publishes it with everything staged before it; false

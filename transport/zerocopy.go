@@ -22,13 +22,12 @@ func (q *QP) zcDone(now int64, job bool, idx uint32) {
 			return
 		}
 		if j.zc--; j.zc == 0 && !j.active {
-			releaseSpan(&j.mem)
-			*j = readJob{}
+			q.endJob(j) // ended already: this releases its region
 		}
 		return
 	}
-	s := &r.wrs[idx&r.mask]
-	if s.seq&0x7fffffff != idx || s.done || s.zc == 0 {
+	s := q.liveWR(idx)
+	if s == nil || s.zc == 0 {
 		return
 	}
 	if s.zc--; s.zc > 0 {

@@ -62,8 +62,9 @@ func Parse(segs [][]byte, p *Packet) error {
 	}
 	// A piggybacked ack (FlagAck, on opcodes that allow it) sits between the opcode's
 	// extension and the payload.
+	flags := Flags(binary.BigEndian.Uint16(s0[2:4]))
 	ackLen := 0
-	if Flags(binary.BigEndian.Uint16(s0[2:4]))&FlagAck&info.flags != 0 {
+	if flags&FlagAck&info.flags != 0 {
 		ackLen = AckExtLen
 	}
 	fixed := HeaderLen + int(info.ext) + ackLen
@@ -122,7 +123,7 @@ func Parse(segs [][]byte, p *Packet) error {
 	p.NPayload = np
 
 	h := s0[:HeaderLen]
-	p.Flags = Flags(binary.BigEndian.Uint16(h[2:4]))
+	p.Flags = flags
 	if p.Flags&^info.flags != 0 {
 		return ErrFlags
 	}
