@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -266,7 +267,7 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 	defer l.exit()
 	l.reclaim()
 	sent := 0
-	var txBytes uint64
+	var txBytes, txRefs uint64
 	var err error
 	for i := range pkts {
 		p := &pkts[i]
@@ -309,6 +310,7 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 		}
 		sent++
 		txBytes += uint64(plen)
+		txRefs += uint64(bits.OnesCount8(refs))
 	}
 	l.flushTx()
 	// One kick per Send, also when nothing new fit: what is on the ring must move for
@@ -319,6 +321,9 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 	if sent > 0 {
 		l.stats.txPackets.Add(uint64(sent))
 		l.stats.txBytes.Add(txBytes)
+	}
+	if txRefs > 0 {
+		l.stats.txZeroCopy.Add(txRefs)
 	}
 	return sent, err
 }
@@ -363,8 +368,16 @@ func (l *Link) kickTx() {
 func (l *Link) reclaim() {
 	for {
 		n := l.sock.Complete(l.comp[:])
-		for _, a := range l.comp[:n] {
-			l.completed(a)
+		if l.zcPending() {
+			for _, a := range l.comp[:n] {
+				l.completed(a)
+			}
+		} else {
+			// No datagram with referenced segments in flight: every address is a frame of
+			// the pool (completed would find no record for it).
+			for _, a := range l.comp[:n] {
+				l.pool.Put(a)
+			}
 		}
 		if n < len(l.comp) {
 			return

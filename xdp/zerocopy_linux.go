@@ -1,7 +1,6 @@
 package xdp
 
 import (
-	"math/bits"
 	"time"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -182,10 +181,7 @@ func (l *Link) refOffset(seg []byte) (uint64, bool) {
 // a descriptor.
 func (l *Link) refSplit(off, n uint64) (descs int, ref uint64) {
 	for ref < n {
-		k := min(n-ref, l.fsize)
-		if a := l.zc.align; a != 0 {
-			k = min(k, a-(off+ref)%a)
-		}
+		k := l.refPiece(off+ref, n-ref)
 		if descs > 0 && ref+k == n && k < uint64(l.zc.minSeg) {
 			break
 		}
@@ -193,6 +189,16 @@ func (l *Link) refSplit(off, n uint64) (descs int, ref uint64) {
 		descs++
 	}
 	return descs, ref
+}
+
+// refPiece is how many of the left bytes at UMEM offset off one payload descriptor takes:
+// at most a chunk, and not across an alignment boundary when the mode has one.
+func (l *Link) refPiece(off, left uint64) uint64 {
+	k := min(left, l.fsize)
+	if a := l.zc.align; a != 0 {
+		k = min(k, a-off%a)
+	}
+	return k
 }
 
 // plan decides how datagram p (hl header bytes, plen payload bytes) is laid out: which
@@ -265,10 +271,7 @@ func (l *Link) build(p *transport.Packet, e *Encap, plen, descs int, refs uint8)
 			off, _ := offsetIn(l.mem, seg)
 			_, ref := l.refSplit(off, uint64(len(seg)))
 			for n := ref; n > 0; {
-				k := min(n, l.fsize)
-				if a := l.zc.align; a != 0 {
-					k = min(k, a-off%a)
-				}
+				k := l.refPiece(off, n)
 				l.tx[l.ntx] = Desc{Addr: off, Len: uint32(k), Options: DescContinued}
 				l.ntx++
 				off += k
@@ -299,9 +302,6 @@ func (l *Link) build(p *transport.Packet, e *Encap, plen, descs int, refs uint8)
 	l.tx[l.ntx-1].Options &^= DescContinued
 	if l.ntx-start != descs {
 		panic("xdp: descriptor count mismatch") // broken internal invariant, not input
-	}
-	if refs != 0 {
-		l.stats.txZeroCopy.Add(uint64(bits.OnesCount8(refs)))
 	}
 	return first, nil
 }
