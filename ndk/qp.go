@@ -189,39 +189,37 @@ func (q *QP) postData(kind transport.OpKind, op OpType, ctx any, sgl []SGE, flag
 		InvToken: invTok, Context: q.iposted}
 	if flags&OpInline != 0 {
 		if err := q.copyInline(wr, sgl); err != nil {
-			return q.refuse(err)
+			return q.refuse(s, err)
 		}
 	} else {
 		if len(sgl) > q.cfg.MaxInitiatorSGE {
-			return q.refuse(errorf(StatusInvalidParameter, "%d SGEs (max %d)", len(sgl), q.cfg.MaxInitiatorSGE))
+			return q.refuse(s, errorf(StatusInvalidParameter, "%d SGEs (max %d)", len(sgl), q.cfg.MaxInitiatorSGE))
 		}
 		total := uint64(0)
 		for i := range sgl {
 			total += uint64(len(sgl[i].Buf))
 		}
 		if total > maxTransfer {
-			return q.refuse(errorf(StatusInvalidParameter, "%d bytes (max %d)", total, uint64(maxTransfer)))
+			return q.refuse(s, errorf(StatusInvalidParameter, "%d bytes (max %d)", total, uint64(maxTransfer)))
 		}
 		if kind == transport.OpRead && total == 0 {
-			return q.refuse(errorf(StatusInvalidParameter, "zero-length Read"))
+			return q.refuse(s, errorf(StatusInvalidParameter, "zero-length Read"))
 		}
-		if !q.acquire(&s.holds, sgl, kind == transport.OpRead) {
+		if !q.pd.acquire(&s.holds, sgl, kind == transport.OpRead) {
 			// An SGE outside its region: the request completes with
 			// STATUS_ACCESS_VIOLATION in its turn and the QP fails (NDK local protection
 			// error), as hardware reports it.
 			*wr = transport.WorkRequest{Kind: transport.OpLocal, Flags: wr.Flags, Context: q.iposted,
 				LocalStatus: transport.StatusAccessViolation}
 		} else {
-			wr.NSGE = uint8(len(sgl))
-			for i := range sgl {
-				wr.SGL[i] = sgl[i].Buf
-			}
+			wr.NSGE = fillSGL(&wr.SGL, sgl)
 		}
 	}
 	return q.commit(s, wr)
 }
 
 // copyInline copies an inline payload into the request's inline buffer (tokens ignored).
+// Reads never get here: OpInline is not among readFlags.
 func (q *QP) copyInline(wr *transport.WorkRequest, sgl []SGE) error {
 	size := q.cfg.InlineDataSize
 	total := 0
@@ -230,9 +228,6 @@ func (q *QP) copyInline(wr *transport.WorkRequest, sgl []SGE) error {
 	}
 	if total > size {
 		return errorf(StatusInvalidBufferSize, "%d inline bytes (QP inline size %d)", total, size)
-	}
-	if wr.Kind == transport.OpRead {
-		return errorf(StatusInvalidParameter, "inline Read")
 	}
 	off := int(q.iposted&q.imask) * size
 	buf := q.inline[off : off+total : off+total]
@@ -247,11 +242,11 @@ func (q *QP) copyInline(wr *transport.WorkRequest, sgl []SGE) error {
 	return nil
 }
 
-// acquire checks the SGEs against their regions and holds them. On failure it holds
+// acquire checks the SGEs against their regions in pd and holds them. On failure it holds
 // nothing.
-func (q *QP) acquire(holds *[transport.MaxSGE]*memreg.MR, sgl []SGE, write bool) bool {
+func (pd *PD) acquire(holds *[transport.MaxSGE]*memreg.MR, sgl []SGE, write bool) bool {
 	for i := range sgl {
-		mr, err := q.a.reg.AcquireLocal(q.pd.id, sgl[i].Token, sgl[i].Buf, write)
+		mr, err := pd.a.reg.AcquireLocal(pd.id, sgl[i].Token, sgl[i].Buf, write)
 		if err != nil {
 			releaseHolds(holds)
 			return false
@@ -259,6 +254,14 @@ func (q *QP) acquire(holds *[transport.MaxSGE]*memreg.MR, sgl []SGE, write bool)
 		holds[i] = mr
 	}
 	return true
+}
+
+// fillSGL puts the SGEs' buffers into a request's SGL and returns how many.
+func fillSGL(dst *[transport.MaxSGE][]byte, sgl []SGE) uint8 {
+	for i := range sgl {
+		dst[i] = sgl[i].Buf
+	}
+	return uint8(len(sgl))
 }
 
 func releaseHolds(h *[transport.MaxSGE]*memreg.MR) {
@@ -287,40 +290,44 @@ func wrFlags(f OpFlags) transport.WRFlags {
 // begin checks what every initiator request needs and returns its slot.
 func (q *QP) begin(op OpType, ctx any, flags, allowed OpFlags) (*islot, error) {
 	if flags&^allowed != 0 {
-		return nil, q.refuse(errorf(StatusInvalidParameter, "flags %#x not allowed on %v", uint32(flags&^allowed), op))
+		return nil, q.reject(errorf(StatusInvalidParameter, "flags %#x not allowed on %v", uint32(flags&^allowed), op))
 	}
 	if err := q.usable(); err != nil {
-		return nil, q.refuse(err)
+		return nil, q.reject(err)
 	}
 	switch q.tq.State() {
 	case transport.QPConnected, transport.QPError:
 	default:
-		return nil, q.refuse(errorf(StatusConnectionInvalid, "QP is %v", q.tq.State()))
+		return nil, q.reject(errorf(StatusConnectionInvalid, "QP is %v", q.tq.State()))
 	}
 	if q.iposted-q.idone.Load() >= uint64(q.cfg.InitiatorQueueDepth) {
-		return nil, q.refuse(errorf(StatusInsufficientResources, "initiator queue full (%d)", q.cfg.InitiatorQueueDepth))
+		return nil, q.reject(errorf(StatusInsufficientResources, "initiator queue full (%d)", q.cfg.InitiatorQueueDepth))
 	}
 	s := &q.islots[q.iposted&q.imask]
 	s.ctx, s.op, s.flags = ctx, op, flags
 	return s, nil
 }
 
-// refuse fails a post inline. NDKPI §4.2: requests deferred before it are released first.
-func (q *QP) refuse(err error) error {
-	// The slot is this post's only if the queue had room: with the queue full it is the
-	// oldest outstanding request's, which the engine completes (and clears) itself.
-	if s := &q.islots[q.iposted&q.imask]; q.iposted-q.idone.Load() < uint64(q.cfg.InitiatorQueueDepth) && s.op != 0 {
-		releaseHolds(&s.holds)
-		*s = islot{}
-	}
+// reject fails a post inline before it took a slot. NDKPI §4.2: requests deferred before
+// it are released first.
+func (q *QP) reject(err error) error {
 	q.tq.Publish()
 	return err
+}
+
+// refuse fails a post inline that took slot s (begin): what it holds and the registry
+// change of a Bind or FastRegister are undone, then as reject.
+func (q *QP) refuse(s *islot, err error) error {
+	releaseHolds(&s.holds)
+	q.undo(s)
+	*s = islot{}
+	return q.reject(err)
 }
 
 // commit posts the prepared request of slot s.
 func (q *QP) commit(s *islot, wr *transport.WorkRequest) error {
 	if err := q.tq.PostSend(wr); err != nil {
-		return q.refuse(postError(err))
+		return q.refuse(s, postError(err))
 	}
 	q.iposted++
 	return nil
@@ -356,13 +363,13 @@ func (q *QP) Bind(ctx any, mr *MR, mw *MW, va, length uint64, flags OpFlags) err
 		return err
 	}
 	if mr == nil || mw == nil || mr.pd.a != q.a || mw.pd.a != q.a {
-		return q.refuse(errorf(StatusInvalidParameter, "MR or MW of another adapter"))
+		return q.refuse(s, errorf(StatusInvalidParameter, "MR or MW of another adapter"))
 	}
 	if mw.pd != q.pd {
-		return q.refuse(errorf(StatusAccessViolation, "window of another PD than the QP's"))
+		return q.refuse(s, errorf(StatusAccessViolation, "window of another PD than the QP's"))
 	}
 	if err := q.a.reg.Bind(q.tq.QPN(), mw.w, mr.m, va, length, memreg.OpFlags(flags)); err != nil {
-		return q.refuse(memError(err))
+		return q.refuse(s, memError(err))
 	}
 	s.mw = mw
 	return q.commitLocal(s, flags, transport.StatusSuccess)
@@ -382,10 +389,10 @@ func (q *QP) FastRegister(ctx any, mr *MR, pages [][]byte, fbo int, length, base
 		return err
 	}
 	if mr == nil || mr.pd != q.pd {
-		return q.refuse(errorf(StatusAccessViolation, "MR of another PD than the QP's"))
+		return q.refuse(s, errorf(StatusAccessViolation, "MR of another PD than the QP's"))
 	}
 	if err := q.a.reg.FastRegister(mr.m, pages, fbo, length, baseVA, memreg.OpFlags(flags)); err != nil {
-		return q.refuse(memError(err))
+		return q.refuse(s, memError(err))
 	}
 	s.mr = mr
 	return q.commitLocal(s, flags, transport.StatusSuccess)
@@ -413,7 +420,7 @@ func (q *QP) Invalidate(ctx any, obj MemoryObject, flags OpFlags) error {
 			st = transport.StatusLocalError
 		}
 	default:
-		return q.refuse(errorf(StatusInvalidParameter, "Invalidate of %T", obj))
+		return q.refuse(s, errorf(StatusInvalidParameter, "Invalidate of %T", obj))
 	}
 	return q.commitLocal(s, flags, st)
 }
@@ -422,12 +429,7 @@ func (q *QP) Invalidate(ctx any, obj MemoryObject, flags OpFlags) error {
 func (q *QP) commitLocal(s *islot, flags OpFlags, st transport.Status) error {
 	wr := &q.iwr
 	*wr = transport.WorkRequest{Kind: transport.OpLocal, Flags: wrFlags(flags), Context: q.iposted, LocalStatus: st}
-	if err := q.tq.PostSend(wr); err != nil {
-		q.undo(s)
-		return q.refuse(postError(err))
-	}
-	q.iposted++
-	return nil
+	return q.commit(s, wr)
 }
 
 // undo reverts the registry change of a Bind or FastRegister that did not happen.
@@ -458,15 +460,13 @@ func (q *QP) Receive(ctx any, sgl []SGE) error {
 		return errorf(StatusInsufficientResources, "receive queue full (%d)", q.cfg.ReceiveQueueDepth)
 	}
 	s := &q.rslots[q.rposted&q.rmask]
-	if !q.acquire(&s.holds, sgl, true) {
+	if !q.pd.acquire(&s.holds, sgl, true) {
 		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
 	}
 	s.ctx = ctx
 	r := &q.rr
-	*r = transport.Receive{NSGE: uint8(len(sgl)), Context: q.rposted}
-	for i := range sgl {
-		r.SGL[i] = sgl[i].Buf
-	}
+	*r = transport.Receive{Context: q.rposted}
+	r.NSGE = fillSGL(&r.SGL, sgl)
 	if err := q.tq.PostReceive(r); err != nil {
 		releaseHolds(&s.holds)
 		*s = rslot{}

@@ -27,16 +27,13 @@ type SRQ struct {
 	ts     *transport.SRQ
 	maxSGE int
 
-	depth  atomic.Int64  // the most receives outstanding (posted, not completed); Modify changes it
-	posted atomic.Uint64 // receives posted (the poster counts, Modify reads)
-	done   atomic.Uint64 // receives completed or dropped (engine goroutine counts)
+	depth atomic.Int64 // the most receives outstanding (posted, not completed); Modify changes it
 
 	// Slots hold each receive's context and memory holds. Receives complete in any order
 	// (several QPs), so slots are handed out from a free list: the poster takes indices,
-	// the engine goroutine returns them.
+	// the engine goroutine returns them. The slots not on it are the receives outstanding.
 	slots []rslot
 	free  idxRing
-	spare int32             // poster only: a slot taken whose post failed, used next (-1: none)
 	rr    transport.Receive // poster's scratch receive
 
 	notify  func(Status)
@@ -76,7 +73,7 @@ func (pd *PD) NewSRQ(depth, maxSGE, notifyThreshold int, notify func(Status)) (*
 		return nil, wrap(StatusInvalidParameter, err)
 	}
 	n := ts.Cap()
-	s := &SRQ{pd: pd, a: a, ts: ts, maxSGE: maxSGE, slots: make([]rslot, n), spare: -1, notify: notify}
+	s := &SRQ{pd: pd, a: a, ts: ts, maxSGE: maxSGE, slots: make([]rslot, n), notify: notify}
 	s.free.init(n)
 	s.depth.Store(int64(depth))
 	s.deliver = func() {
@@ -98,7 +95,7 @@ func (s *SRQ) Depth() int { return int(s.depth.Load()) }
 func (s *SRQ) Queued() int { return s.ts.Len() }
 
 // outstanding is how many receives are posted and not completed: a snapshot.
-func (s *SRQ) outstanding() int64 { return max(int64(s.posted.Load()-s.done.Load()), 0) }
+func (s *SRQ) outstanding() int64 { return int64(len(s.slots) - s.free.len()) }
 
 // Receive posts a receive buffer to the SRQ (NdkSrqReceive); any QP on the SRQ may
 // consume it. The SGEs need local write. Errors: STATUS_INVALID_PARAMETER (too many SGEs),
@@ -117,37 +114,23 @@ func (s *SRQ) Receive(ctx any, sgl []SGE) error {
 	if s.outstanding() >= s.depth.Load() {
 		return errorf(StatusInsufficientResources, "SRQ full (%d)", s.depth.Load())
 	}
-	i := s.spare
-	if i < 0 {
-		j, ok := s.free.pop()
-		if !ok { // every slot outstanding: a depth lowered under them
-			return errorf(StatusInsufficientResources, "SRQ full (%d)", len(s.slots))
-		}
-		i = int32(j)
-	}
-	s.spare = -1
+	// A slot is free: fewer than depth receives are outstanding, and the depth is at most
+	// len(s.slots). It leaves the free list only once its receive is ready to post.
+	i, _ := s.free.peek()
 	sl := &s.slots[i]
-	for k := range sgl {
-		mr, err := s.a.reg.AcquireLocal(s.pd.id, sgl[k].Token, sgl[k].Buf, true)
-		if err != nil {
-			releaseHolds(&sl.holds)
-			s.spare = i
-			return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
-		}
-		sl.holds[k] = mr
+	if !s.pd.acquire(&sl.holds, sgl, true) {
+		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
 	}
 	sl.ctx = ctx
 	r := &s.rr
-	*r = transport.Receive{NSGE: uint8(len(sgl)), Context: uint64(i)}
-	for k := range sgl {
-		r.SGL[k] = sgl[k].Buf
-	}
-	s.posted.Add(1) // before the engine can complete it
+	*r = transport.Receive{Context: uint64(i)}
+	r.NSGE = fillSGL(&r.SGL, sgl)
+	s.free.pop() // before the engine can complete it and return the slot
 	if err := s.ts.PostReceive(r); err != nil {
-		s.posted.Add(^uint64(0))
+		// Only a concurrent Close refuses it (the SGE count was checked, the queue has
+		// room for every outstanding receive): the SRQ is done with, its slot stays taken.
 		releaseHolds(&sl.holds)
 		*sl = rslot{}
-		s.spare = i
 		return postError(err)
 	}
 	return nil
@@ -161,7 +144,6 @@ func (s *SRQ) complete(i uint64) any {
 	ctx := sl.ctx
 	*sl = rslot{}
 	s.free.push(uint32(i & uint64(len(s.slots)-1)))
-	s.done.Add(1)
 	return ctx
 }
 
@@ -249,13 +231,21 @@ func (r *idxRing) push(i uint32) {
 	r.tail.Store(t + 1)
 }
 
-// pop takes an index; false when none is free. Consumer side.
-func (r *idxRing) pop() (uint32, bool) {
+// peek returns the next index pop takes; false when none is free. Consumer side.
+func (r *idxRing) peek() (uint32, bool) {
 	h := r.head.Load()
 	if h == r.tail.Load() {
 		return 0, false
 	}
-	i := r.idx[h&r.mask]
-	r.head.Store(h + 1)
-	return i, true
+	return r.idx[h&r.mask], true
+}
+
+// pop takes the index peek returned. Consumer side, after a successful peek.
+func (r *idxRing) pop() { r.head.Add(1) }
+
+// len is how many indices are free: a snapshot, from any goroutine (head is read first:
+// tail only grows, so the difference is never negative).
+func (r *idxRing) len() int {
+	h := r.head.Load()
+	return int(r.tail.Load() - h)
 }
