@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -71,12 +72,12 @@ func DefaultOptions() Options {
 
 // Limits of this implementation, reported by QueryAdapterInfo.
 const (
-	maxQueueDepth   = 1 << 16
+	maxQueueDepth   = transport.MaxQueueDepth
 	maxCQDepth      = 1 << 20
 	maxInline       = 4096
 	maxReadLimit    = 64
 	maxCQs          = 4096
-	maxTransfer     = 1 << 31
+	maxTransfer     = transport.MaxMessage
 	maxRegistration = 1 << 46
 	frmrPageCount   = 1 << 18
 )
@@ -96,16 +97,15 @@ type Adapter struct {
 	pollMu  sync.Mutex   // ProgressInline: one poller at a time
 	polled  atomic.Int64 // ProgressInline: a.now() of the last poll
 
-	events  chan func() // callbacks, run one at a time by the event goroutine
-	cqs     chan *CQ    // CQs with a notification to deliver
-	stopEv  chan struct{}
-	evDone  chan struct{}
-	ncq     atomic.Int32
-	ports   atomic.Uint32 // next ephemeral port
-	closeFn func() error  // closes what Open opened under the link
-	dev     any           // the AF_XDP device of an adapter from Open
-	closed  atomic.Bool
-	once    sync.Once
+	events chan func() // callbacks, run one at a time by the event goroutine
+	cqs    chan *CQ    // CQs with a notification to deliver
+	stopEv chan struct{}
+	evDone chan struct{}
+	ncq    atomic.Int32
+	ports  atomic.Uint32 // next ephemeral port
+	dev    io.Closer     // the AF_XDP device of an adapter from Open, closed with it
+	closed atomic.Bool
+	once   sync.Once
 }
 
 // OpenLink opens an adapter on any transport.Link (an AF_XDP link, or a simlink in tests).
@@ -332,8 +332,8 @@ func (a *Adapter) Close(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 		_ = a.link.Close()
-		if a.closeFn != nil {
-			_ = a.closeFn()
+		if a.dev != nil {
+			_ = a.dev.Close()
 		}
 	})
 	return nil

@@ -30,8 +30,6 @@ type Connector struct {
 	local, peer netip.AddrPort
 	ird, ord    int
 	private     []byte // the peer's private data
-	peerIRD     int
-	peerORD     int
 
 	onDisconnect func()
 	discFired    atomic.Bool
@@ -133,8 +131,8 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	c.local = a.LocalAddr()
 	c.peer = dest
 	c.private = tc.PeerPrivateData()
-	c.peerIRD, c.peerORD = tc.PeerReadLimits()
-	c.ird, c.ord = min(ird, c.peerORD), min(ord, c.peerIRD)
+	peerIRD, peerORD := tc.PeerReadLimits()
+	c.ird, c.ord = min(ird, peerORD), min(ord, peerIRD)
 	return nil
 }
 
@@ -241,7 +239,6 @@ func (c *Connector) GetConnectionData(buf []byte) (ird, ord, size int, err error
 		if c.answered.Load() {
 			ird, ord = c.ird, c.ord
 		}
-		c.private = c.req.PrivateData
 	case c.tc != nil:
 		ird, ord = c.ird, c.ord
 	default:

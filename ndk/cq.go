@@ -170,7 +170,9 @@ func (cq *CQ) push(r *ResultEx, solicited bool) {
 	if solicited || r.Status != StatusSuccess {
 		bits |= sinceSolicited
 	}
-	cq.since.Or(bits)
+	if cq.since.Load()&bits != bits {
+		cq.since.Or(bits) // a locked operation only when a bit is new
+	}
 	c := cq.count.Add(1)
 	a := cq.arm.Load()
 	if a == 0 || !matches(NotifyType(a-1), bits) {

@@ -37,7 +37,6 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 		_ = d.Close()
 		return nil, err
 	}
-	a.closeFn = d.Close
 	a.dev = d
 	return a, nil
 }

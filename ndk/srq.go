@@ -8,8 +8,8 @@ import (
 	"github.com/xdpndk/xdpndk/transport"
 )
 
-// maxSRQDepth is the deepest SRQ (AdapterInfo.MaxSrqDepth).
-const maxSRQDepth = 1 << 16
+// maxSRQDepth is the deepest SRQ (AdapterInfo.MaxSrqDepth): the transport's.
+const maxSRQDepth = transport.MaxSRQDepth
 
 // SRQ is a shared receive queue (NDK_SRQ, NDKPI-REFERENCE §2.4, §2.6, §2.7): receives
 // posted to it are consumed by every QP created with QPConfig.SRQ set to it, each QP

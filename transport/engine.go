@@ -258,7 +258,7 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.ORD == 0 {
 		cfg.ORD = 16
 	}
-	if cfg.SendDepth < 1 || cfg.SendDepth > 1<<16 || cfg.RecvDepth < 1 || cfg.RecvDepth > 1<<16 || cfg.IRD < 0 || cfg.ORD < 0 || cfg.IRD > 255 || cfg.ORD > 255 {
+	if cfg.SendDepth < 1 || cfg.SendDepth > MaxQueueDepth || cfg.RecvDepth < 1 || cfg.RecvDepth > MaxQueueDepth || cfg.IRD < 0 || cfg.ORD < 0 || cfg.IRD > 255 || cfg.ORD > 255 {
 		return nil, errors.New("qp config: depths must be in [1, 65536] and read limits in [0, 255]")
 	}
 	if cfg.SRQ != nil && cfg.SRQ.e != e {

@@ -166,8 +166,8 @@ func (q *QP) checkSend(wr *WorkRequest) error {
 	default:
 		return fmt.Errorf("kind %v: %w", wr.Kind, ErrInvalidRequest)
 	}
-	if uint64(wr.Len()) > maxMessage {
-		return fmt.Errorf("%d bytes (max %d): %w", wr.Len(), maxMessage, ErrInvalidRequest)
+	if uint64(wr.Len()) > MaxMessage {
+		return fmt.Errorf("%d bytes (max %d): %w", wr.Len(), MaxMessage, ErrInvalidRequest)
 	}
 	return nil
 }
@@ -243,8 +243,13 @@ func (q *QP) abort(now int64) {
 // nakKinds bounds the syndromes counted per kind.
 const nakKinds = 8
 
-// maxMessage is the largest message: the wire's offsets are 32-bit and signed-safe.
-const maxMessage = 1 << 31
+// MaxMessage is the largest message in bytes: the wire's offsets are 32-bit and
+// signed-safe.
+const MaxMessage = 1 << 31
+
+// MaxQueueDepth is the deepest send or receive queue of a QP (QPConfig.SendDepth,
+// RecvDepth).
+const MaxQueueDepth = 1 << 16
 
 // requester is the QP's initiator side: its work requests, its PSN stream, reliability and
 // congestion state. Engine goroutine only.

@@ -43,15 +43,15 @@ var (
 	ErrSRQClosed = errors.New("shared receive queue closed")
 )
 
-// maxSRQDepth is the most receives an SRQ holds.
-const maxSRQDepth = 1 << 16
+// MaxSRQDepth is the most receives an SRQ holds.
+const MaxSRQDepth = 1 << 16
 
 // NewSRQ creates a shared receive queue on the engine that holds up to depth receives
 // (rounded up to a power of two; depth in [1, 65536]). QPs of this engine use it through
 // QPConfig.SRQ.
 func (e *Engine) NewSRQ(depth int) (*SRQ, error) {
-	if depth < 1 || depth > maxSRQDepth {
-		return nil, fmt.Errorf("srq depth %d not in [1, %d]: %w", depth, maxSRQDepth, ErrInvalidRequest)
+	if depth < 1 || depth > MaxSRQDepth {
+		return nil, fmt.Errorf("srq depth %d not in [1, %d]: %w", depth, MaxSRQDepth, ErrInvalidRequest)
 	}
 	return &SRQ{e: e, q: newSPSC[Receive](depth)}, nil
 }
