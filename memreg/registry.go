@@ -215,8 +215,7 @@ type mapping struct {
 	buf         []byte   // MR and MW: exactly the mapped bytes
 	runs        [][]byte // fast-register MR: runs[i] is page i and the contiguous pages after it
 	fbo         uint64
-	mr          *MR  // MW: the region it is bound to
-	owner       *MR  // the region an access holds: the MR itself, or a window's MR
+	owner       *MR  // the region an access holds: the MR itself, or the one a window is bound to
 	localWrite  bool // the local token allows writing (MR_FLAG_ALLOW_LOCAL_WRITE, FR ALLOW_LOCAL_WRITE)
 }
 
@@ -336,6 +335,19 @@ func (r *Registry) lookup(token uint32) *slot {
 	return &r.slots[i-1]
 }
 
+// hold takes a hold on the region of m, the mapping an access found in s, then checks
+// that m is still current. If an invalidation removed it in between, the hold is given
+// back and the access fails (false); if not, the invalidation's WaitIdle sees the hold
+// (sequentially consistent atomics order this Add before its later Load).
+func hold(s *slot, m *mapping) bool {
+	m.owner.refs.Add(1)
+	if s.cur.Load() != m {
+		m.owner.refs.Add(-1)
+		return false
+	}
+	return true
+}
+
 // unmap removes mapping m from slot s if it is still current. It is the only way a live
 // mapping goes away besides freeSlot, and it keeps the window count of the parent MR.
 func unmap(s *slot, m *mapping) bool {
@@ -343,7 +355,7 @@ func unmap(s *slot, m *mapping) bool {
 		return false
 	}
 	if m.kind == kindMW {
-		m.mr.windows.Add(-1)
+		m.owner.windows.Add(-1)
 	}
 	return true
 }
@@ -432,13 +444,11 @@ func (r *Registry) Resolve(pd PD, token uint32, addr uint64, length uint32, acce
 	if n == 0 {
 		return m.runs[0][:0:0], nil
 	}
-	p := m.fbo + off
-	run := m.runs[p>>frPageShift]
-	in := p & (FastRegisterPageSize - 1)
-	if n > uint64(len(run))-in {
-		return nil, ErrNotContiguous
+	sp := Span{N: n, runs: m.runs, pos: m.fbo + off}
+	if p := sp.Piece(0); uint64(len(p)) == n {
+		return p, nil
 	}
-	return run[in : in+n : in+n], nil
+	return nil, ErrNotContiguous
 }
 
 // Acquire is Resolve for an access that uses the bytes for a while: it returns them as a
@@ -463,12 +473,7 @@ func (r *Registry) Acquire(pd PD, token uint32, addr uint64, length uint32, acce
 	if err != nil {
 		return Span{}, err
 	}
-	// Take the hold, then check that the mapping is still current. If an invalidation
-	// removed it in between, this access fails; if not, the invalidation's WaitIdle sees
-	// the hold (sequentially consistent atomics order this Add before its later Load).
-	m.owner.refs.Add(1)
-	if s.cur.Load() != m {
-		m.owner.refs.Add(-1)
+	if !hold(s, m) {
 		return Span{}, ErrStale
 	}
 	n := uint64(length)
@@ -964,7 +969,7 @@ func (r *Registry) Bind(qp uint32, mw *MW, mr *MR, va uint64, length uint64, fla
 	mr.windows.Add(1)
 	m, _ := newMapping(s)
 	*m = mapping{kind: kindMW, pd: mw.pd, remoteToken: remote, access: a, base: va,
-		length: length, buf: mr.buf[off : off+length : off+length], mr: mr, owner: mr}
+		length: length, buf: mr.buf[off : off+length : off+length], owner: mr}
 	s.cur.Store(m)
 	return nil
 }
@@ -1015,9 +1020,7 @@ func (r *Registry) AcquireLocal(pd PD, token uint32, buf []byte, write bool) (*M
 	if !m.containsLocal(va, n) {
 		return nil, ErrBounds
 	}
-	m.owner.refs.Add(1)
-	if s.cur.Load() != m {
-		m.owner.refs.Add(-1)
+	if !hold(s, m) {
 		return nil, ErrStale
 	}
 	return m.owner, nil

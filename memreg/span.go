@@ -40,28 +40,26 @@ func (s *Span) Piece(off uint64) []byte {
 
 // CopyIn copies src into the span starting off bytes into it and returns how many bytes
 // it copied (fewer than len(src) only at the span's end).
-func (s *Span) CopyIn(off uint64, src []byte) int {
-	w := 0
-	for w < len(src) {
-		p := s.Piece(off + uint64(w))
-		if p == nil {
-			break
-		}
-		w += copy(p, src[w:])
-	}
-	return w
-}
+func (s *Span) CopyIn(off uint64, src []byte) int { return s.copyAt(off, src, true) }
 
 // CopyOut copies the span's bytes starting off bytes into it into dst and returns how many
 // bytes it copied (fewer than len(dst) only at the span's end).
-func (s *Span) CopyOut(off uint64, dst []byte) int {
+func (s *Span) CopyOut(off uint64, dst []byte) int { return s.copyAt(off, dst, false) }
+
+// copyAt copies b into the span (in) or the span into b (!in), piece by piece, starting
+// off bytes into the span; it returns how many bytes it copied.
+func (s *Span) copyAt(off uint64, b []byte, in bool) int {
 	w := 0
-	for w < len(dst) {
+	for w < len(b) {
 		p := s.Piece(off + uint64(w))
 		if p == nil {
 			break
 		}
-		w += copy(dst[w:], p)
+		if in {
+			w += copy(p, b[w:])
+		} else {
+			w += copy(b[w:], p)
+		}
 	}
 	return w
 }
