@@ -13,6 +13,7 @@ import (
 
 	axdp "github.com/asavie/xdp"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/xdp"
@@ -244,13 +245,13 @@ func (s *asavieSide) frame(x *axdp.Socket, d *axdp.Desc, payload []byte) error {
 // sends at most 32 descriptors (the kernel's default budget), so the last descriptors of a
 // burst stay on the ring until the next Transmit.
 func flushTx(x *axdp.Socket, timeout time.Duration) error {
-	deadline := now() + int64(timeout)
+	deadline := report.Now() + int64(timeout)
 	for {
 		reclaim(x)
 		if x.NumTransmitted() == 0 {
 			return nil
 		}
-		if now() > deadline {
+		if report.Now() > deadline {
 			return fmt.Errorf("%d TX descriptors still pending after %v", x.NumTransmitted(), timeout)
 		}
 		x.Transmit(nil)
@@ -325,7 +326,7 @@ func (p *asaviePair) send(f *flow) error {
 	var sent, calls uint64
 	defer func() { p.txCalls.Add(calls) }()
 	for it := 0; ; it++ {
-		if f.stopTx.Load() || sent >= f.maxPkts || (it&63 == 0 && now() > f.deadline) {
+		if f.stopTx.Load() || sent >= f.maxPkts || (it&63 == 0 && report.Now() > f.deadline) {
 			// Send what is still on the ring, as any application ending a burst must.
 			return flushTx(x, time.Second)
 		}
@@ -385,12 +386,12 @@ func (p *asaviePair) ping(pg *pinger) error {
 	fillPattern(payload, 0)
 	var dg xdp.Datagram
 	for seq := uint64(1); seq <= uint64(pg.n); seq++ {
-		if pg.stop.Load() || now() > pg.deadline {
+		if pg.stop.Load() || report.Now() > pg.deadline {
 			return nil
 		}
 		putSeq(payload, seq)
 		reclaim(x)
-		t0 := now()
+		t0 := report.Now()
 		descs := x.GetDescs(1)
 		if len(descs) != 1 || x.NumFreeTxSlots() == 0 {
 			return errors.New("no free frame or TX slot")
@@ -411,7 +412,7 @@ func (p *asaviePair) ping(pg *pinger) error {
 				}
 				x.Fill(rd)
 			}
-			if !got && spin&63 == 63 && now()-t0 > int64(pg.timeout) {
+			if !got && spin&63 == 63 && report.Now()-t0 > int64(pg.timeout) {
 				break
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -119,7 +120,7 @@ func (p *kernelPair) send(f *flow) error {
 	c, dst := p.conns[0], p.peers[0]
 	var sent uint64
 	for it := 0; ; it++ {
-		if f.stopTx.Load() || sent >= f.maxPkts || (it&63 == 0 && now() > f.deadline) {
+		if f.stopTx.Load() || sent >= f.maxPkts || (it&63 == 0 && report.Now() > f.deadline) {
 			return nil
 		}
 		if _, err := c.WriteToUDPAddrPort(f.payload, dst); err != nil {
@@ -135,7 +136,7 @@ func (p *kernelPair) send(f *flow) error {
 
 // armDeadline bounds blocking reads by the flow's time bound.
 func armDeadline(c *net.UDPConn, deadline int64) error {
-	return c.SetReadDeadline(time.Now().Add(time.Duration(deadline - now())))
+	return c.SetReadDeadline(time.Now().Add(time.Duration(deadline - report.Now())))
 }
 
 // receive is B's one-way loop: one blocking ReadFrom per datagram.
@@ -171,14 +172,14 @@ func (p *kernelPair) ping(pg *pinger) error {
 	fillPattern(payload, 0)
 	buf := make([]byte, 65536)
 	for seq := uint64(1); seq <= uint64(pg.n); seq++ {
-		if pg.stop.Load() || now() > pg.deadline {
+		if pg.stop.Load() || report.Now() > pg.deadline {
 			return nil
 		}
 		putSeq(payload, seq)
 		if err := c.SetReadDeadline(time.Now().Add(pg.timeout)); err != nil {
 			return err
 		}
-		t0 := now()
+		t0 := report.Now()
 		if _, err := c.WriteToUDPAddrPort(payload, dst); err != nil && !transient(err) {
 			return fmt.Errorf("write: %w", err)
 		}

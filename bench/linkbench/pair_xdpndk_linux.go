@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/transport"
@@ -89,7 +90,7 @@ func (p *xdpndkPair) close() error {
 
 // sendOne sends pkts[:1], waiting (bounded by timeout) while the link is out of room.
 func sendOne(l *xdp.Link, pkts []transport.Packet, timeout time.Duration) error {
-	t0 := now()
+	t0 := report.Now()
 	for {
 		n, err := l.Send(pkts[:1])
 		if err != nil {
@@ -98,7 +99,7 @@ func sendOne(l *xdp.Link, pkts []transport.Packet, timeout time.Duration) error 
 		if n == 1 {
 			return nil
 		}
-		if now()-t0 > int64(timeout) {
+		if report.Now()-t0 > int64(timeout) {
 			return fmt.Errorf("link had no room to send for %v", timeout)
 		}
 		if err := l.Wait(0); err != nil {
@@ -151,7 +152,7 @@ func (p *xdpndkPair) send(f *flow) error {
 	}
 	var sent uint64
 	for it := 0; ; it++ {
-		if f.stopTx.Load() || sent >= f.maxPkts || (it&63 == 0 && now() > f.deadline) {
+		if f.stopTx.Load() || sent >= f.maxPkts || (it&63 == 0 && report.Now() > f.deadline) {
 			return nil
 		}
 		want := min(uint64(len(pkts)), f.maxPkts-sent)
@@ -210,11 +211,11 @@ func (p *xdpndkPair) ping(pg *pinger) error {
 	out[0].SetData(payload)
 	var in [16]transport.Packet
 	for seq := uint64(1); seq <= uint64(pg.n); seq++ {
-		if pg.stop.Load() || now() > pg.deadline {
+		if pg.stop.Load() || report.Now() > pg.deadline {
 			return nil
 		}
 		putSeq(payload, seq)
-		t0 := now()
+		t0 := report.Now()
 		if err := sendOne(l, out[:], pg.timeout); err != nil {
 			return fmt.Errorf("send: %w", err)
 		}
@@ -232,7 +233,7 @@ func (p *xdpndkPair) ping(pg *pinger) error {
 			if n > 0 {
 				l.Release(in[:n])
 			}
-			if !got && spin&63 == 63 && now()-t0 > int64(pg.timeout) {
+			if !got && spin&63 == 63 && report.Now()-t0 > int64(pg.timeout) {
 				break
 			}
 		}

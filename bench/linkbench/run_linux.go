@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
@@ -84,7 +83,7 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 			}
 			if err != nil {
 				err = fmt.Errorf("%s, run %d: %w", sys, run+1, err)
-				res.Header.Notes = append(res.Header.Notes, "FAILED: "+err.Error())
+				res.Header.Notes = append(res.Header.Notes, report.FailedNote(err))
 				errs = append(errs, err)
 			}
 		}
@@ -298,7 +297,7 @@ type flow struct {
 	payload  []byte // UDP payload of every datagram, size - IPUDPHeaderLen bytes
 	batch    int
 	maxPkts  uint64 // bound on datagrams sent
-	deadline int64  // now() after which every loop stops by itself
+	deadline int64  // report.Now() after which every loop stops by itself
 	stopTx   atomic.Bool
 	stopRx   atomic.Bool
 	_        [48]byte
@@ -306,7 +305,7 @@ type flow struct {
 }
 
 func newFlow(size int, o Options, bound time.Duration) *flow {
-	f := &flow{size: size, batch: o.Batch, maxPkts: o.MaxPackets, deadline: now() + int64(bound)}
+	f := &flow{size: size, batch: o.Batch, maxPkts: o.MaxPackets, deadline: report.Now() + int64(bound)}
 	f.payload = make([]byte, size-IPUDPHeaderLen)
 	fillPattern(f.payload, 0)
 	return f
@@ -314,21 +313,21 @@ func newFlow(size int, o Options, bound time.Duration) *flow {
 
 // stopping reports whether a loop should end: told to, or past the time bound.
 func (f *flow) stopping(stop *atomic.Bool) bool {
-	return stop.Load() || now() > f.deadline
+	return stop.Load() || report.Now() > f.deadline
 }
 
 // idleDone reports whether a receive loop that found nothing on iteration it should end:
 // told to, or (checked every 1024 iterations, to keep the clock off the spin) past the
 // time bound.
 func (f *flow) idleDone(it int) bool {
-	return f.stopRx.Load() || (it&1023 == 0 && now() > f.deadline)
+	return f.stopRx.Load() || (it&1023 == 0 && report.Now() > f.deadline)
 }
 
 // pinger is A's state in a ping-pong measurement.
 type pinger struct {
 	n        int           // round trips to make
 	timeout  time.Duration // per round trip
-	deadline int64         // now() after which no round trip starts
+	deadline int64         // report.Now() after which no round trip starts
 	stop     atomic.Bool
 	rtts     []int64 // nanoseconds, preallocated to n
 	lost     int
@@ -337,7 +336,7 @@ type pinger struct {
 // record ends one round trip started at t0: its time if the echo came back, else a loss.
 func (pg *pinger) record(got bool, t0 int64) {
 	if got {
-		pg.rtts = append(pg.rtts, now()-t0)
+		pg.rtts = append(pg.rtts, report.Now()-t0)
 	} else {
 		pg.lost++
 	}
@@ -400,16 +399,10 @@ type snapshot struct {
 	allocs                 uint64
 }
 
-var allocSample = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
-
 func take(f *flow) snapshot {
-	metrics.Read(allocSample)
-	var allocs uint64
-	if allocSample[0].Value.Kind() == metrics.KindUint64 {
-		allocs = allocSample[0].Value.Uint64()
-	}
+	allocs := report.HeapObjects()
 	return snapshot{
-		t: now(), txPkts: f.tx.pkts.Load(), rxPkts: f.rx.pkts.Load(), rxByte: f.rx.bytes.Load(), allocs: allocs,
+		t: report.Now(), txPkts: f.tx.pkts.Load(), rxPkts: f.rx.pkts.Load(), rxByte: f.rx.bytes.Load(), allocs: allocs,
 	}
 }
 
@@ -522,7 +515,7 @@ func oneWay(ctx context.Context, p pair, size int, o Options) (res oneWayResult,
 func pingPong(ctx context.Context, p pair, o Options) (RTTStats, int, error) {
 	f := newFlow(PingSize, o, o.PingPongTimeout+5*time.Second)
 	pg := &pinger{
-		n: o.PingPongN, timeout: pingTimeout, deadline: now() + int64(o.PingPongTimeout),
+		n: o.PingPongN, timeout: pingTimeout, deadline: report.Now() + int64(o.PingPongTimeout),
 		rtts: make([]int64, 0, o.PingPongN),
 	}
 	echoDone := report.Worker(!p.blocks(), func() error { return p.echo(f) })

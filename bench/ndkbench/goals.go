@@ -71,20 +71,11 @@ func DefaultGoals() []Goal {
 // median. A goal without a common repetition (or with a zero denominator) stays
 // unevaluated.
 func Evaluate(goals []Goal, records []Record) []Goal {
-	find := func(ref Ref) *Record {
-		for i := range records {
-			r := &records[i]
-			if r.Benchmark == ref.Benchmark && r.System == ref.System && r.Op == ref.Op && r.Size == ref.Size && r.Metric == ref.Metric {
-				return r
-			}
-		}
-		return nil
-	}
 	out := slices.Clone(goals)
 	for i := range out {
 		g := &out[i]
 		g.Evaluated, g.Ratio, g.Runs, g.Reps, g.Met = false, 0, []float64{}, []int{}, false
-		num, den := find(g.Numerator), find(g.Denominator)
+		num, den := findRecord(records, g.Numerator), findRecord(records, g.Denominator)
 		if num == nil || den == nil {
 			continue
 		}

@@ -237,7 +237,7 @@ func (p *ndkPair) serveB(stop *atomic.Bool, deadline int64, echo bool) error {
 	for it := 0; ; it++ {
 		n := b.cq.GetResults(res[:])
 		if n == 0 {
-			if it&1023 == 0 && (stop.Load() || now() > deadline) {
+			if it&1023 == 0 && (stop.Load() || report.Now() > deadline) {
 				return nil
 			}
 			p.idle()
@@ -274,7 +274,7 @@ func postRetry(post func() error, cq *ndk.CQ, deadline int64) error {
 		if err == nil || ndk.StatusOf(err) != ndk.StatusInsufficientResources {
 			return err
 		}
-		if now() > deadline {
+		if report.Now() > deadline {
 			return err
 		}
 		runtime.Gosched()
@@ -286,7 +286,7 @@ func postRetry(post func() error, cq *ndk.CQ, deadline int64) error {
 func (p *ndkPair) measurement(ctx context.Context, o Options, echo bool, fn func(stop *atomic.Bool, deadline int64) error) error {
 	var stop atomic.Bool
 	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
-	deadline := now() + int64(o.Bound)
+	deadline := report.Now() + int64(o.Bound)
 	bDone := report.Worker(p.inline, func() error { return p.serveB(&stop, deadline+int64(time.Second), echo) })
 	aErr := <-report.Worker(p.inline, func() error { return fn(&stop, deadline) })
 	stop.Store(true)
@@ -324,22 +324,22 @@ func (p *ndkPair) pingPong(ctx context.Context, o Options) (rtts []int64, allocs
 		var objs0 uint64
 		for i := 0; i < o.PingPongN; i++ {
 			if i == o.PingPongWarmup {
-				objs0 = heapObjects()
+				objs0 = report.HeapObjects()
 			}
-			if stop.Load() || now() > deadline {
+			if stop.Load() || report.Now() > deadline {
 				break
 			}
-			t0 := now()
+			t0 := report.Now()
 			if err := postRetry(func() error { return a.qp.Send(ctxSend, sgl[:], 0) }, a.cq, deadline); err != nil {
 				return fmt.Errorf("send: %w", err)
 			}
-			if err := p.awaitA(res[:], t0, echo); err != nil {
+			if err := p.awaitA(res[:], t0, tripTimeout, echo); err != nil {
 				return fmt.Errorf("round trip %d: %w", i, err)
 			}
-			rtts = append(rtts, now()-t0)
+			rtts = append(rtts, report.Now()-t0)
 		}
 		if k := len(rtts) - o.PingPongWarmup; k > 0 {
-			allocsPerOp = float64(heapObjects()-objs0) / float64(k)
+			allocsPerOp = float64(report.HeapObjects()-objs0) / float64(k)
 		}
 		return nil
 	})
@@ -350,8 +350,8 @@ func (p *ndkPair) pingPong(ctx context.Context, o Options) (rtts []int64, allocs
 
 // awaitA polls A's CQ, results into res, until match accepts one, t0 being when the
 // request was posted; every result taken must be a success. While the CQ is empty it idles,
-// and it gives up after tripTimeout.
-func (p *ndkPair) awaitA(res []ndk.Result, t0 int64, match func(r *ndk.Result) (bool, error)) error {
+// and it gives up limit after t0.
+func (p *ndkPair) awaitA(res []ndk.Result, t0 int64, limit time.Duration, match func(r *ndk.Result) (bool, error)) error {
 	for spin := 0; ; spin++ {
 		n := p.A.cq.GetResults(res)
 		got := false
@@ -370,8 +370,8 @@ func (p *ndkPair) awaitA(res []ndk.Result, t0 int64, match func(r *ndk.Result) (
 			return nil
 		}
 		if n == 0 {
-			if spin&255 == 255 && now()-t0 > int64(tripTimeout) {
-				return fmt.Errorf("no completion within %v", tripTimeout)
+			if spin&255 == 255 && report.Now()-t0 > int64(limit) {
+				return fmt.Errorf("no completion within %v", limit)
 			}
 			p.idle()
 		}
@@ -401,17 +401,17 @@ func (p *ndkPair) latency(ctx context.Context, o Options, read bool) ([]int64, e
 			return c == want, nil
 		}
 		for i := 0; i < o.LatencyN; i++ {
-			if stop.Load() || now() > deadline {
+			if stop.Load() || report.Now() > deadline {
 				break
 			}
-			t0 := now()
+			t0 := report.Now()
 			if err := post(); err != nil {
 				return fmt.Errorf("post: %w", err)
 			}
-			if err := p.awaitA(res[:], t0, done); err != nil {
+			if err := p.awaitA(res[:], t0, tripTimeout, done); err != nil {
 				return fmt.Errorf("request %d: %w", i, err)
 			}
-			if t1 := now(); i >= o.PingPongWarmup {
+			if t1 := report.Now(); i >= o.PingPongWarmup {
 				lat = append(lat, t1-t0)
 			}
 		}
@@ -448,20 +448,20 @@ func (p *ndkPair) pipeline(ctx context.Context, o Options, src []byte, mr *ndk.M
 		rtok := b.targetMR.RemoteToken()
 		var res [64]ndk.Result
 		var posted, done, cqes uint64
-		start := now()
+		start := report.Now()
 		warmEnd := start + int64(o.Warmup)
 		end := warmEnd + int64(o.Duration)
 		var t0, done0, cqes0, objs0 uint64
 		measuring := false
 		for {
-			t := now()
+			t := report.Now()
 			if !measuring && t >= warmEnd {
 				measuring = true
-				t0, done0, cqes0, objs0 = uint64(t), done, cqes, heapObjects()
+				t0, done0, cqes0, objs0 = uint64(t), done, cqes, report.HeapObjects()
 			}
 			if t >= end || stop.Load() || t > deadline {
 				if measuring && t >= end {
-					out.allocs = heapObjects() - objs0
+					out.allocs = report.HeapObjects() - objs0
 					out.ops, out.cqes = done-done0, cqes-cqes0
 					out.bytes = out.ops * uint64(size)
 					out.secs = float64(t-int64(t0)) / 1e9
@@ -498,29 +498,15 @@ func (p *ndkPair) pipeline(ctx context.Context, o Options, src []byte, mr *ndk.M
 		// Drain: a signaled Write after everything posted; when it completes, all did.
 		var fence [1]ndk.SGE
 		fence[0] = mr.SGE(src[:min(size, MsgSize)])
-		if err := postRetry(func() error { return a.qp.Write(ctxFence, fence[:], b.targetMR.VA(), rtok, 0) }, a.cq, now()+int64(2*time.Second)); err != nil {
+		if err := postRetry(func() error { return a.qp.Write(ctxFence, fence[:], b.targetMR.VA(), rtok, 0) }, a.cq, report.Now()+int64(2*time.Second)); err != nil {
 			return fmt.Errorf("post fence: %w", err)
 		}
-		for drainEnd := now() + int64(2*time.Second); ; {
-			n := a.cq.GetResults(res[:])
-			fenced := false
-			for j := range res[:n] {
-				if res[j].Status != ndk.StatusSuccess {
-					return resultError("Write", &res[j])
-				}
-				if c, _ := res[j].RequestContext.(int); c == ctxFence {
-					fenced = true
-				}
-			}
-			if fenced {
-				break
-			}
-			if now() > drainEnd {
-				return errors.New("outstanding Writes did not complete within 2 s")
-			}
-			if n == 0 {
-				p.idle()
-			}
+		fenced := func(r *ndk.Result) (bool, error) {
+			c, _ := r.RequestContext.(int)
+			return c == ctxFence, nil
+		}
+		if err := p.awaitA(res[:], report.Now(), 2*time.Second, fenced); err != nil {
+			return fmt.Errorf("draining the outstanding Writes: %w", err)
 		}
 		if out.secs == 0 {
 			return errors.New("the measured window did not complete")

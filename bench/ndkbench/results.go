@@ -180,9 +180,12 @@ func (c *collector) records() []Record {
 }
 
 // Find returns the record of a figure, or nil.
-func (r *Results) Find(ref Ref) *Record {
-	for i := range r.Records {
-		rec := &r.Records[i]
+func (r *Results) Find(ref Ref) *Record { return findRecord(r.Records, ref) }
+
+// findRecord returns the record of recs that ref names, or nil.
+func findRecord(recs []Record, ref Ref) *Record {
+	for i := range recs {
+		rec := &recs[i]
 		if rec.Benchmark == ref.Benchmark && rec.System == ref.System && rec.Op == ref.Op &&
 			rec.Size == ref.Size && rec.Metric == ref.Metric {
 			return rec

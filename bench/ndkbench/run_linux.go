@@ -51,7 +51,7 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 	var errs []error
 	fail := func(what string, rep int, err error) {
 		err = fmt.Errorf("%s, repetition %d: %w", what, rep+1, err)
-		res.Header.Notes = append(res.Header.Notes, "FAILED: "+err.Error())
+		res.Header.Notes = append(res.Header.Notes, report.FailedNote(err))
 		errs = append(errs, err)
 	}
 	var steps []step
@@ -156,7 +156,7 @@ func (r *runner) raw(ctx context.Context, rep int) error {
 	gbps, _ := get(linkbench.BenchOneWay, 9000, linkbench.MetricGbps)
 	r.progress("rep %d %-13s ping-pong p50 %.2f us; one-way 64 B %.3f Mpps; 9000 B %.2f Gbit/s", rep+1, SystemRaw, p50, pps/1e6, gbps)
 	for _, n := range lres.Header.Notes {
-		if len(n) > 7 && n[:7] == "FAILED:" {
+		if report.IsFailed(n) {
 			r.res.Header.Notes = append(r.res.Header.Notes, "raw-xdp (linkbench) "+n)
 		}
 	}
@@ -167,7 +167,7 @@ func (r *runner) raw(ctx context.Context, rep int) error {
 func (r *runner) tcp(ctx context.Context, rep int) error {
 	rtts, err := tcpPingPong(ctx, r.bed, r.o)
 	if len(rtts) > 0 {
-		st := Summarize(rtts)
+		st := report.Summarize(rtts)
 		r.col.addLatency(BenchPingPong, SystemTCP, OpRTT, MsgSize, rep, st, 0)
 		r.progress("rep %d %-13s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, SystemTCP, st.P50, st.P99, st.N)
 	}
@@ -195,7 +195,7 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 	var allocs float64
 	labeled(ctx, "pingpong", func() { rtts, allocs, err = p.pingPong(ctx, r.o) })
 	if len(rtts) > 0 {
-		st := Summarize(rtts)
+		st := report.Summarize(rtts)
 		r.col.addLatency(BenchPingPong, sys, OpSendRecv, MsgSize, rep, st, 0)
 		r.col.add(Ref{BenchPingPong, sys, OpSendRecv, MsgSize, MetricAllocs}, UnitObjects, rep, allocs)
 		r.progress("rep %d %-13s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, st.P50, st.P99, st.N)
@@ -214,7 +214,7 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 		var lat []int64
 		labeled(ctx, "latency-"+op, func() { lat, err = p.latency(ctx, r.o, read) })
 		if len(lat) > 0 {
-			st := Summarize(lat)
+			st := report.Summarize(lat)
 			r.col.addLatency(BenchLatency, sys, op, MsgSize, rep, st, 0)
 			r.progress("rep %d %-13s %-5s latency p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, op, st.P50, st.P99, st.N)
 		}

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -95,11 +96,11 @@ func tcpPingPong(ctx context.Context, bed *testbed.Bed, o Options) (rtts []int64
 	out := make([]byte, MsgSize)
 	in := make([]byte, MsgSize)
 	rtts = make([]int64, 0, o.PingPongN)
-	end := now() + int64(o.Bound)
+	end := report.Now() + int64(o.Bound)
 	var pingErr error
-	for i := 0; i < o.PingPongN && now() < end; i++ {
+	for i := 0; i < o.PingPongN && report.Now() < end; i++ {
 		out[0] = byte(i)
-		t0 := now()
+		t0 := report.Now()
 		if _, err := ca.Write(out); err != nil {
 			pingErr = fmt.Errorf("write: %w", err)
 			break
@@ -108,7 +109,7 @@ func tcpPingPong(ctx context.Context, bed *testbed.Bed, o Options) (rtts []int64
 			pingErr = fmt.Errorf("read: %w", err)
 			break
 		}
-		t1 := now()
+		t1 := report.Now()
 		if in[0] != byte(i) {
 			pingErr = fmt.Errorf("round trip %d: echo of %d", i, in[0])
 			break

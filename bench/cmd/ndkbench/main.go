@@ -106,7 +106,7 @@ func run() int {
 			}
 		}
 		for _, n := range res.Header.Notes {
-			if len(n) > 7 && n[:7] == "FAILED:" {
+			if report.IsFailed(n) {
 				fmt.Println(n)
 			}
 		}

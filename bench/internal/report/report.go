@@ -138,3 +138,12 @@ func StartCPUProfile(path string) (stop func(), err error) {
 		f.Close()
 	}, nil
 }
+
+// failedPrefix starts a header note that records a failed measurement.
+const failedPrefix = "FAILED: "
+
+// FailedNote is the header note that records err, a failed measurement.
+func FailedNote(err error) string { return failedPrefix + err.Error() }
+
+// IsFailed reports whether note records a failed measurement (FailedNote).
+func IsFailed(note string) bool { return strings.HasPrefix(note, failedPrefix) }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"errors"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -114,5 +115,12 @@ func TestSummarize(t *testing.T) {
 	}
 	if (Summarize(nil) != Latency{}) {
 		t.Error("Summarize(nil) is not zero")
+	}
+}
+
+func TestFailedNote(t *testing.T) {
+	n := FailedNote(errors.New("ping-pong, repetition 2: timeout"))
+	if n != "FAILED: ping-pong, repetition 2: timeout" || !IsFailed(n) || IsFailed("kernel 6.18") {
+		t.Fatalf("FailedNote = %q, IsFailed(it) = %v", n, IsFailed(n))
 	}
 }
