@@ -47,6 +47,10 @@ type Options struct {
 	InlineFallback time.Duration
 	// MaxMemoryEntries bounds the live MRs and MWs together (default 4096, at most 1<<20).
 	MaxMemoryEntries int
+	// MaxQPs bounds the QPs (and so the memory they hold) that exist on the adapter at once
+	// (default transport.DefaultMaxQPs, 1024; at most transport.MaxQPLimit). NewQP fails
+	// with STATUS_INSUFFICIENT_RESOURCES beyond it; QueryAdapterInfo reports it.
+	MaxQPs int
 	// PeerPort is the UDP port peers' links receive on (default: the same as ours).
 	PeerPort uint16
 	// UMEM, if set, is the pinned memory the link transmits from: regions inside it leave
@@ -144,6 +148,7 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 	cfg.Now = a.now
 	cfg.Resolver = resolver{a.reg}
 	cfg.ZeroCopyTx = opts.ZeroCopyTx && opts.UMEM != nil
+	cfg.MaxQPs = opts.MaxQPs
 	if opts.Engine != nil {
 		opts.Engine(&cfg)
 		a.now = cfg.Now
@@ -263,6 +268,9 @@ type AdapterInfo struct {
 	Flags AdapterFlags
 	// RdmaTechnology is NDK_RDMA_TECHNOLOGY: 0 (NdkUndefined), our own protocol over UDP.
 	RdmaTechnology uint32
+	// MaxQPs is the most QPs the adapter holds at once (Options.MaxQPs). Not a field of
+	// NDK_ADAPTER_INFO, which bounds no object count; InfiniBand reports it as max_qp.
+	MaxQPs uint32
 }
 
 // QueryAdapterInfo returns the adapter's limits (NdkQueryAdapterInfo). Every limit is one
@@ -288,6 +296,7 @@ func (a *Adapter) QueryAdapterInfo() AdapterInfo {
 		MaxCallerData:          wire.MaxPrivateData,
 		MaxCalleeData:          wire.MaxPrivateData,
 		Flags:                  AdapterReadSinkNotRequired | AdapterCQInterruptModeration | AdapterRDMAReadLocalInvalidate,
+		MaxQPs:                 uint32(a.eng.MaxQPs()),
 	}
 }
 

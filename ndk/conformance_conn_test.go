@@ -100,8 +100,9 @@ func complete(t *testing.T, c *Connector, onDisconnect func(), accepted chan err
 	}
 }
 
-// NdkReject: the connecting side's Connect fails with STATUS_CONNECTION_REFUSED, and its QP
-// can connect afterwards through a new connector.
+// NdkReject: the connecting side's Connect fails with STATUS_CONNECTION_REFUSED,
+// GetConnectionData reports the rejection's private data, and the QP can connect
+// afterwards through a new connector.
 func TestConnReject(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		a, b := idleSides(t, k, DefaultOptions())
@@ -116,11 +117,14 @@ func TestConnReject(t *testing.T) {
 			}
 			accept(c)
 		})
-		_, err := a.dial(t, b, servicePort, 8, 8, nil)
+		rc, err := a.dial(t, b, servicePort, 8, 8, nil)
 		status(t, "connect to a rejecting listener", err, StatusConnectionRefused)
 		if err := <-rejected; err != nil {
 			t.Fatalf("reject: %v", err)
 		}
+		// The rejection's private data reaches the connecting side.
+		x, y, z := getConnData(rc)
+		checkConnData(t, "rejected side", [3]connData{x, y, z}, []byte("go away"), 0, 0)
 		reject.Store(false)
 		c, err := a.dial(t, b, servicePort, 8, 8, nil)
 		if err != nil {
@@ -356,12 +360,52 @@ func TestConnGetConnectionData(t *testing.T) {
 			t.Fatal("read bytes differ")
 		}
 
-		// Limits over the adapter's and private data over MaxCallerData are refused.
+		// Private data over MaxCallerData and negative limits are refused.
 		info := a.a.QueryAdapterInfo()
-		_, err = a.dial(t, b, servicePort, int(info.MaxInboundReadLimit)+1, 1, nil)
-		status(t, "IRD over the adapter's", err, StatusInvalidParameter)
 		_, err = a.dial(t, b, servicePort, 1, 1, make([]byte, info.MaxCallerData+1))
 		status(t, "private data over MaxCallerData", err, StatusInvalidBufferSize)
+		_, err = a.dial(t, b, servicePort, -1, 1, nil)
+		status(t, "negative IRD", err, StatusInvalidParameter)
+	})
+}
+
+// Read limits over the adapter's maximum are capped at it on both sides (NdkConnect and
+// NdkAccept: "if the value is greater than the adapter's maximum, the adapter's maximum is
+// used"), and the capped values are what GetConnectionData reports and what holds.
+func TestConnReadLimitsCapped(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		info := a.a.QueryAdapterInfo()
+		huge := int(info.MaxInboundReadLimit) * 1000
+		accept, accepted := acceptor(b, huge, huge, nil, nil)
+		b.listen(t, accept)
+		c, err := a.dial(t, b, servicePort, huge, huge, nil)
+		if err != nil {
+			t.Fatalf("connect with read limits %d over the adapter's %d: %v", huge, info.MaxInboundReadLimit, err)
+		}
+		complete(t, c, nil, accepted)
+		max := int(info.MaxInboundReadLimit)
+		if ird, ord, _, err := c.GetConnectionData(nil); err != nil || ird != max || ord != max {
+			t.Fatalf("active side: read limits %d/%d (%v), want %d/%d", ird, ord, err, max, max)
+		}
+		if ird, ord, _, err := b.conn.GetConnectionData(nil); err != nil || ird != max || ord != max {
+			t.Fatalf("passive side: read limits %d/%d (%v), want %d/%d", ird, ord, err, max, max)
+		}
+		// The capped limit holds: MaxOutboundReadLimit Reads outstanding at once complete.
+		tbuf, tmr := b.region(t, 64*max, MRAllowRemoteRead)
+		fill(tbuf, 3)
+		dst, dmr := a.region(t, 64*max, MRAllowLocalWrite)
+		for i := 0; i < max; i++ {
+			if err := a.qp.Read(i, []SGE{dmr.SGE(dst[i*64 : (i+1)*64])}, tmr.VA()+uint64(i*64), tmr.RemoteToken(), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, r := range results(t, a.icq, max) {
+			want(t, r, StatusSuccess, OpTypeRead, i)
+		}
+		if !bytes.Equal(dst, tbuf) {
+			t.Fatal("read bytes differ")
+		}
 	})
 }
 
@@ -464,6 +508,116 @@ func TestConnDisconnect(t *testing.T) {
 		}
 		if n := discA.Load(); n != 0 {
 			t.Fatalf("disconnecting side's callback fired %d times", n)
+		}
+	})
+}
+
+// A peer-initiated disconnect does not flush (NDKPI §4.6): receives posted just before
+// it arrives (and not yet taken by the engine: an inline-progress application that did not
+// poll in between) stay posted, as do receives posted after the indication; the
+// application's own Disconnect afterwards is the implicit flush that cancels them.
+func TestConnPeerDisconnectKeepsReceives(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		opts := DefaultOptions()
+		opts.Progress = ProgressInline
+		a, b := idleSides(t, k, opts)
+		var discB atomic.Int32
+		accept, accepted := acceptor(b, 8, 8, nil, func() { discB.Add(1) })
+		b.listen(t, accept)
+		c, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		complete(t, c, nil, accepted)
+
+		rbuf, rmr := b.region(t, 4*64, MRAllowLocalWrite)
+		for i := 0; i < 3; i++ {
+			if err := b.qp.Receive(i, []SGE{rmr.SGE(rbuf[i*64 : (i+1)*64])}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		if err := c.Disconnect(ctx); err != nil { // B's engine answers from its fallback poller
+			t.Fatalf("disconnect: %v", err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for discB.Load() == 0 && time.Now().Before(deadline) {
+			b.a.Poll()
+			time.Sleep(100 * time.Microsecond)
+		}
+		if discB.Load() != 1 {
+			t.Fatalf("peer's disconnect callback ran %d times, want 1", discB.Load())
+		}
+		// Posted after the indication: it stays posted too.
+		if err := b.qp.Receive(3, []SGE{rmr.SGE(rbuf[3*64:])}); err != nil {
+			t.Fatal(err)
+		}
+		noResults(t, b.rcq, quiet)
+		if err := b.conn.Disconnect(ctx); err != nil {
+			t.Fatalf("disconnect after the peer's: %v", err)
+		}
+		for i, r := range results(t, b.rcq, 4) {
+			want(t, r, StatusCancelled, OpTypeReceive, i)
+		}
+		noResults(t, b.rcq, quiet)
+		if n := discB.Load(); n != 1 {
+			t.Fatalf("disconnect callback ran %d times after the local disconnect, want 1", n)
+		}
+	})
+}
+
+// A peer that goes silent (its adapter stops without disconnecting) times out the
+// surviving side's outstanding request (STATUS_IO_TIMEOUT) and the connection aborts: the
+// surviving side's disconnect callback runs, once; later requests complete cancelled.
+func TestConnTimeoutIndicatesDisconnect(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, engineOpts(func(c *transport.Config) {
+			c.RetryLimit = 3
+			c.RTO.Max = 50 * time.Millisecond
+		}))
+		var discA, discB atomic.Int32
+		accept, accepted := acceptor(b, 8, 8, nil, func() { discB.Add(1) })
+		b.listen(t, accept)
+		c, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		complete(t, c, func() { discA.Add(1) }, accepted)
+		_, tmr := b.region(t, 4096, MRAllowRemoteWrite)
+		buf, mr := a.region(t, 4096, 0)
+		if err := a.qp.Write("before", []SGE{mr.SGE(buf[:512])}, tmr.VA(), tmr.RemoteToken(), 0); err != nil {
+			t.Fatal(err)
+		}
+		want(t, results(t, a.icq, 1)[0], StatusSuccess, OpTypeWrite, "before")
+
+		// B goes silent: its adapter stops without a word to A.
+		if err := b.a.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.qp.Write("lost", []SGE{mr.SGE(buf[:512])}, tmr.VA(), tmr.RemoteToken(), 0); err != nil {
+			t.Fatal(err)
+		}
+		want(t, results(t, a.icq, 1)[0], StatusIOTimeout, OpTypeWrite, "lost")
+		deadline := time.Now().Add(10 * time.Second)
+		for discA.Load() == 0 && time.Now().Before(deadline) {
+			a.a.Poll()
+			time.Sleep(100 * time.Microsecond)
+		}
+		if err := a.qp.Write("after", []SGE{mr.SGE(buf[:8])}, tmr.VA(), tmr.RemoteToken(), 0); err != nil {
+			t.Fatal(err)
+		}
+		want(t, results(t, a.icq, 1)[0], StatusCancelled, OpTypeWrite, "after")
+		time.Sleep(quiet)
+		if n := discA.Load(); n != 1 {
+			t.Fatalf("surviving side's disconnect callback ran %d times, want 1", n)
+		}
+		// The local disconnect of the aborted connection fires nothing more.
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		_ = c.Disconnect(ctx) // the peer is gone: success or STATUS_IO_TIMEOUT
+		if n := discA.Load(); n != 1 {
+			t.Fatalf("disconnect callback ran %d times after the local disconnect, want 1", n)
 		}
 	})
 }

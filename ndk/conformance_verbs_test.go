@@ -1089,3 +1089,44 @@ func TestVerbsAdapterLimits(t *testing.T) {
 		want(t, results(t, p.A.icq, 1)[0], StatusSuccess, OpTypeWrite, "ok")
 	})
 }
+
+// The adapter's QP limit (Options.MaxQPs, reported as AdapterInfo.MaxQPs) is enforced: one
+// QP over it is refused with STATUS_INSUFFICIENT_RESOURCES and changes nothing; closing a
+// QP makes room for another.
+func TestVerbsQPLimit(t *testing.T) {
+	opts := DefaultOptions()
+	opts.MaxQPs = 3
+	a, _ := linkKinds()[0].open(t, opts)
+	if n := a.QueryAdapterInfo().MaxQPs; n != 3 {
+		t.Fatalf("AdapterInfo.MaxQPs %d, want 3", n)
+	}
+	pd, err := a.NewPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := a.NewCQ(16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := QPConfig{ReceiveCQ: cq, InitiatorCQ: cq}
+	var qps []*QP
+	for i := 0; i < 3; i++ {
+		q, err := pd.NewQP(cfg)
+		if err != nil {
+			t.Fatalf("QP %d of 3: %v", i, err)
+		}
+		qps = append(qps, q)
+	}
+	_, err = pd.NewQP(cfg)
+	status(t, "a fourth QP", err, StatusInsufficientResources)
+	if err := qps[0].Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.NewQP(cfg); err != nil {
+		t.Fatalf("a QP after closing one: %v", err)
+	}
+	d, _ := linkKinds()[0].open(t, DefaultOptions())
+	if n := d.QueryAdapterInfo().MaxQPs; n != transport.DefaultMaxQPs {
+		t.Fatalf("default AdapterInfo.MaxQPs %d, want %d", n, transport.DefaultMaxQPs)
+	}
+}

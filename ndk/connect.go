@@ -70,14 +70,18 @@ func connectError(err error) error {
 	return wrap(StatusUnsuccessful, err)
 }
 
-func checkLimits(ird, ord int, private []byte) error {
-	if ird < 0 || ord < 0 || ird > maxReadLimit || ord > maxReadLimit {
-		return errorf(StatusInvalidParameter, "read limits %d/%d (max %d)", ird, ord, maxReadLimit)
+// checkLimits validates the arguments of Connect and Accept and returns the read limits
+// capped at the adapter's (NDKPI NdkConnect: "if the value is greater than the adapter's
+// maximum, the adapter's maximum is used"): negative ones are STATUS_INVALID_PARAMETER,
+// too much private data STATUS_INVALID_BUFFER_SIZE.
+func checkLimits(ird, ord int, private []byte) (int, int, error) {
+	if ird < 0 || ord < 0 {
+		return 0, 0, errorf(StatusInvalidParameter, "read limits %d/%d", ird, ord)
 	}
 	if len(private) > wire.MaxPrivateData {
-		return errorf(StatusInvalidBufferSize, "%d bytes of private data (max %d)", len(private), wire.MaxPrivateData)
+		return 0, 0, errorf(StatusInvalidBufferSize, "%d bytes of private data (max %d)", len(private), wire.MaxPrivateData)
 	}
-	return nil
+	return min(ird, maxReadLimit), min(ord, maxReadLimit), nil
 }
 
 // Connect connects qp to the listener at dest (NdkConnect) with read limits ird (Reads the
@@ -93,7 +97,8 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	if err := a.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkLimits(ird, ord, private); err != nil {
+	ird, ord, err := checkLimits(ird, ord, private)
+	if err != nil {
 		return err
 	}
 	if qp == nil || qp.a != a {
@@ -124,6 +129,8 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 		return connectError(err)
 	}
 	if _, err := tc.Replied(); err != nil {
+		// A rejection may carry private data (NdkReject's): GetConnectionData reports it.
+		c.private = tc.PeerPrivateData()
 		return connectError(err)
 	}
 	// The address the peer sees this connection come from (its GetPeerAddress): the
@@ -180,7 +187,8 @@ func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []
 	if c.req == nil {
 		return errorf(StatusConnectionInvalid, "not an incoming connection")
 	}
-	if err := checkLimits(ird, ord, private); err != nil {
+	ird, ord, err := checkLimits(ird, ord, private)
+	if err != nil {
 		return err
 	}
 	if qp == nil || qp.a != c.a {

@@ -73,7 +73,8 @@ type rslot struct {
 
 // NewQP creates a queue pair in the PD (NdkCreateQp).
 // Receives may be posted at once; the other verbs need a connection (Connector).
-// Errors: STATUS_INVALID_PARAMETER for a missing CQ or a limit over the adapter's.
+// Errors: STATUS_INVALID_PARAMETER for a missing CQ or a limit over the adapter's,
+// STATUS_INSUFFICIENT_RESOURCES when the adapter holds Options.MaxQPs QPs already.
 func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	a := pd.a
 	if err := a.checkOpen(); err != nil {
@@ -126,6 +127,9 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	}
 	tq, err := a.eng.NewQP(tc)
 	if err != nil {
+		if errors.Is(err, transport.ErrTooManyQPs) {
+			return nil, wrap(StatusInsufficientResources, err)
+		}
 		return nil, wrap(StatusInvalidParameter, err)
 	}
 	q.tq = tq

@@ -616,12 +616,12 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 		}
 		c.sendDisconnect(q, wire.OpDisconnectRep)
 		if st := q.State(); st == QPConnected || st == QPError || st == QPConnecting {
-			// Peer-initiated: no flush (NDKPI §4.6); outstanding requests stay until the
-			// application flushes or closes.
+			// Peer-initiated: no flush (NDKPI §4.6); outstanding requests and posted
+			// receives stay until the application flushes, disconnects or closes. A QP
+			// that failed before was flushed already.
+			q.held = st != QPError
 			q.state.Store(uint32(QPDisconnected))
-			if q.cfg.OnDisconnect != nil {
-				q.cfg.OnDisconnect(q)
-			}
+			q.indicateDisconnect()
 		}
 	}
 }
@@ -648,13 +648,15 @@ func (q *QP) StartDisconnect() *Disconnecting {
 		switch q.State() {
 		case QPConnected, QPError:
 		case QPDisconnected:
+			// After the peer's own disconnect: the implicit flush of what it left posted.
+			q.flush(now, StatusCancelled, -1)
 			d.done <- nil
 			return
 		default:
 			d.done <- fmt.Errorf("disconnect a %v qp: %w", q.State(), ErrBadState)
 			return
 		}
-		q.fail(now, StatusCancelled, -1)
+		q.flush(now, StatusCancelled, -1)
 		q.state.Store(uint32(QPDisconnected))
 		d.tries, d.nextAt = 1, now+int64(e.cfg.CMTimeout)
 		e.cm.discs = append(e.cm.discs, d)

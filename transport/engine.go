@@ -67,6 +67,10 @@ type Config struct {
 	// MaxHalfOpen bounds connection requests waiting for Accept/Reject or for their
 	// ready-to-use, per engine. Default 64.
 	MaxHalfOpen int
+	// MaxQPs bounds the QPs that exist on the engine at once (NewQP fails with
+	// ErrTooManyQPs beyond it); each costs memory sized by its queue depths and Window
+	// (about 300 KiB at the defaults). Default 1024, at most MaxQPLimit.
+	MaxQPs int
 	// CMTimeout is the connection manager's retransmission interval; CMRetries how many
 	// times a CM message is sent before the attempt fails. Defaults 20 ms and 10.
 	CMTimeout time.Duration
@@ -138,6 +142,12 @@ func (c *Config) normalize() error {
 	}
 	if c.MaxHalfOpen == 0 {
 		c.MaxHalfOpen = 64
+	}
+	if c.MaxQPs == 0 {
+		c.MaxQPs = DefaultMaxQPs
+	}
+	if c.MaxQPs < 0 || c.MaxQPs > MaxQPLimit {
+		return fmt.Errorf("transport config: max qps %d not in [1, %d]", c.MaxQPs, MaxQPLimit)
 	}
 	if c.CMTimeout == 0 {
 		c.CMTimeout = 20 * time.Millisecond
@@ -213,6 +223,9 @@ type EngineStats struct {
 	TxRefused            uint64 // datagrams the link refused outright (too large: a bug); reliability resends or times out
 }
 
+// MaxQPs is the most QPs the engine holds at once (Config.MaxQPs).
+func (e *Engine) MaxQPs() int { return e.cfg.MaxQPs }
+
 // Stats returns the engine's counters. Safe from any goroutine.
 func (e *Engine) Stats() EngineStats {
 	c := &e.ctr
@@ -241,7 +254,19 @@ func NewEngine(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// NewQP creates a queue pair on the engine, in the idle state.
+// Limits of Config.MaxQPs.
+const (
+	// DefaultMaxQPs is Config.MaxQPs when it is 0.
+	DefaultMaxQPs = 1024
+	// MaxQPLimit is the largest Config.MaxQPs.
+	MaxQPLimit = 1 << 16
+)
+
+// ErrTooManyQPs is returned by NewQP when Config.MaxQPs QPs exist.
+var ErrTooManyQPs = errors.New("too many queue pairs")
+
+// NewQP creates a queue pair on the engine, in the idle state. It fails with ErrTooManyQPs
+// when Config.MaxQPs exist already.
 func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.Sink == nil {
 		return nil, errors.New("qp config: completion sink required")
@@ -284,6 +309,10 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	q.req.rto = ack.NewRTO(e.cfg.RTO)
 	q.srcPort = uint16(49152 + randUint64()%16384)
 	e.mu.Lock()
+	if len(e.qps) >= e.cfg.MaxQPs {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%d queue pairs exist (Config.MaxQPs): %w", len(e.qps), ErrTooManyQPs)
+	}
 	for {
 		e.nextQPN++
 		if e.nextQPN != 0 && e.qps[e.nextQPN] == nil {
@@ -309,7 +338,7 @@ func (q *QP) Close(ctx context.Context) error {
 	var remove func(now int64)
 	var since int64
 	remove = func(now int64) {
-		q.fail(now, StatusCancelled, -1)
+		q.flush(now, StatusCancelled, -1)
 		if since == 0 {
 			since = now
 		}

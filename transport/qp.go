@@ -53,8 +53,10 @@ type QPConfig struct {
 	Sink CompletionSink
 	// Context is returned by QP.Context (the NDK QP context echoed in results).
 	Context any
-	// OnDisconnect, if set, is called on the engine goroutine when the peer disconnects
-	// (NDK's disconnect event). It must not block.
+	// OnDisconnect, if set, is called once, on the engine goroutine, when the connection
+	// ends other than by this side's Flush, Disconnect or Close: the peer disconnected, the
+	// peer went silent (retransmission timeout), or a failure aborted the connection (NDK's
+	// disconnect event). It must not block.
 	OnDisconnect func(q *QP)
 	// SRQ, if set, is a shared receive queue of the same engine the QP takes its receives
 	// from (NdkCreateQpWithSrq); PostReceive then fails with ErrSRQReceive, and RecvDepth
@@ -98,6 +100,11 @@ type QP struct {
 	mss       int    // payload bytes per data packet
 	ird, ord  int
 	connIndex int // index in the engine's connected list, -1 when not in it
+	// held: the peer disconnected and the application has not flushed yet, so posted
+	// receives and outstanding requests stay as they are (engine goroutine only)
+	held bool
+	// indicated: the disconnect event fired (engine goroutine only)
+	indicated bool
 
 	req  requester
 	resp responder
@@ -236,7 +243,7 @@ func (q *QP) Flush() {
 // posted to it completes cancelled. Engine goroutine.
 func (q *QP) abort(now int64) {
 	q.takeReceives(now)
-	q.fail(now, StatusCancelled, -1)
+	q.flush(now, StatusCancelled, -1)
 	q.e.activate(q)
 }
 

@@ -22,12 +22,18 @@ func splitTag(t uint64) (job bool, idx, off uint32) {
 func (q *QP) poll(now int64) (next int64, busy bool) {
 	if q.flushReq.Load() {
 		q.flushReq.Store(false)
-		q.fail(now, StatusCancelled, -1)
+		q.flush(now, StatusCancelled, -1)
 		busy = true
 	}
 	busy = q.takeReceives(now) || busy
 	switch q.State() {
 	case QPError, QPDisconnected:
+		if q.held {
+			// The peer disconnected: what is posted stays posted, and what is outstanding
+			// stays outstanding, until the application flushes (NDKPI: a provider should
+			// not flush when it indicates a disconnect that came from the peer).
+			return 0, busy
+		}
 		busy = q.cancelPosts() || busy
 		if q.resp.nakSend && q.e.canTransmit() {
 			q.sendAck(now)
@@ -739,14 +745,36 @@ func (q *QP) completeWR(s *wrState, st Status) {
 	q.deliver(&c)
 }
 
-// fail puts the QP in the error state: the work request with sequence number failSeq (if
-// any, and still outstanding) completes with st, every other outstanding request and receive
-// with StatusCancelled, in posting order. Retransmission stops.
+// fail ends the connection because of a failure (a timeout, a NAK, an access the peer may
+// not make, a request that failed a local check): the QP is flushed as flush does, and the
+// disconnect event (QPConfig.OnDisconnect) fires once, since the connection is aborted
+// (NDKPI NdkDisconnectEventCallback: "when the peer disconnects or the connection aborts").
+// A QP already flushed stays as it is.
 func (q *QP) fail(now int64, st Status, failSeq int64) {
-	if q.State() == QPError {
-		return
+	if q.flush(now, st, failSeq) {
+		q.indicateDisconnect()
 	}
-	q.state.Store(uint32(QPError))
+}
+
+// flush puts the QP in the error state: the work request with sequence number failSeq (if
+// any, and still outstanding) completes with st, every other outstanding request and receive
+// with StatusCancelled, in posting order. Retransmission stops. A QP its peer disconnected
+// stays disconnected (flush is then the application's Flush, Disconnect or Close of what the
+// peer's disconnect left posted). It reports false, and does nothing, when the QP was
+// flushed already. The application's own Flush, Disconnect and Close call it directly: they
+// fire no disconnect event.
+func (q *QP) flush(now int64, st Status, failSeq int64) bool {
+	switch q.State() {
+	case QPError:
+		return false
+	case QPDisconnected:
+		if !q.held {
+			return false
+		}
+		q.held = false
+	default:
+		q.state.Store(uint32(QPError))
+	}
 	r := &q.req
 	// A failure that names no request (a timeout of a read response we owed) is reported on
 	// the oldest outstanding one.
@@ -768,6 +796,19 @@ func (q *QP) fail(now int64, st Status, failSeq int64) {
 	q.cancelReceives()
 	q.publishStats()
 	_ = now
+	return true
+}
+
+// indicateDisconnect fires the disconnect event of a connection that ended other than by the
+// application's own Flush, Disconnect or Close: once per QP. Engine goroutine.
+func (q *QP) indicateDisconnect() {
+	if q.indicated {
+		return
+	}
+	q.indicated = true
+	if q.cfg.OnDisconnect != nil {
+		q.cfg.OnDisconnect(q)
+	}
 }
 
 // publishStats makes the engine's estimates visible to Stats.

@@ -11,7 +11,8 @@ import (
 func (q *QP) takeReceives(now int64) bool {
 	rs := &q.resp
 	moved := false
-	errored := q.State() == QPError || q.State() == QPDisconnected
+	// Cancelled once the QP is flushed; a QP whose peer disconnected keeps them posted.
+	errored := (q.State() == QPError || q.State() == QPDisconnected) && !q.held
 	for rs.posted-rs.base < uint32(len(rs.recvs)) {
 		r := q.recvQ.peek()
 		if r == nil {

@@ -33,7 +33,7 @@ func (q *QP) zcDone(now int64, job bool, idx uint32) {
 	if s.zc--; s.zc > 0 {
 		return
 	}
-	if q.State() == QPError || q.State() == QPDisconnected {
+	if (q.State() == QPError || q.State() == QPDisconnected) && !q.held {
 		q.drainFailed()
 	} else {
 		q.completeSends(now)
