@@ -122,8 +122,10 @@ type Link interface {
 // ResolvePeer lets a caller that is about to talk to a new peer (a connect) find out first.
 type PeerResolver interface {
 	// ResolvePeer returns nil once the link can send to peer, at once if it already can,
-	// or an error saying why it cannot (or ctx's error). It blocks its caller, never the
-	// engine, and is safe from any goroutine.
+	// or an error saying why it cannot: one matching syscall.EHOSTUNREACH (errors.Is)
+	// when nobody answers for the peer, syscall.ENETUNREACH when there is no way there,
+	// ctx's error when ctx ended first. It blocks its caller, never the engine, and is
+	// safe from any goroutine.
 	ResolvePeer(ctx context.Context, peer netip.Addr) error
 }
 

@@ -1,27 +1,38 @@
 package xdp
 
 import (
-	"errors"
 	"net/netip"
+	"syscall"
 )
 
 // Errors of next-hop resolution (Resolver.NextHop, Link.ResolvePeer), wrapped with the peer
-// address and the reason.
+// address and the reason. Each also matches the errno a socket reports for the same cause
+// (errors.Is with syscall.EHOSTUNREACH or syscall.ENETUNREACH), so that callers that only
+// know transport.PeerResolver can tell them apart.
 var (
 	// ErrNoEthernetNextHop means the route to the peer does not leave through an Ethernet
 	// device that resolves neighbours: the peer is a local address (loopback), the device
 	// has ARP/ND turned off (IFF_NOARP, such as tun or WireGuard devices), has no 6-byte
-	// MAC address, or the route is not a unicast route.
-	ErrNoEthernetNextHop = errors.New("xdp: no Ethernet next hop")
+	// MAC address, or the route is not a unicast route. It matches ENETUNREACH.
+	ErrNoEthernetNextHop error = &reachError{"xdp: no Ethernet next hop", syscall.ENETUNREACH}
 	// ErrNoRoute means the kernel has no route to the peer, or the route leaves through
-	// another interface than the device's.
-	ErrNoRoute = errors.New("xdp: no route to peer through this device")
+	// another interface than the device's. It matches ENETUNREACH.
+	ErrNoRoute error = &reachError{"xdp: no route to peer through this device", syscall.ENETUNREACH}
 	// ErrNextHopUnresolved means the kernel did not resolve the next hop's MAC address
 	// (ARP or neighbour discovery) in time: for Resolver.NextHop before its context was
 	// done (the error then also wraps the context's error), for a Device within
-	// Config.ResolveTimeout.
-	ErrNextHopUnresolved = errors.New("xdp: next hop address not resolved")
+	// Config.ResolveTimeout. It matches EHOSTUNREACH.
+	ErrNextHopUnresolved error = &reachError{"xdp: next hop address not resolved", syscall.EHOSTUNREACH}
 )
+
+// reachError is a sentinel error that also matches an errno.
+type reachError struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *reachError) Error() string { return e.msg }
+func (e *reachError) Unwrap() error { return e.errno }
 
 // NeighbourState is the state of a peer in a Device's next-hop table.
 type NeighbourState uint8

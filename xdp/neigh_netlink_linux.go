@@ -160,7 +160,7 @@ func (b *netlinkBackend) route(ip netip.Addr) (netip.Addr, error) {
 		switch {
 		case errors.Is(err, unix.ENETUNREACH), errors.Is(err, unix.EHOSTUNREACH),
 			errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EINVAL):
-			return netip.Addr{}, fmt.Errorf("route lookup: %w: %w", err, ErrNoRoute)
+			return netip.Addr{}, fmt.Errorf("route lookup: %v: %w", err, ErrNoRoute)
 		}
 		return netip.Addr{}, fmt.Errorf("route lookup: %w", err)
 	}

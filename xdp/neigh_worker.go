@@ -504,8 +504,13 @@ func (b funcBackend) start(w *neighWorker, j *neighJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.timeout)
 	j.cancel = cancel
 	ip := j.e.ip
+	timeout := w.cfg.timeout
 	go func() {
 		mac, err := b.fn(ctx, ip)
+		if err != nil && ctx.Err() != nil {
+			// The device's own deadline, not a caller's: the peer did not resolve in time.
+			err = fmt.Errorf("next hop for %v: not resolved within %v: %w", ip, timeout, ErrNextHopUnresolved)
+		}
 		select {
 		case w.notes <- neighNote{job: j, mac: mac, err: err}:
 		case <-w.done:
