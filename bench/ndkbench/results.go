@@ -33,15 +33,16 @@ func SystemNDK(mode string) string { return "ndk-" + mode }
 
 // Operations of Records.
 const (
-	OpRTT         = "rtt"          // raw and TCP ping-pong
-	OpSendRecv    = "send/recv"    // ndk ping-pong: Send answered by a Send
-	OpWrite       = "write"        // ndk Write, every request signaled
-	OpWriteSilent = "write-silent" // ndk Write, NDK_OP_FLAG_SILENT_SUCCESS but every SignalEvery-th
-	OpRead        = "read"         // ndk Read
-	OpWriteUMEM   = "write-umem"   // goodput Writes from Adapter.Alloc memory (zero-copy path)
-	OpWriteHeap   = "write-heap"   // goodput Writes from Go heap memory (copy path)
-	OpSend        = "send"         // raw one-way
-	OpRatio       = "ratio"        // goal records
+	OpRTT                = "rtt"                  // raw and TCP ping-pong
+	OpSendRecv           = "send/recv"            // ndk ping-pong: Send answered by a Send
+	OpSendRecvUnresolved = "send/recv+unresolved" // ndk ping-pong while the adapter resolves peers nobody answers for
+	OpWrite              = "write"                // ndk Write, every request signaled
+	OpWriteSilent        = "write-silent"         // ndk Write, NDK_OP_FLAG_SILENT_SUCCESS but every SignalEvery-th
+	OpRead               = "read"                 // ndk Read
+	OpWriteUMEM          = "write-umem"           // goodput Writes from Adapter.Alloc memory (zero-copy path)
+	OpWriteHeap          = "write-heap"           // goodput Writes from Go heap memory (copy path)
+	OpSend               = "send"                 // raw one-way
+	OpRatio              = "ratio"                // goal records
 )
 
 // Metrics and units of Records.
