@@ -245,7 +245,8 @@ func (d *Device) openNeighbours(cfg Config, attrs *netlink.LinkAttrs) error {
 	d.neigh = newNeighTable(cfg.NeighbourEntries)
 	nc := neighConfig{
 		srcMAC: d.mac, src: d.addr, port: cfg.Port, timeout: cfg.ResolveTimeout,
-		negativeTTL: cfg.NegativeTTL, refresh: cfg.NeighbourRefresh, maxResolving: cfg.NeighbourResolving,
+		negativeTTL: cfg.NegativeTTL, refresh: cfg.NeighbourRefresh, idle: 2 * cfg.NeighbourRefresh,
+		maxResolving: cfg.NeighbourResolving,
 	}
 	if cfg.resolve != nil {
 		d.backend = funcBackend{fn: cfg.resolve}

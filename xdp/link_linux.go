@@ -69,6 +69,7 @@ type Link struct {
 	cache     map[netip.Addr]*neighEntry
 	hold      holdArea
 	holdGen   uint64           // table generation the hold was last serviced at
+	holdRetry bool             // the last service found no room: try again at the next call
 	holdCheck int64            // table clock of the next recheck of held datagrams
 	holdMax   time.Duration    // age at which a held datagram without an entry is dropped
 	heldPkt   transport.Packet // scratch for sending a held datagram
@@ -497,19 +498,21 @@ func (l *Link) serviceHold() bool {
 	t := l.dev.neigh
 	gen, now := t.gen.Load(), t.clock.Load()
 	recheck := now >= l.holdCheck
-	if gen == l.holdGen && !recheck {
+	if gen == l.holdGen && !recheck && !l.holdRetry {
 		return false
 	}
 	l.holdGen = gen
 	if recheck {
 		l.holdCheck = now + int64(holdRecheck)
 	}
+	n := l.hold.n
 	r := l.hold.service(l, now, l.holdMax, recheck)
+	l.holdRetry = r.blocked
 	l.acc.unresolved += uint64(r.unresolved)
 	if l.hold.n == 0 {
 		l.holding.Store(false)
 	}
-	return r.sent > 0 || r.unresolved > 0
+	return l.hold.n != n
 }
 
 // sendHeld implements holdSink: it transmits held datagram i.

@@ -140,6 +140,7 @@ type holdSink interface {
 // holdResult counts what a service pass did.
 type holdResult struct {
 	sent, unresolved int
+	blocked          bool // it stopped at a datagram that found no room
 }
 
 // service goes through the held datagrams, oldest first: those whose peer is resolved are
@@ -154,6 +155,7 @@ func (h *holdArea) service(sink holdSink, now int64, maxAge time.Duration, reche
 		case s != nil && s.state == NeighbourResolved:
 			switch sink.sendHeld(h, i, s) {
 			case holdBlocked:
+				r.blocked = true
 				return r
 			case holdSent:
 				r.sent++

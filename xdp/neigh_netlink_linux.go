@@ -30,11 +30,9 @@ type netlinkBackend struct {
 	gap      int64         // no dump sooner than this after the previous one ended
 	lastEnd  int64         // table clock when the previous dump ended
 
-	ns       netns.NsHandle // the device's namespace, for (re)subscribing from the worker
-	subDone  chan struct{}  // closes the current subscription
-	resubAt  int64          // when to try subscribing again (0: subscribed)
-	polled   uint64         // dumps made (tests)
-	askFails uint64         // resolution requests the kernel refused
+	ns      netns.NsHandle // the device's namespace, for (re)subscribing from the worker
+	subDone chan struct{}  // closes the current subscription
+	resubAt int64          // when to try subscribing again (0: subscribed)
 }
 
 // nlDumpShare is the largest share of its time the worker spends dumping the neighbour
@@ -213,7 +211,6 @@ func (b *netlinkBackend) poll(w *neighWorker, now int64) {
 	if v6 {
 		failed6 = b.dump(netlink.FAMILY_V6) != nil
 	}
-	b.polled++
 	for target, jobs := range b.waiting {
 		n, found := b.seen[target]
 		state := 0
@@ -236,7 +233,6 @@ func (b *netlinkBackend) poll(w *neighWorker, now int64) {
 			// No answer from the dump: look again at the next poll.
 		case !found || state == netlink.NUD_NONE || state&netlink.NUD_FAILED != 0:
 			if err := b.ask(target); err != nil {
-				b.askFails++
 				delete(b.waiting, target)
 				for _, j := range jobs {
 					w.finish(j, [6]byte{}, netip.Addr{}, fmt.Errorf("next hop for %v: %w", j.e.ip, err))

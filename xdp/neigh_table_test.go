@@ -97,7 +97,7 @@ func peerN(n int) netip.Addr {
 func testNeighConfig() neighConfig {
 	return neighConfig{
 		srcMAC: testSrcMAC, src: netip.MustParseAddr("198.18.0.1"), port: testPort,
-		timeout: 5 * time.Second, negativeTTL: time.Hour, refresh: time.Hour, maxResolving: 64,
+		timeout: 5 * time.Second, negativeTTL: time.Hour, refresh: time.Hour, idle: time.Hour, maxResolving: 64,
 	}
 }
 
@@ -404,13 +404,13 @@ func TestNeighRefresh(t *testing.T) {
 	})
 }
 
-// TestNeighIdleExpiry checks that an entry nobody uses goes away after twice the refresh
-// period.
+// TestNeighIdleExpiry checks that an entry nobody uses goes away after the idle period
+// (twice NeighbourRefresh on a device).
 func TestNeighIdleExpiry(t *testing.T) {
 	r := newFakeResolver()
 	r.auto = macFor
 	nc := testNeighConfig()
-	nc.refresh = 100 * time.Millisecond
+	nc.idle = 200 * time.Millisecond
 	w := startWorker(t, nc, 64, r)
 	ip := peerN(1)
 	w.resolveNow(t, ip)
@@ -572,7 +572,7 @@ func TestHoldService(t *testing.T) {
 		ok: {state: NeighbourResolved}, failed: {state: NeighbourFailed}, broken: {state: NeighbourResolved},
 	}, room: 2, broken: broken}
 	r := h.service(s, 150, time.Second, false)
-	if string(s.sent) != "\x00\x03" || r.sent != 2 || r.unresolved != 1 {
+	if string(s.sent) != "\x00\x03" || r.sent != 2 || r.unresolved != 1 || !r.blocked {
 		t.Fatalf("first pass sent %v (%+v)", s.sent, r)
 	}
 	// The broken peer's datagram was dropped; the pass blocked at the third datagram to
@@ -585,7 +585,7 @@ func TestHoldService(t *testing.T) {
 	}
 	s.room = 10
 	r = h.service(s, 150, time.Second, true)
-	if string(s.sent) != "\x00\x03\x06" || len(s.asked) != 1 || s.asked[0] != none || r.sent != 1 {
+	if string(s.sent) != "\x00\x03\x06" || len(s.asked) != 1 || s.asked[0] != none || r.sent != 1 || r.blocked {
 		t.Fatalf("second pass: sent %v asked %v (%+v)", s.sent, s.asked, r)
 	}
 	if h.n != 2 || h.q[0].ip != none || h.q[1].ip != none {

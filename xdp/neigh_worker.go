@@ -99,7 +99,8 @@ type neighConfig struct {
 	port         uint16
 	timeout      time.Duration // Config.ResolveTimeout
 	negativeTTL  time.Duration
-	refresh      time.Duration
+	refresh      time.Duration // Config.NeighbourRefresh
+	idle         time.Duration // unused this long, an entry is removed: 2 × refresh
 	maxResolving int
 }
 
@@ -162,6 +163,9 @@ func (w *neighWorker) run() {
 		case <-w.done:
 			for _, j := range w.jobs {
 				w.b.forget(j)
+				if j.cancel != nil {
+					j.cancel()
+				}
 			}
 			return
 		case r := <-w.reqs:
@@ -287,42 +291,40 @@ func (w *neighWorker) finish(j *neighJob, mac [6]byte, gateway netip.Addr, err e
 		return
 	}
 	now := w.now()
+	var s *neighSnap
 	if err == nil {
-		target := gateway
-		if !target.IsValid() {
-			target = e.ip
-		}
+		s, err = w.resolvedSnap(e.ip, mac, gateway)
+	}
+	if j.refresh {
+		w.t.stats.refreshes.Add(1)
+	}
+	switch {
+	case err == nil:
 		e.validated = now
 		if j.refresh {
-			w.t.stats.refreshes.Add(1)
 			if old.state == NeighbourResolved && old.mac == mac && old.gateway == gateway {
 				return
 			}
 			w.t.stats.changes.Add(1)
-		}
-		s, berr := w.resolvedSnap(e.ip, mac, gateway)
-		if berr != nil {
-			err = berr
 		} else {
-			if !j.refresh {
-				w.t.stats.resolutions.Add(1)
-			}
-			w.retarget(e, target)
-			w.t.publish(e, s)
-			w.finished = true
-			return
+			w.t.stats.resolutions.Add(1)
 		}
-	}
-	if j.refresh {
-		w.t.stats.refreshes.Add(1)
-		if !definitive(err) {
-			// A netlink error, not an answer: keep the next hop we have and look again
-			// after the next refresh period.
-			e.validated = now
-			return
+		target := gateway
+		if !target.IsValid() {
+			target = e.ip
 		}
+		w.retarget(e, target)
+		w.t.publish(e, s)
+		w.finished = true
+		return
+	case j.refresh && !definitive(err):
+		// A netlink error, not an answer: keep the next hop we have and look again after
+		// the next refresh period.
+		e.validated = now
+		return
+	case j.refresh:
 		w.t.stats.changes.Add(1)
-	} else {
+	default:
 		w.t.stats.failures.Add(1)
 	}
 	e.expires = now + int64(w.cfg.negativeTTL)
@@ -432,8 +434,7 @@ func (w *neighWorker) housekeep(now int64) {
 		w.finish(j, [6]byte{}, netip.Addr{}, err)
 		i-- // finish moved the last job here
 	}
-	refresh := int64(w.cfg.refresh)
-	idle := 2 * refresh
+	refresh, idle := int64(w.cfg.refresh), int64(w.cfg.idle)
 	t := w.t
 	for i := 0; i < len(t.all); i++ {
 		e := t.all[i]

@@ -77,7 +77,7 @@ func (p *ndkPair) startUnresolved(bed *testbed.Bed) (*unresolvedPeers, error) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("A did not start resolving the injected request's source %v within 2 s", spoof)
+			return nil, fmt.Errorf("host A did not start resolving the injected request's source %v within 2 s", spoof)
 		}
 		p.A.a.Poll() // ProgressInline: nobody else runs A's engine now
 		time.Sleep(100 * time.Microsecond)
@@ -135,7 +135,7 @@ func (u *unresolvedPeers) finish(link func() uint64, poll func() bool) error {
 		time.Sleep(time.Millisecond)
 	}
 	if link() == u.held0 {
-		return errors.New("A did not answer the injected connection request (nothing held)")
+		return errors.New("host A did not answer the injected connection request (nothing held)")
 	}
 	return nil
 }
