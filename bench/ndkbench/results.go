@@ -238,13 +238,17 @@ func (r *Results) WriteTable(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(&b, "%s, median of %d\n", s.title, runs)
-		fmt.Fprintf(&b, "  %-13s %-12s %6s", "system", "op", "size")
+		opw := 12 // the op column fits the longest op of the section
+		for _, row := range rows {
+			opw = max(opw, len(row.Op))
+		}
+		fmt.Fprintf(&b, "  %-13s %-*s %6s", "system", opw, "op", "size")
 		for _, col := range s.cols {
 			fmt.Fprintf(&b, " %9s", col.title)
 		}
 		b.WriteString("\n")
 		for _, row := range rows {
-			fmt.Fprintf(&b, "  %-13s %-12s %6d", row.System, row.Op, row.Size)
+			fmt.Fprintf(&b, "  %-13s %-*s %6d", row.System, opw, row.Op, row.Size)
 			for _, col := range s.cols {
 				rec := r.Find(Ref{s.bench, row.System, row.Op, row.Size, col.metric})
 				ok := rec != nil && len(rec.Runs) > 0
