@@ -27,6 +27,8 @@ const (
 	// holdRecheck is how often held datagrams whose peer has no table entry (their request
 	// was dropped) are looked at again without a generation change: then the request is
 	// repeated, or the datagram dropped once older than the resolve timeout plus a second.
+	// It is measured on the table clock, so with a quiet worker (no resolution in progress)
+	// it stretches to neighIdleTick.
 	holdRecheck = 2 * neighTick
 )
 

@@ -17,7 +17,7 @@ import (
 // job starts; then, per neighbour (the peer on-link, its gateway off-link), one request to
 // resolve (RTM_NEWNEIGH with NTF_USE, as Resolver.resolve does) when the kernel has no
 // usable entry; then one dump of the neighbour table per poll for every neighbour waited
-// for, at growing intervals. Kernel neighbour events (RTNLGRP_NEIGH) finish waits early and
+// for, at growing intervals (nlPollFirst, nlPollMax). Kernel neighbour events (RTNLGRP_NEIGH) finish waits early and
 // update resolved entries whose neighbour changed its MAC.
 type netlinkBackend struct {
 	h       *netlink.Handle // the device's resolver socket
@@ -34,6 +34,17 @@ type netlinkBackend struct {
 	subDone chan struct{}  // closes the current subscription
 	resubAt int64          // when to try subscribing again (0: subscribed)
 }
+
+// Polling schedule of the neighbours waited for, after the first look (a dump at once when
+// a job starts) and the request to resolve: the first poll 1 ms later, then at doubling
+// intervals up to 100 ms. Kernel neighbour events normally finish a wait first (a LAN peer
+// answers ARP in well under a millisecond, and the event follows at once), so polling is
+// the fallback for lost events and costs a pending peer about ten dumps a second; polling
+// faster would only take the CPU from the engines on a small machine.
+const (
+	nlPollFirst = time.Millisecond
+	nlPollMax   = 100 * time.Millisecond
+)
 
 // nlDumpShare is the largest share of its time the worker spends dumping the neighbour
 // table: after a dump that took d, the next waits at least (nlDumpShare-1)·d. A table
@@ -142,7 +153,7 @@ func (b *netlinkBackend) start(w *neighWorker, j *neighJob) {
 		j.target = gw
 	}
 	b.waiting[j.target] = append(b.waiting[j.target], j)
-	b.interval = neighPollFirst
+	b.interval = nlPollFirst
 	w.wantPoll(w.t.clock.Load())
 }
 
@@ -249,7 +260,7 @@ func (b *netlinkBackend) poll(w *neighWorker, now int64) {
 	b.gap = (nlDumpShare - 1) * int64(d)
 	if len(b.waiting) > 0 {
 		w.wantPoll(max(now+int64(b.interval), b.lastEnd+b.gap))
-		b.interval = min(b.interval+b.interval/2, neighPollMax)
+		b.interval = min(2*b.interval, nlPollMax)
 	}
 }
 

@@ -72,8 +72,9 @@ type neighTable struct {
 	// services its hold when gen moved.
 	gen atomic.Uint64
 	// clock is the table's coarse time in nanoseconds since the worker started, advanced
-	// by the worker at least every neighTick. Links read it (never the system clock) to
-	// mark entries used and to age held datagrams.
+	// by the worker at every round, at least every neighTick while resolutions or negative
+	// entries exist and every neighIdleTick otherwise. Links read it (never the system
+	// clock) to mark entries used and to age held datagrams.
 	clock atomic.Int64
 
 	// Worker only (changes of all and failed also happen under mu, with the map's).

@@ -17,11 +17,16 @@ import (
 
 // Constants of the worker.
 const (
-	// neighTick is the worker's housekeeping period: job deadlines, negative entries,
-	// re-validation and idle entries are looked at this often, and the table clock moves at
-	// least this often. 100 ms is a tenth of the default negative TTL (so a failed peer is
-	// retried within 10% of its TTL) and costs an idle device ten wake-ups a second.
+	// neighTick is the worker's housekeeping period while resolutions are in progress or
+	// negative entries exist: job deadlines, negative entries, re-validation and idle
+	// entries are looked at this often, and the table clock moves at least this often.
+	// 100 ms is a tenth of the default negative TTL, so a failed peer is retried within 10%
+	// of its TTL.
 	neighTick = 100 * time.Millisecond
+	// neighIdleTick is the housekeeping period otherwise: then the clock only orders
+	// entries for eviction and times re-validation (30 s) and idle expiry (a minute), and
+	// a quiet device's worker wakes once a second.
+	neighIdleTick = time.Second
 	// neighQueueLen is the capacity of the queue of resolution requests from the links.
 	// A link asks once per new peer (not per datagram), so it fills only under a flood of
 	// new peers; then requests are dropped and counted and the next datagram asks again.
@@ -117,6 +122,7 @@ type neighWorker struct {
 	jobs     []*neighJob
 	byTarget map[netip.Addr][]*neighEntry // resolved entries by the neighbour they use
 	pollAt   int64                        // when the backend wants poll (0: never)
+	lastKeep int64                        // clock of the previous housekeeping
 	finished bool                         // this round finished a resolution: broadcast
 	start    time.Time
 	done     chan struct{}
@@ -186,10 +192,17 @@ func (w *neighWorker) run() {
 		case <-timer.C:
 		}
 		now = w.now()
-		if now >= nextTick {
+		busy := len(w.jobs) > 0 || w.t.nFailed.Load() > 0
+		switch {
+		case now >= nextTick:
 			w.housekeep(now)
 			w.b.tick(w, now)
-			nextTick = now + int64(neighTick)
+			nextTick = now + int64(neighIdleTick)
+			if len(w.jobs) > 0 || w.t.nFailed.Load() > 0 {
+				nextTick = now + int64(neighTick)
+			}
+		case busy:
+			nextTick = min(nextTick, now+int64(neighTick))
 		}
 		if w.pollAt != 0 && now >= w.pollAt {
 			w.pollAt = 0
@@ -435,6 +448,8 @@ func (w *neighWorker) housekeep(now int64) {
 		i-- // finish moved the last job here
 	}
 	refresh, idle := int64(w.cfg.refresh), int64(w.cfg.idle)
+	since := w.lastKeep // a use stored a clock value at least this: used since the last round
+	w.lastKeep = now
 	t := w.t
 	for i := 0; i < len(t.all); i++ {
 		e := t.all[i]
@@ -453,9 +468,11 @@ func (w *neighWorker) housekeep(now int64) {
 				w.evict(e)
 				t.stats.expired.Add(1)
 				i--
-			case (e.stale || now-e.validated >= refresh) && now-used < refresh && len(w.jobs) < w.cfg.maxResolving:
-				// In use lately and not validated for a while (or reported failed):
-				// look again, keeping the old next hop meanwhile.
+			case (e.stale || now-e.validated >= refresh) && (now-used < refresh || used >= since) &&
+				len(w.jobs) < w.cfg.maxResolving:
+				// In use lately (the clock moves only at the worker's rounds, so a use
+				// since the previous round counts too) and not validated for a while (or
+				// reported failed): look again, keeping the old next hop meanwhile.
 				w.startJob(e, true, now)
 			}
 		}
