@@ -464,7 +464,7 @@ func (w *neighWorker) housekeep(now int64) {
 			used := e.used.Load()
 			switch {
 			case e.job != nil:
-			case now-used > idle:
+			case now-used > idle && used < since:
 				w.evict(e)
 				t.stats.expired.Add(1)
 				i--
