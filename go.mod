@@ -9,6 +9,6 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require github.com/vishvananda/netns v0.0.5 // indirect
+require github.com/vishvananda/netns v0.0.5
 
 tool github.com/cilium/ebpf/cmd/bpf2go

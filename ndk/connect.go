@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -70,6 +71,20 @@ func connectError(err error) error {
 	return wrap(StatusUnsuccessful, err)
 }
 
+// resolveError maps a failed peer resolution (transport.PeerResolver) to its NTSTATUS: the
+// caller's context ended, nobody answered for the address, or there is no way there.
+func resolveError(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return wrap(StatusCancelled, err)
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		return wrap(StatusHostUnreachable, err)
+	case errors.Is(err, syscall.ENETUNREACH):
+		return wrap(StatusNetworkUnreachable, err)
+	}
+	return wrap(StatusUnsuccessful, err)
+}
+
 // checkLimits validates the arguments of Connect and Accept and returns the read limits
 // capped at the adapter's (NDKPI NdkConnect: "if the value is greater than the adapter's
 // maximum, the adapter's maximum is used"): negative ones are STATUS_INVALID_PARAMETER,
@@ -87,7 +102,10 @@ func checkLimits(ird, ord int, private []byte) (int, int, error) {
 // Connect connects qp to the listener at dest (NdkConnect) with read limits ird (Reads the
 // peer may have outstanding here) and ord (Reads qp may have outstanding there) and
 // private data. It returns when the peer accepted: call CompleteConnect, or Reject after
-// looking at GetConnectionData. Errors: STATUS_CONNECTION_REFUSED (no listener, the
+// looking at GetConnectionData. Errors: STATUS_HOST_UNREACHABLE (nobody answers ARP or
+// neighbour discovery for the peer's address, or the next hop towards it) and
+// STATUS_NETWORK_UNREACHABLE (no route, or no Ethernet next hop), before anything is sent
+// and with qp left idle; STATUS_CONNECTION_REFUSED (no listener, the
 // listener paused, closed or busy, or the peer rejected), STATUS_IO_TIMEOUT (no answer),
 // STATUS_CONNECTION_INVALID (qp not idle), STATUS_CANCELLED (ctx ended: the attempt is
 // abandoned, a reply that arrives later is refused, and qp is idle again when Connect
@@ -106,6 +124,13 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	}
 	if !dest.IsValid() || dest.Addr().IsUnspecified() {
 		return errorf(StatusInvalidAddress, "destination %v", dest)
+	}
+	if r, ok := a.link.(transport.PeerResolver); ok {
+		// Learn how to reach the peer first (the AF_XDP link's next hop), so that an
+		// unreachable host fails here, with the QP still idle.
+		if err := r.ResolvePeer(ctx, dest.Addr()); err != nil {
+			return resolveError(err)
+		}
 	}
 	c.mu.Lock()
 	if c.qp != nil {

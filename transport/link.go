@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"time"
@@ -115,15 +116,31 @@ type Link interface {
 	Close() error
 }
 
+// PeerResolver is implemented by links that must learn how to reach a peer before they can
+// send to it (the AF_XDP link resolves the next hop's Ethernet address). Such a link never
+// makes Send wait for that: it holds or drops datagrams to a peer it cannot reach yet.
+// ResolvePeer lets a caller that is about to talk to a new peer (a connect) find out first.
+type PeerResolver interface {
+	// ResolvePeer returns nil once the link can send to peer, at once if it already can,
+	// or an error saying why it cannot: one matching syscall.EHOSTUNREACH (errors.Is)
+	// when nobody answers for the peer, syscall.ENETUNREACH when there is no way there,
+	// ctx's error when ctx ended first. It blocks its caller, never the engine, and is
+	// safe from any goroutine.
+	ResolvePeer(ctx context.Context, peer netip.Addr) error
+}
+
 // LinkStats are a link's cumulative counters.
 type LinkStats struct {
 	RxPackets, RxBytes uint64 // datagrams returned by Receive and their bytes
-	TxPackets, TxBytes uint64 // datagrams accepted by Send and their bytes
+	TxPackets, TxBytes uint64 // datagrams Send put on the wire (a held one when it left the hold) and their bytes
 	RxDropped          uint64 // datagrams the link dropped before Receive (malformed, no buffer, kernel drops)
-	TxDropped          uint64 // datagrams accepted by Send that the link or kernel discarded
+	TxDropped          uint64 // datagrams accepted by Send that the link or kernel discarded (TxUnresolved and TxHoldOverflow included)
 	TxErrors           uint64 // hard transmit errors (interface down); the datagrams stay queued
 	TxZeroCopy         uint64 // segments transmitted by reference instead of copied
 	Kicks              uint64 // system calls made to make the kernel transmit or refill
+	TxHeld             uint64 // datagrams Send held while their peer was being resolved (PeerResolver links)
+	TxUnresolved       uint64 // datagrams dropped because their peer could not be resolved
+	TxHoldOverflow     uint64 // held datagrams dropped to make room for newer ones
 }
 
 var (

@@ -52,10 +52,41 @@ type Config struct {
 	// BusyPoll, when non-zero, asks for busy polling on the sockets (SO_BUSY_POLL).
 	BusyPoll time.Duration
 
-	// ResolveTimeout bounds the next-hop lookup for a new peer. Default 3 s.
+	// ResolveTimeout bounds the resolution of a peer's next hop (route lookup and ARP or
+	// neighbour discovery), which runs on the device's resolution worker, never on the
+	// goroutine calling Send: datagrams to the peer are held meanwhile. A peer not resolved
+	// by then is cached as failed (see NegativeTTL). Default 3 s, the time the kernel's own
+	// resolution takes to give up with the default sysctls (3 probes a second apart).
 	ResolveTimeout time.Duration
+	// NegativeTTL is how long a failed resolution is remembered: datagrams to the peer are
+	// dropped at once (LinkStats.TxUnresolved) and ResolvePeer fails at once until it
+	// expires; the next datagram after that asks again. Default 1 s: long enough that a
+	// peer nobody answers for costs one resolution per second however fast datagrams to it
+	// come (a spoofed connection request's retransmitted replies, say), short enough that a
+	// host that comes back is reached again quickly.
+	NegativeTTL time.Duration
+	// NeighbourEntries bounds the device's next-hop table (one entry per peer IP address).
+	// When it is full, a new peer evicts a failed entry first, else the least recently
+	// used of a sample (see docs/DATAPATH.md). Default 4096; at least 16.
+	NeighbourEntries int
+	// NeighbourResolving bounds the peers being resolved at once. A datagram to a new peer
+	// beyond it is held without a resolution request (counted in
+	// NeighbourStats.RequestsDropped); the next one asks again. ResolvePeer is not bound
+	// by it (its callers wait). Default 256; at most NeighbourEntries/2.
+	NeighbourResolving int
+	// NeighbourRefresh is the age after which the next hop of a peer still in use is
+	// re-validated in the background (route lookup and neighbour state; the old MAC stays
+	// in use meanwhile). Kernel neighbour events update a changed MAC at once; this catches
+	// route changes and lost events. An entry unused for twice this long is removed.
+	// Default 30 s, the kernel's base_reachable_time.
+	NeighbourRefresh time.Duration
 	// Logger receives what Open got from the kernel. Default slog.Default().
 	Logger *slog.Logger
+
+	// resolve, when set (tests only), replaces the kernel as the source of next hops: the
+	// worker calls it on a goroutine of its own per peer, with a context that ends at
+	// ResolveTimeout.
+	resolve resolveFunc
 }
 
 // DefaultConfig returns a Config for the named interface with every default filled in.
@@ -97,6 +128,30 @@ func (c *Config) normalize() error {
 	}
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = 3 * time.Second
+	}
+	if c.NegativeTTL == 0 {
+		c.NegativeTTL = time.Second
+	}
+	if c.NeighbourEntries == 0 {
+		c.NeighbourEntries = 4096
+	}
+	if c.NeighbourResolving == 0 {
+		c.NeighbourResolving = min(256, c.NeighbourEntries/2)
+	}
+	if c.NeighbourRefresh == 0 {
+		c.NeighbourRefresh = 30 * time.Second
+	}
+	switch {
+	case c.ResolveTimeout < 0 || c.ResolveTimeout > time.Minute:
+		return fmt.Errorf("xdp config: resolve timeout %v not in (0, 1m]", c.ResolveTimeout)
+	case c.NegativeTTL < 0 || c.NegativeTTL > time.Hour:
+		return fmt.Errorf("xdp config: negative TTL %v not in (0, 1h]", c.NegativeTTL)
+	case c.NeighbourEntries < 16 || c.NeighbourEntries > 1<<20:
+		return fmt.Errorf("xdp config: %d neighbour entries not in [16, %d]", c.NeighbourEntries, 1<<20)
+	case c.NeighbourResolving < 1 || c.NeighbourResolving > c.NeighbourEntries/2:
+		return fmt.Errorf("xdp config: %d neighbours resolving at once not in [1, %d]", c.NeighbourResolving, c.NeighbourEntries/2)
+	case c.NeighbourRefresh < 100*time.Millisecond || c.NeighbourRefresh > time.Hour:
+		return fmt.Errorf("xdp config: neighbour refresh %v not in [100ms, 1h]", c.NeighbourRefresh)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

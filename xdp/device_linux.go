@@ -1,13 +1,16 @@
 package xdp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/memreg"
@@ -90,6 +93,9 @@ func Open(cfg Config) (d *Device, err error) {
 	if d.resolver, err = NewResolver(); err != nil {
 		return d, err
 	}
+	if err := d.openNeighbours(cfg, attrs); err != nil {
+		return d, err
+	}
 	var first *Socket
 	for _, q := range queues {
 		sc := SocketConfig{
@@ -128,6 +134,8 @@ func Open(cfg Config) (d *Device, err error) {
 	if d.attach, err = d.prog.Attach(d.ifindex, cfg.Attach); err != nil {
 		return d, err
 	}
+	d.workerOn = true
+	go d.worker.run()
 	m := d.Mode()
 	d.log.Info("xdp device open", "interface", cfg.Interface, "addr", d.addr, "port", cfg.Port,
 		"queues", queues, "mode", m.String(), "max_payload", d.maxPayload, "zc_max_segs", d.zcMaxSegs)
@@ -184,9 +192,14 @@ type Device struct {
 	attach     bpf.Mode
 	links      []*Link
 
-	mu       sync.Mutex // guards resolver
-	resolver *Resolver
-	closed   bool
+	resolver *Resolver    // the worker's netlink socket
+	neigh    *neighTable  // next hops of the peers, read by the links
+	worker   *neighWorker // resolves them
+	backend  neighBackend
+	workerOn bool // the worker goroutine runs
+
+	mu     sync.Mutex // guards closed
+	closed bool
 }
 
 // Links returns one Link per bound queue, in the order of Config.Queues.
@@ -225,28 +238,90 @@ func (d *Device) Mode() Mode {
 	return m
 }
 
-// encap resolves the next hop for a peer and builds its header template.
-func (d *Device) encap(peer netip.AddrPort) (*Encap, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, errors.New("xdp device closed")
+// openNeighbours creates the next-hop table, its resolution worker (started by Open once
+// the links exist) and the worker's backend, subscribed to the kernel's neighbour events.
+// It runs in the interface's namespace.
+func (d *Device) openNeighbours(cfg Config, attrs *netlink.LinkAttrs) error {
+	d.neigh = newNeighTable(cfg.NeighbourEntries)
+	nc := neighConfig{
+		srcMAC: d.mac, src: d.addr, port: cfg.Port, timeout: cfg.ResolveTimeout,
+		negativeTTL: cfg.NegativeTTL, refresh: cfg.NeighbourRefresh, idle: 2 * cfg.NeighbourRefresh,
+		maxResolving: cfg.NeighbourResolving,
 	}
-	ctx, cancel := resolveContext(d.cfg.ResolveTimeout)
-	defer cancel()
-	nh, err := d.resolver.NextHop(ctx, peer.Addr())
+	if cfg.resolve != nil {
+		d.backend = funcBackend{fn: cfg.resolve}
+		d.worker = newNeighWorker(d.neigh, nc, d.backend, d.ringHolders)
+		return nil
+	}
+	var devErr error
+	switch {
+	case attrs.Flags&net.FlagLoopback != 0:
+		devErr = fmt.Errorf("%s is a loopback device: %w", attrs.Name, ErrNoEthernetNextHop)
+	case attrs.RawFlags&unix.IFF_NOARP != 0:
+		devErr = fmt.Errorf("device %s does not resolve neighbours (NOARP): %w", attrs.Name, ErrNoEthernetNextHop)
+	}
+	b, err := newNetlinkBackend(d.resolver, d.ifindex, devErr)
 	if err != nil {
-		return nil, fmt.Errorf("resolve next hop for %v: %w", peer, err)
+		return err
 	}
-	if nh.IfIndex != d.ifindex {
-		return nil, fmt.Errorf("peer %v is routed via ifindex %d, not this device's %d", peer, nh.IfIndex, d.ifindex)
+	d.backend = b
+	d.worker = newNeighWorker(d.neigh, nc, b, d.ringHolders)
+	return b.subscribe(d.worker)
+}
+
+// ringHolders rings the doorbell of every link that holds datagrams (the worker calls it
+// after a round that finished resolutions).
+func (d *Device) ringHolders() {
+	for _, l := range d.links {
+		if l.holding.Load() {
+			l.Wake()
+		}
 	}
-	e := &Encap{SrcMAC: d.mac, Src: d.addr, Dst: peer.Addr(), SrcPort: d.cfg.Port, DstPort: peer.Port()}
-	e.DstMAC = nh.MAC
-	if err := e.Validate(); err != nil {
-		return nil, fmt.Errorf("header template for %v: %w", peer, err)
+}
+
+// ResolvePeer makes sure the device knows the next hop towards peer: it returns nil once
+// the peer is resolved, at once if it is already. Otherwise it has the device's worker
+// resolve it and waits, up to Config.ResolveTimeout, for the result: an error wrapping
+// ErrNextHopUnresolved (nobody answered ARP or neighbour discovery), ErrNoRoute (no route,
+// or not through this device) or ErrNoEthernetNextHop; a resolution that failed less than
+// Config.NegativeTTL ago fails at once with its error. If ctx ends first it returns an
+// error wrapping ctx.Err(), and the resolution goes on for the datagrams that follow.
+// It blocks its caller only: call it when a peer is set up (ndk's Connect does), never
+// from the goroutine that runs the links.
+func (d *Device) ResolvePeer(ctx context.Context, peer netip.Addr) error {
+	if err := checkPeer(peer, d.addr); err != nil {
+		return err
 	}
-	return e, nil
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed || !d.workerOn {
+		return fmt.Errorf("resolve %v: xdp device closed", peer)
+	}
+	return d.worker.resolvePeer(ctx, peer)
+}
+
+// Neighbour returns the device's next-hop table entry for peer, if it has one.
+func (d *Device) Neighbour(peer netip.Addr) (NeighbourInfo, bool) { return d.neigh.info(peer) }
+
+// NeighbourStats returns the counters of the device's next-hop table and worker.
+func (d *Device) NeighbourStats() NeighbourStats {
+	return d.neigh.snapshotStats(int(d.neigh.nResolving.Load()))
+}
+
+// checkPeer refuses a peer address datagrams cannot be sent to from local.
+func checkPeer(peer, local netip.Addr) error {
+	switch {
+	case !peer.IsValid():
+		return errors.New("xdp: invalid peer address")
+	case peer.Is4In6():
+		return fmt.Errorf("xdp: IPv4-mapped peer address %v: unmap it", peer)
+	case peer.Is4() != local.Is4():
+		return fmt.Errorf("xdp: peer %v and local address %v are of different IP versions", peer, local)
+	case peer.IsUnspecified(), peer.IsMulticast(), peer == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return fmt.Errorf("xdp: peer address %v is not unicast", peer)
+	}
+	return nil
 }
 
 // Close closes every link, detaches and unloads the program, and frees the UMEM. It is
@@ -259,6 +334,12 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	if d.worker != nil {
+		d.worker.stop(d.workerOn)
+	}
+	if d.backend != nil {
+		d.backend.close()
+	}
 	var errs []error
 	if d.prog != nil {
 		// Detach first so no packet is redirected into a closing socket.

@@ -107,7 +107,8 @@ type Encap struct {
 	// both IPv6 (IPv4-mapped IPv6 addresses are refused: Unmap them). An IPv6 zone is
 	// ignored.
 	Src, Dst netip.Addr
-	// SrcPort and DstPort are the UDP ports. Put may override SrcPort per datagram.
+	// SrcPort and DstPort are the UDP ports. Put may override SrcPort, PutTo both, per
+	// datagram.
 	SrcPort, DstPort uint16
 	// TTL is the IPv4 time to live or the IPv6 hop limit; 0 means 64.
 	TTL uint8
@@ -124,7 +125,8 @@ type Encap struct {
 	maxPayload int32              // largest payloadLen Put accepts
 	srcPort    uint16             // default UDP source port
 	ipSum      uint32             // IPv4: sum of the constant header words (not length, checksum)
-	udpSum     uint32             // sum of the constant pseudo-header words and the UDP dst port
+	udpSum     uint32             // sum of the constant pseudo-header words
+	dstPort    uint16             // default UDP destination port
 }
 
 // HeaderLen returns the number of header bytes Put writes for e's fields: 14 for Ethernet,
@@ -265,9 +267,9 @@ func (e *Encap) prepare() {
 	binary.BigEndian.PutUint16(udp[2:], e.DstPort)
 	// udp[4:6] length and udp[6:8] checksum: per datagram.
 	ps.AddUint16(ipProtoUDP)
-	ps.AddUint16(e.DstPort)
 	e.udpSum = uint32(fold64(ps.sum))
 	e.srcPort = e.SrcPort
+	e.dstPort = e.DstPort
 	e.hdrLen = uint8(udpOff + udpHeaderLen)
 }
 
@@ -290,6 +292,14 @@ func (e *Encap) prepare() {
 // ErrPayloadTooLarge (payloadLen negative or above MaxPayload), writing nothing. It does not
 // allocate and is safe to call concurrently on one validated Encap.
 func (e *Encap) Put(b []byte, payloadLen int, payloadSum *Checksum, srcPort uint16) (int, error) {
+	return e.PutTo(b, payloadLen, payloadSum, srcPort, 0)
+}
+
+// PutTo is Put with the UDP destination port given per datagram too: dstPort, when not 0,
+// overrides e.DstPort, so that one template serves every port of a peer (the next hop
+// depends on the peer's IP address only). It does not allocate and is safe to call
+// concurrently on one validated Encap.
+func (e *Encap) PutTo(b []byte, payloadLen int, payloadSum *Checksum, srcPort, dstPort uint16) (int, error) {
 	if !e.ready {
 		return 0, ErrEncapNotValidated
 	}
@@ -305,6 +315,9 @@ func (e *Encap) Put(b []byte, payloadLen int, payloadSum *Checksum, srcPort uint
 	}
 	if srcPort == 0 {
 		srcPort = e.srcPort
+	}
+	if dstPort == 0 {
+		dstPort = e.dstPort
 	}
 	h := b[:n:n]
 	copy(h, e.tmpl[:n])
@@ -322,11 +335,12 @@ func (e *Encap) Put(b []byte, payloadLen int, payloadSum *Checksum, srcPort uint
 	}
 	udp := h[udpOff : udpOff+udpHeaderLen]
 	binary.BigEndian.PutUint16(udp[0:], srcPort)
+	binary.BigEndian.PutUint16(udp[2:], dstPort)
 	binary.BigEndian.PutUint16(udp[4:], udpLen)
 	if payloadSum != nil {
 		// Pseudo-header length (the 16-bit IPv4 field or the low half of the 32-bit
 		// IPv6 one) plus the UDP length field: udpLen twice.
-		c := Checksum{sum: uint64(e.udpSum) + 2*uint64(udpLen) + uint64(srcPort)}
+		c := Checksum{sum: uint64(e.udpSum) + 2*uint64(udpLen) + uint64(srcPort) + uint64(dstPort)}
 		c.add(payloadSum.sum)
 		ck := c.Fold()
 		if ck == 0 {

@@ -124,6 +124,7 @@ func TestKernelReceivesOurDatagrams(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
 	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512})
 	l := a.Links()[0]
+	mustResolve(t, l, bed.B.Addr)
 	srv := listenUDP(t, bed.B, testPort)
 
 	sizes := []int{1, 2, 17, 100, 1024, 1471, 1472}

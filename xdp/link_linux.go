@@ -29,6 +29,12 @@ const (
 // large segments in the UMEM heap go by reference (see zerocopy_linux.go), and the cookie is
 // reported by TxDone once the kernel has completed every descriptor of the datagram.
 // Receive hands out views of the frames the kernel wrote, with no copy.
+//
+// The next hop of each peer comes from the device's next-hop table, which a worker
+// goroutine fills (neigh_worker.go): no method of the engine ever waits for a resolution.
+// A datagram to a peer not resolved yet is held (copied) and sent once the worker has
+// resolved the peer, or dropped (counted) if it cannot be; ResolvePeer resolves a peer
+// ahead of time.
 type Link struct {
 	dev   *Device
 	sock  *Socket
@@ -42,33 +48,57 @@ type Link struct {
 	maxPayload int
 
 	// engine-owned state
-	rx        [rxBatch]Desc
-	rxHead    int    // next unprocessed descriptor in rx
-	rxTail    int    // end of the descriptors taken from the ring
-	tx        []Desc // staged TX descriptors: a whole Send, up to the TX ring size
-	ntx       int
-	recycle   [rxBatch]uint64
-	nrecycle  int
-	comp      [compBatch]uint64
-	zc        zcState // zero-copy transmit and the FlagZeroCopy cookies for TxDone
-	lastPeer  netip.AddrPort
-	lastEncap *Encap
-	encaps    map[netip.AddrPort]*Encap
-	pollfds   [2]unix.PollFd
-	timeout   unix.Timespec
-	eventBuf  [8]byte
+	rx       [rxBatch]Desc
+	rxHead   int    // next unprocessed descriptor in rx
+	rxTail   int    // end of the descriptors taken from the ring
+	tx       []Desc // staged TX descriptors: a whole Send, up to the TX ring size
+	ntx      int
+	recycle  [rxBatch]uint64
+	nrecycle int
+	comp     [compBatch]uint64
+	zc       zcState // zero-copy transmit and the FlagZeroCopy cookies for TxDone
+	pollfds  [2]unix.PollFd
+	timeout  unix.Timespec
+	eventBuf [8]byte
+
+	// Next hops (engine-owned): the entry of the last peer sent to, a bounded cache of the
+	// entries of other peers (each read with an atomic load of its snapshot), and the
+	// datagrams held while their peer is resolved.
+	lastIP    netip.Addr
+	lastEntry *neighEntry
+	cache     map[netip.Addr]*neighEntry
+	hold      holdArea
+	holdGen   uint64           // table generation the hold was last serviced at
+	holdRetry bool             // the last service found no room: try again at the next call
+	holdCheck int64            // table clock of the next recheck of held datagrams
+	holdMax   time.Duration    // age at which a held datagram without an entry is dropped
+	heldPkt   transport.Packet // scratch for sending a held datagram
+	acc       txAcc
 
 	// shared with other goroutines
 	eventfd int
 	busy    atomic.Int32
 	closed  atomic.Bool
+	holding atomic.Bool // hold.n > 0: the worker rings this link when it finishes resolutions
 	once    sync.Once
 	stats   linkCounters
 }
 
 type linkCounters struct {
 	rxPackets, rxBytes, txPackets, txBytes, rxDropped, txErrors, txZeroCopy, kicks atomic.Uint64
+	txHeld, txUnresolved, txHoldOverflow, txFailed                                 atomic.Uint64
 }
+
+// txAcc counts what one engine call transmitted, added to the counters once at its end.
+type txAcc struct {
+	pkts, bytes, refs, held, unresolved, overflow, failed uint64
+}
+
+// linkCacheMax bounds a link's cache of table entries. An engine talks to a few peers at a
+// time; a miss costs one read-locked map lookup in the table. When the cache is full it is
+// emptied and refilled by the misses that follow, which bounds it without per-packet LRU
+// bookkeeping.
+const linkCacheMax = 256
 
 func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
@@ -81,7 +111,9 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
 		tx:         make([]Desc, s.cfg.TxSize),
-		encaps:     make(map[netip.AddrPort]*Encap),
+		cache:      make(map[netip.Addr]*neighEntry, linkCacheMax),
+		hold:       newHoldArea(d.maxPayload),
+		holdMax:    d.cfg.ResolveTimeout + time.Second,
 		eventfd:    efd,
 	}
 	l.initZeroCopy()
@@ -132,6 +164,9 @@ func (l *Link) Receive(pkts []transport.Packet) (int, error) {
 		return 0, transport.ErrClosed
 	}
 	defer l.exit()
+	if l.hold.n > 0 && l.serviceHold() {
+		l.finishTx()
+	}
 	n := 0
 	var rxBytes, dropped uint64
 	for n < len(pkts) {
@@ -259,15 +294,20 @@ func (l *Link) flushRecycle() {
 	}
 }
 
-// Send implements transport.Link.
+// Send implements transport.Link. A datagram to a peer whose next hop is not resolved yet
+// is taken and held (a copy), or dropped and counted if the peer failed to resolve a moment
+// ago: Send returns short only for lack of ring space, frames or zero-copy records, never
+// because of a resolution.
 func (l *Link) Send(pkts []transport.Packet) (int, error) {
 	if !l.enter() {
 		return 0, transport.ErrClosed
 	}
 	defer l.exit()
 	l.reclaim()
-	sent := 0
-	var txBytes, txRefs uint64
+	if l.hold.n > 0 {
+		l.serviceHold()
+	}
+	taken := 0
 	var err error
 	for i := range pkts {
 		p := &pkts[i]
@@ -276,56 +316,234 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 			err = fmt.Errorf("send %d-byte datagram in %d segments (max %d bytes): %w", plen, p.NSegs, l.maxPayload, transport.ErrTooLarge)
 			break
 		}
-		e, rerr := l.encapFor(p.Remote)
-		if rerr != nil {
-			err = rerr
+		if p.Remote.Port() == 0 {
+			err = fmt.Errorf("send to %v: zero UDP port", p.Remote)
 			break
 		}
-		hl := e.HeaderLen()
-		descs, nframes, refs := l.plan(p, hl, plen)
-		if nframes > len(l.tx) {
-			err = fmt.Errorf("send %d-byte datagram: needs %d frames: %w", plen, nframes, transport.ErrTooLarge)
-			break
-		}
-		zc := p.Flags&transport.FlagZeroCopy != 0
-		if zc && l.zc.queue.full() {
-			break // the caller must collect TxDone first
-		}
-		if l.ntx+descs > len(l.tx) {
-			l.flushTx()
-		}
-		if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+descs) < l.ntx+descs {
-			l.reclaim()
-			if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+descs) < l.ntx+descs {
+		ip := p.Remote.Addr()
+		s := l.snapFor(ip)
+		if s == nil || s.state != NeighbourResolved || (l.hold.n > 0 && l.hold.holds(ip)) {
+			if s != nil && s.state == NeighbourResolved {
+				break // earlier datagrams to the peer wait in the hold for room: they go first
+			}
+			ok, herr := l.unresolved(p, ip, s)
+			if herr != nil {
+				err = herr
 				break
 			}
+			if !ok {
+				break
+			}
+			taken++
+			continue
 		}
-		first, perr := l.build(p, e, plen, descs, refs)
-		if perr != nil {
-			err = fmt.Errorf("frame datagram: %w", perr)
+		ok, terr := l.transmit(p, &s.encap, plen)
+		if terr != nil {
+			err = terr
 			break
 		}
-		if zc {
-			l.track(p.Cookie, first, descs, refs)
+		if !ok {
+			break
 		}
-		sent++
-		txBytes += uint64(plen)
-		txRefs += uint64(bits.OnesCount8(refs))
+		taken++
 	}
+	l.finishTx()
+	return taken, err
+}
+
+// transmit frames datagram p (plen bytes) with header template e and stages it on the TX
+// ring. It reports false when there is no room now (frames, ring slots, zero-copy records).
+func (l *Link) transmit(p *transport.Packet, e *Encap, plen int) (bool, error) {
+	hl := e.HeaderLen()
+	descs, nframes, refs := l.plan(p, hl, plen)
+	if nframes > len(l.tx) {
+		return false, fmt.Errorf("send %d-byte datagram: needs %d frames: %w", plen, nframes, transport.ErrTooLarge)
+	}
+	zc := p.Flags&transport.FlagZeroCopy != 0
+	if zc && l.zc.queue.full() {
+		return false, nil // the caller must collect TxDone first
+	}
+	if l.ntx+descs > len(l.tx) {
+		l.flushTx()
+	}
+	if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+descs) < l.ntx+descs {
+		l.reclaim()
+		if l.pool.Len() < nframes || l.sock.TxFree(l.ntx+descs) < l.ntx+descs {
+			return false, nil
+		}
+	}
+	first, err := l.build(p, e, plen, descs, refs)
+	if err != nil {
+		return false, fmt.Errorf("frame datagram: %w", err)
+	}
+	if zc {
+		l.track(p.Cookie, first, descs, refs)
+	}
+	l.acc.pkts++
+	l.acc.bytes += uint64(plen)
+	l.acc.refs += uint64(bits.OnesCount8(refs))
+	return true, nil
+}
+
+// finishTx puts what an engine call staged on the ring, kicks the kernel, and adds the
+// call's counts to the counters.
+func (l *Link) finishTx() {
 	l.flushTx()
-	// One kick per Send, also when nothing new fit: what is on the ring must move for
+	// One kick per call, also when nothing new fit: what is on the ring must move for
 	// room to come back.
 	if l.sock.TxPending() > 0 {
 		l.kickTx()
 	}
-	if sent > 0 {
-		l.stats.txPackets.Add(uint64(sent))
-		l.stats.txBytes.Add(txBytes)
+	a := &l.acc
+	if a.pkts > 0 {
+		l.stats.txPackets.Add(a.pkts)
+		l.stats.txBytes.Add(a.bytes)
 	}
-	if txRefs > 0 {
-		l.stats.txZeroCopy.Add(txRefs)
+	if a.refs > 0 {
+		l.stats.txZeroCopy.Add(a.refs)
 	}
-	return sent, err
+	if a.held|a.unresolved|a.overflow|a.failed != 0 {
+		l.stats.txHeld.Add(a.held)
+		l.stats.txUnresolved.Add(a.unresolved)
+		l.stats.txHoldOverflow.Add(a.overflow)
+		l.stats.txFailed.Add(a.failed)
+	}
+	*a = txAcc{}
+}
+
+// snapFor returns the next-hop table's state of peer ip, or nil when the table has no
+// entry for it. The common case, the peer of the previous datagram, is a comparison and an
+// atomic load; other peers a lookup in the link's cache, and on a miss a read-locked lookup
+// in the table.
+func (l *Link) snapFor(ip netip.Addr) *neighSnap {
+	e := l.lastEntry
+	if e == nil || l.lastIP != ip {
+		if e = l.cache[ip]; e == nil {
+			if e = l.cacheFromTable(ip); e == nil {
+				return nil
+			}
+		}
+		l.lastIP, l.lastEntry = ip, e
+	}
+	s := e.snap.Load()
+	if s.state == neighEvicted {
+		// The worker removed the entry (expired, evicted): the peer may have a new one.
+		delete(l.cache, ip)
+		l.lastEntry = nil
+		if e = l.cacheFromTable(ip); e == nil {
+			return nil
+		}
+		if s = e.snap.Load(); s.state == neighEvicted {
+			return nil
+		}
+		l.lastIP, l.lastEntry = ip, e
+	}
+	l.dev.neigh.touch(e)
+	return s
+}
+
+// cacheFromTable looks ip up in the device's table and caches the entry.
+func (l *Link) cacheFromTable(ip netip.Addr) *neighEntry {
+	e := l.dev.neigh.lookup(ip)
+	if e == nil {
+		return nil
+	}
+	if len(l.cache) >= linkCacheMax {
+		clear(l.cache)
+	}
+	l.cache[ip] = e
+	return e
+}
+
+// unresolved takes datagram p to peer ip whose next hop is not known (s nil: no entry;
+// pending; failed): dropped and counted if the peer failed, else held, with a resolution
+// request when the table has no entry and the hold had nothing for the peer yet. A
+// FlagZeroCopy datagram's cookie is reported done at once (the hold keeps a copy; a drop
+// keeps nothing). It reports false when the zero-copy record queue is full.
+func (l *Link) unresolved(p *transport.Packet, ip netip.Addr, s *neighSnap) (bool, error) {
+	zc := p.Flags&transport.FlagZeroCopy != 0
+	if zc && l.zc.queue.full() {
+		return false, nil
+	}
+	if s != nil && s.state == NeighbourFailed {
+		l.acc.unresolved++
+	} else {
+		if s == nil {
+			if err := checkPeer(ip, l.local.Addr()); err != nil {
+				return false, fmt.Errorf("send to %v: %w", p.Remote, err)
+			}
+			if !l.hold.holds(ip) {
+				l.dev.worker.ask(ip)
+			}
+		}
+		if l.hold.add(p, l.dev.neigh.clock.Load()) {
+			l.acc.overflow++
+		}
+		l.acc.held++
+		if !l.holding.Load() {
+			l.holding.Store(true)
+		}
+	}
+	if zc {
+		l.track(p.Cookie, 0, 0, 0) // copied or dropped: done now, in send order
+	}
+	return true, nil
+}
+
+// serviceHold sends the held datagrams whose peer the worker has resolved and drops those
+// whose peer failed, when the table's generation moved since the last pass; every
+// holdRecheck it also repeats lost requests and ages out datagrams without an entry. It
+// reports whether it staged datagrams on the ring (the caller then calls finishTx).
+func (l *Link) serviceHold() bool {
+	t := l.dev.neigh
+	gen, now := t.gen.Load(), t.clock.Load()
+	recheck := now >= l.holdCheck
+	if gen == l.holdGen && !recheck && !l.holdRetry {
+		return false
+	}
+	l.holdGen = gen
+	if recheck {
+		l.holdCheck = now + int64(holdRecheck)
+	}
+	n := l.hold.n
+	r := l.hold.service(l, now, l.holdMax, recheck)
+	l.holdRetry = r.blocked
+	l.acc.unresolved += uint64(r.unresolved)
+	if l.hold.n == 0 {
+		l.holding.Store(false)
+	}
+	return l.hold.n != n
+}
+
+// sendHeld implements holdSink: it transmits held datagram i.
+func (l *Link) sendHeld(h *holdArea, i int, s *neighSnap) holdOutcome {
+	d := &h.q[i]
+	p := &l.heldPkt
+	*p = transport.Packet{Remote: netip.AddrPortFrom(d.ip, d.port), LocalPort: d.srcPort}
+	p.SetData(h.data(i))
+	ok, err := l.transmit(p, &s.encap, d.n)
+	p.Segs[0] = nil
+	switch {
+	case err != nil:
+		l.acc.failed++
+		return holdDropped
+	case !ok:
+		return holdBlocked
+	}
+	return holdSent
+}
+
+// askAgain implements holdSink.
+func (l *Link) askAgain(ip netip.Addr) { l.dev.worker.ask(ip) }
+
+// ResolvePeer implements transport.PeerResolver: it resolves peer's next hop through the
+// device (Device.ResolvePeer), blocking its caller, never the engine. Safe from any
+// goroutine.
+func (l *Link) ResolvePeer(ctx context.Context, peer netip.Addr) error {
+	if l.closed.Load() {
+		return transport.ErrClosed
+	}
+	return l.dev.ResolvePeer(ctx, peer)
 }
 
 // flushTx puts the staged descriptors on the TX ring. Kicking is left to the caller, so a
@@ -385,24 +603,6 @@ func (l *Link) reclaim() {
 	}
 }
 
-// encapFor returns the header template for a peer, resolving its next hop on first use.
-func (l *Link) encapFor(peer netip.AddrPort) (*Encap, error) {
-	if peer == l.lastPeer && l.lastEncap != nil {
-		return l.lastEncap, nil
-	}
-	e, ok := l.encaps[peer]
-	if !ok {
-		var err error
-		e, err = l.dev.encap(peer)
-		if err != nil {
-			return nil, err
-		}
-		l.encaps[peer] = e
-	}
-	l.lastPeer, l.lastEncap = peer, e
-	return e, nil
-}
-
 // TxDone implements transport.Link. It reclaims the completion ring itself, so cookies flow
 // without a Send, and kicks the kernel when descriptors of zero-copy datagrams still wait on
 // the TX ring. Cookies come in send order: a copied datagram's cookie waits behind an
@@ -412,6 +612,9 @@ func (l *Link) TxDone(dst []uint64) int {
 		return 0
 	}
 	defer l.exit()
+	if l.hold.n > 0 && l.serviceHold() {
+		l.finishTx()
+	}
 	if l.zcPending() {
 		l.reclaim()
 		if l.zcPending() && l.sock.TxPending() > 0 {
@@ -428,6 +631,9 @@ func (l *Link) Wait(timeout time.Duration) error {
 		return transport.ErrClosed
 	}
 	defer l.exit()
+	if l.hold.n > 0 && l.serviceHold() {
+		l.finishTx()
+	}
 	// Whatever is still on the TX ring must move even if the engine sleeps.
 	if l.sock.TxPending() > 0 {
 		l.kickTx()
@@ -444,6 +650,11 @@ func (l *Link) Wait(timeout time.Duration) error {
 	if l.zcPending() {
 		// The kernel signals no completion on the socket: poll for it.
 		timeout = min(timeout, zcWaitPoll)
+	}
+	if l.hold.n > 0 {
+		// The worker rings when it finishes a resolution; lost requests are looked at
+		// again every holdRecheck.
+		timeout = min(timeout, holdRecheck)
 	}
 	// A signal (EINTR) is not a wake-up: poll again for what is left of the timeout, so
 	// that an idle Wait lasts its timeout and a Wait ended by nothing does not look woken.
@@ -467,6 +678,9 @@ func (l *Link) Wait(timeout time.Duration) error {
 	}
 	if l.closed.Load() {
 		return transport.ErrClosed
+	}
+	if l.hold.n > 0 && l.serviceHold() {
+		l.finishTx()
 	}
 	return nil
 }
@@ -504,7 +718,12 @@ func (l *Link) Stats() transport.LinkStats {
 		TxErrors:   l.stats.txErrors.Load(),
 		TxZeroCopy: l.stats.txZeroCopy.Load(),
 		Kicks:      l.stats.kicks.Load(),
+
+		TxHeld:         l.stats.txHeld.Load(),
+		TxUnresolved:   l.stats.txUnresolved.Load(),
+		TxHoldOverflow: l.stats.txHoldOverflow.Load(),
 	}
+	s.TxDropped = s.TxUnresolved + s.TxHoldOverflow + l.stats.txFailed.Load()
 	if l.enter() {
 		if ks, err := l.sock.Statistics(); err == nil {
 			s.RxDropped += ks.RxDropped + ks.RxRingFull + ks.RxInvalidDescs
@@ -534,9 +753,7 @@ func (l *Link) Close() error {
 	return err
 }
 
-var _ transport.Link = (*Link)(nil)
-
-// resolveContext bounds a next-hop lookup.
-func resolveContext(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
-}
+var (
+	_ transport.Link         = (*Link)(nil)
+	_ transport.PeerResolver = (*Link)(nil)
+)

@@ -208,6 +208,7 @@ func runStreams(t *testing.T, a, b stream) {
 func exchange(t *testing.T, a, b *Device, sizes []int, count uint64) {
 	t.Helper()
 	la, lb := a.Links()[0], b.Links()[0]
+	resolvePair(t, la, lb)
 	window := uint64(256)
 	sa := &streamer{t: t, link: la, peer: lb.LocalAddr(), sizes: sizes, count: count, window: window}
 	sb := &streamer{t: t, link: lb, peer: la.LocalAddr(), sizes: sizes, count: count, window: window}
@@ -265,6 +266,7 @@ func TestLinkSteadyStateNoAllocs(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
 	cfg := Config{RingSize: 256, Frames: 512}
 	la, lb := openOn(t, bed.A, cfg).Links()[0], openOn(t, bed.B, cfg).Links()[0]
+	resolvePair(t, la, lb)
 	var out, in [8]transport.Packet
 	payload := make([]byte, 1000)
 	for i := range out {
@@ -305,6 +307,7 @@ func TestLinkSendErrors(t *testing.T) {
 	cfg := Config{RingSize: 256, Frames: 512, ResolveTimeout: 500 * time.Millisecond}
 	la := openOn(t, bed.A, cfg).Links()[0]
 	lb := openOn(t, bed.B, cfg).Links()[0]
+	resolvePair(t, la, lb)
 	peer := lb.LocalAddr()
 	ok := make([]byte, 100)
 	big := make([]byte, la.MaxPayload()+1)
@@ -326,15 +329,22 @@ func TestLinkSendErrors(t *testing.T) {
 	if n, err := la.Send(tooMany); n != 0 || err == nil {
 		t.Fatalf("Send with %d segments: n=%d err=%v", transport.MaxSegments+1, n, err)
 	}
-	// A peer nobody answers ARP for (inside the bed's own subnet) fails within the bound.
+	// A peer nobody answers ARP for (inside the bed's own subnet): the datagram is taken
+	// and held at once, and dropped (counted) when the resolution fails.
 	nobody := []transport.Packet{{Remote: netip.AddrPortFrom(netip.MustParseAddr("198.18.0.99"), testPort)}}
 	nobody[0].SetData(ok)
-	start := time.Now()
-	if n, err := la.Send(nobody); n != 0 || err == nil {
-		t.Fatalf("Send to an unresolvable peer: n=%d err=%v", n, err)
+	if n, err := la.Send(nobody); n != 1 || err != nil {
+		t.Fatalf("Send to an unresolvable peer: n=%d err=%v, want it taken (held)", n, err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("unresolvable peer took %v, bound is 500 ms", d)
+	if st := la.Stats(); st.TxHeld != 1 {
+		t.Fatalf("after Send to an unresolvable peer: %+v, want TxHeld 1", st)
+	}
+	end := time.Now().Add(5 * time.Second)
+	for la.Stats().TxUnresolved == 0 && time.Now().Before(end) {
+		_ = la.Wait(10 * time.Millisecond) // services the hold
+	}
+	if st := la.Stats(); st.TxUnresolved != 1 || st.TxDropped < 1 {
+		t.Fatalf("held datagram to an unresolvable peer not dropped: %+v", st)
 	}
 	got, _ := receiveOne(t, lb)
 	if !bytes.Equal(got, ok) {
@@ -349,6 +359,7 @@ func TestLinkZeroCopyCookies(t *testing.T) {
 	cfg := Config{RingSize: 256, Frames: 512}
 	la := openOn(t, bed.A, cfg).Links()[0]
 	lb := openOn(t, bed.B, cfg).Links()[0]
+	resolvePair(t, la, lb)
 	pkts := make([]transport.Packet, 10)
 	for i := range pkts {
 		pkts[i] = transport.Packet{Remote: lb.LocalAddr(), Flags: transport.FlagZeroCopy, Cookie: uint64(100 + i)}
@@ -430,6 +441,7 @@ func TestMultiQueueSharedUMEM(t *testing.T) {
 	}
 	for q := range 2 {
 		la, lb := a.Links()[q], b.Links()[q]
+		resolvePair(t, la, lb)
 		if la.Queue() != q {
 			t.Fatalf("link %d is on queue %d", q, la.Queue())
 		}

@@ -13,19 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Errors of Resolver.NextHop, wrapped with the peer address and the reason.
-var (
-	// ErrNoEthernetNextHop means the route to the peer does not leave through an Ethernet
-	// device that resolves neighbours: the peer is a local address (loopback), the device
-	// has ARP/ND turned off (IFF_NOARP, such as tun or WireGuard devices), has no 6-byte
-	// MAC address, or the route is not a unicast route.
-	ErrNoEthernetNextHop = errors.New("xdp: no Ethernet next hop")
-	// ErrNextHopUnresolved means the kernel did not resolve the next hop's MAC address
-	// (ARP or neighbour discovery) before the context was done. The error also wraps the
-	// context's error.
-	ErrNextHopUnresolved = errors.New("xdp: next hop address not resolved")
-)
-
 // Neighbour states (include/uapi/linux/neighbour.h) in which the kernel's entry holds a
 // usable link-layer address. NUD_NOARP is among them because the route was checked first:
 // on an ARP-capable Ethernet device the kernel itself gives NOARP only to broadcast and

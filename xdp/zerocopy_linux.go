@@ -252,7 +252,7 @@ func (l *Link) build(p *transport.Packet, e *Encap, plen, descs int, refs uint8)
 	first, _ := l.pool.Get()
 	addr := first
 	buf := l.mem[addr : addr+l.fsize]
-	hl, err := e.Put(buf, plen, &sum, p.LocalPort)
+	hl, err := e.PutTo(buf, plen, &sum, p.LocalPort, p.Remote.Port())
 	if err != nil {
 		l.pool.Put(addr)
 		return 0, err

@@ -170,6 +170,7 @@ func TestZeroCopyExchange(t *testing.T) {
 			cfg := Config{RingSize: 512, Frames: 1024, HeapSize: window * (tc.mtu + 128)}
 			a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
 			la, lb := a.Links()[0], b.Links()[0]
+			resolvePair(t, la, lb)
 			if !la.Socket().Mode().MultiBuffer {
 				t.Fatalf("socket without multi-buffer: %v", a.Mode())
 			}
@@ -233,6 +234,7 @@ func TestZeroCopyToKernelSocket(t *testing.T) {
 			bed := testbed.NewT(t, testbed.Options{MTU: tc.mtu})
 			a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20})
 			l := a.Links()[0]
+			mustResolve(t, l, bed.B.Addr)
 			srv := listenUDP(t, bed.B, testPort)
 			slots := heapSlots(t, heapOf(t, a), len(tc.sizes), tc.mtu)
 			tshark, lines := startTshark(t, bed.B, len(tc.sizes))
@@ -302,6 +304,7 @@ func TestZeroCopyFallbacks(t *testing.T) {
 	cfg := Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20}
 	a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
 	la, lb := a.Links()[0], b.Links()[0]
+	resolvePair(t, la, lb)
 	heap := heapSlots(t, heapOf(t, a), 1, 9000)[0]
 	goMem := make([]byte, 9000)
 	scratch := make([]byte, 65536)
@@ -364,6 +367,7 @@ func TestZeroCopyCookieWaitsForKernel(t *testing.T) {
 	cfg := Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20}
 	a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
 	la, lb := a.Links()[0], b.Links()[0]
+	resolvePair(t, la, lb)
 	heap := heapSlots(t, heapOf(t, a), 1, 1500)[0]
 	scratch := make([]byte, 65536)
 	var hdr, hdr2 [8]byte
@@ -440,6 +444,7 @@ func TestZeroCopySteadyStateNoAllocs(t *testing.T) {
 	cfg := Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20}
 	a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
 	la, lb := a.Links()[0], b.Links()[0]
+	resolvePair(t, la, lb)
 	slots := heapSlots(t, heapOf(t, a), 8, 1400)
 	var out, in [8]transport.Packet
 	var hdr [8]byte
@@ -596,6 +601,7 @@ func benchHosts(b *testing.B, mtu int) (la, lb *Link, heap []byte) {
 	for i := range buf {
 		buf[i] = byte(i)
 	}
+	resolvePair(b, a.Links()[0], d.Links()[0])
 	return a.Links()[0], d.Links()[0], buf
 }
 

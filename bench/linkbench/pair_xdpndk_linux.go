@@ -3,6 +3,7 @@
 package linkbench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,15 @@ func openXDPNDK(bed *testbed.Bed, name string, noWakeup bool, attach bpf.Mode, l
 	}
 	p.peers[0] = netip.AddrPortFrom(bed.B.Addr, Port)
 	p.peers[1] = netip.AddrPortFrom(bed.A.Addr, Port)
+	// Learn each peer's next hop now, so that the first datagram leaves at once rather than
+	// being held until the link's next call.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, l := range p.links {
+		if err := l.ResolvePeer(ctx, p.peers[i].Addr()); err != nil {
+			return p, fmt.Errorf("resolve %v: %w", p.peers[i].Addr(), err)
+		}
+	}
 	return p, nil
 }
 

@@ -304,9 +304,10 @@ func (p *ndkPair) measurement(ctx context.Context, o Options, echo bool, fn func
 // stops as failed.
 const tripTimeout = time.Second
 
-// pingPong runs o.PingPongN Send/Receive round trips (bounded by o.Bound) and returns
-// the round-trip times after the warm-up, and the heap objects allocated per round trip.
-func (p *ndkPair) pingPong(ctx context.Context, o Options) (rtts []int64, allocsPerOp float64, err error) {
+// pingPong runs o.PingPongN Send/Receive round trips (bounded by o.Bound, and, if keep is
+// not nil, by keep reporting false, looked at every 64 round trips) and returns the
+// round-trip times after the warm-up, and the heap objects allocated per round trip.
+func (p *ndkPair) pingPong(ctx context.Context, o Options, keep func() bool) (rtts []int64, allocsPerOp float64, err error) {
 	a := &p.A
 	rtts = make([]int64, 0, o.PingPongN)
 	err = p.measurement(ctx, o, true, func(stop *atomic.Bool, deadline int64) error {
@@ -326,7 +327,7 @@ func (p *ndkPair) pingPong(ctx context.Context, o Options) (rtts []int64, allocs
 			if i == o.PingPongWarmup {
 				objs0 = report.HeapObjects()
 			}
-			if stop.Load() || report.Now() > deadline {
+			if stop.Load() || report.Now() > deadline || (keep != nil && i&63 == 0 && !keep()) {
 				break
 			}
 			t0 := report.Now()

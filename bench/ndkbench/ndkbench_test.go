@@ -73,8 +73,8 @@ func TestDefaultGoals(t *testing.T) {
 			n++
 		}
 	}
-	if n != 4 {
-		t.Errorf("%d goals, want 4", n)
+	if n != 5 {
+		t.Errorf("%d goals, want 5", n)
 	}
 }
 

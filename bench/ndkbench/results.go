@@ -33,15 +33,16 @@ func SystemNDK(mode string) string { return "ndk-" + mode }
 
 // Operations of Records.
 const (
-	OpRTT         = "rtt"          // raw and TCP ping-pong
-	OpSendRecv    = "send/recv"    // ndk ping-pong: Send answered by a Send
-	OpWrite       = "write"        // ndk Write, every request signaled
-	OpWriteSilent = "write-silent" // ndk Write, NDK_OP_FLAG_SILENT_SUCCESS but every SignalEvery-th
-	OpRead        = "read"         // ndk Read
-	OpWriteUMEM   = "write-umem"   // goodput Writes from Adapter.Alloc memory (zero-copy path)
-	OpWriteHeap   = "write-heap"   // goodput Writes from Go heap memory (copy path)
-	OpSend        = "send"         // raw one-way
-	OpRatio       = "ratio"        // goal records
+	OpRTT                = "rtt"                  // raw and TCP ping-pong
+	OpSendRecv           = "send/recv"            // ndk ping-pong: Send answered by a Send
+	OpSendRecvUnresolved = "send/recv+unresolved" // ndk ping-pong while the adapter resolves peers nobody answers for
+	OpWrite              = "write"                // ndk Write, every request signaled
+	OpWriteSilent        = "write-silent"         // ndk Write, NDK_OP_FLAG_SILENT_SUCCESS but every SignalEvery-th
+	OpRead               = "read"                 // ndk Read
+	OpWriteUMEM          = "write-umem"           // goodput Writes from Adapter.Alloc memory (zero-copy path)
+	OpWriteHeap          = "write-heap"           // goodput Writes from Go heap memory (copy path)
+	OpSend               = "send"                 // raw one-way
+	OpRatio              = "ratio"                // goal records
 )
 
 // Metrics and units of Records.
@@ -237,13 +238,17 @@ func (r *Results) WriteTable(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(&b, "%s, median of %d\n", s.title, runs)
-		fmt.Fprintf(&b, "  %-13s %-12s %6s", "system", "op", "size")
+		opw := 12 // the op column fits the longest op of the section
+		for _, row := range rows {
+			opw = max(opw, len(row.Op))
+		}
+		fmt.Fprintf(&b, "  %-13s %-*s %6s", "system", opw, "op", "size")
 		for _, col := range s.cols {
 			fmt.Fprintf(&b, " %9s", col.title)
 		}
 		b.WriteString("\n")
 		for _, row := range rows {
-			fmt.Fprintf(&b, "  %-13s %-12s %6d", row.System, row.Op, row.Size)
+			fmt.Fprintf(&b, "  %-13s %-*s %6d", row.System, opw, row.Op, row.Size)
 			for _, col := range s.cols {
 				rec := r.Find(Ref{s.bench, row.System, row.Op, row.Size, col.metric})
 				ok := rec != nil && len(rec.Runs) > 0

@@ -193,7 +193,7 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 
 	var rtts []int64
 	var allocs float64
-	labeled(ctx, "pingpong", func() { rtts, allocs, err = p.pingPong(ctx, r.o) })
+	labeled(ctx, "pingpong", func() { rtts, allocs, err = p.pingPong(ctx, r.o, nil) })
 	if len(rtts) > 0 {
 		st := report.Summarize(rtts)
 		r.col.addLatency(BenchPingPong, sys, OpSendRecv, MsgSize, rep, st, 0)
@@ -205,6 +205,9 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 	}
 	if mode != ModeInline {
 		return nil
+	}
+	if err := r.unresolvedPingPong(ctx, rep, p); err != nil {
+		return fmt.Errorf("ping-pong with unresolved peers: %w", err)
 	}
 	for _, read := range []bool{false, true} {
 		op := OpWrite
@@ -302,6 +305,7 @@ func definitionNotes(o Options) []string {
 			MsgSize, MsgSize, o.PingPongN, o.PingPongWarmup, o.Bound),
 		"ProgressInline: no engine goroutine, the CQ polls (A's and B's loops run on goroutines locked to their threads); busy/adaptive: the adapters' own engine goroutines, the loops yield (runtime.Gosched) when the CQ is empty",
 		fmt.Sprintf("ndk latency: one %d-byte Write (or Read) posted, its completion polled, then the next; %d samples, the first %d left out", MsgSize, o.LatencyN, o.PingPongWarmup),
+		"ndk ping-pong send/recv+unresolved (inline): the same ping-pong, right after the plain one on the same pair, while A's device resolves two on-link addresses nobody answers ARP for: the source of a connection request injected into A from B's namespace (A answers it) and the destination of a Connect by A's application; it stops when either resolution ends (ResolveTimeout, 3 s)",
 		fmt.Sprintf("ndk msgrate: %d outstanding %d-byte Writes on one QP, reposted as they complete, %v window after %v warm-up; ops = Writes completed per second, cqes = completions taken per second (write-silent: only every %d-th Write is signaled)",
 			o.Outstanding, MsgSize, o.Duration, o.Warmup, o.SignalEvery),
 		fmt.Sprintf("ndk goodput: %d outstanding %d-byte Writes, payload bytes completed x 8 / window, in Gbit/s; write-umem sources from Adapter.Alloc (zero-copy transmit path), write-heap from the Go heap (copied)", o.GoodputOutstanding, GoodputSize),

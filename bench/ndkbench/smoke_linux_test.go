@@ -30,6 +30,7 @@ func TestSmokeQuick(t *testing.T) {
 	for _, ref := range []Ref{
 		{BenchPingPong, inline, OpSendRecv, MsgSize, MetricP50},
 		{BenchPingPong, inline, OpSendRecv, MsgSize, MetricP99},
+		{BenchPingPong, inline, OpSendRecvUnresolved, MsgSize, MetricP99},
 		{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50},
 		{BenchPingPong, SystemTCP, OpRTT, MsgSize, MetricP50},
 		{BenchLatency, inline, OpWrite, MsgSize, MetricP50},

@@ -119,6 +119,15 @@ func run() (err error) {
 	}); err != nil {
 		return fmt.Errorf("resolve next hop: %w", err)
 	}
+	// The links take their next hops from their device's table, which a worker fills off
+	// the sending path (a datagram to a peer not resolved yet is held until the link's next
+	// call): resolve each peer there first, as ndk's Connect does.
+	if err := la.ResolvePeer(ctx, bed.B.Addr); err != nil {
+		return fmt.Errorf("resolve %v on A's device: %w", bed.B.Addr, err)
+	}
+	if err := lb.ResolvePeer(ctx, bed.A.Addr); err != nil {
+		return fmt.Errorf("resolve %v on B's device: %w", bed.A.Addr, err)
+	}
 
 	heading("Datagrams both ways (payloads checked byte for byte)")
 	toB := netip.AddrPortFrom(bed.B.Addr, linkbench.Port)
