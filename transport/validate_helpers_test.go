@@ -73,10 +73,7 @@ func (l *valLink) Send(pkts []transport.Packet) (int, error) {
 	for i := range pkts {
 		l.one[0] = pkts[i]
 		pk := &l.one[0]
-		if l.parse(pk) {
-			if l.mutate != nil && l.mutate(&l.parsed) {
-				l.rewrite(pk)
-			}
+		if l.parse(pk) && (l.mutate == nil || !l.mutate(&l.parsed) || l.rewrite(pk)) {
 			l.sent[l.parsed.Opcode]++
 			if l.onTx != nil {
 				l.onTx(l.clock(), &l.parsed, pk)
@@ -90,23 +87,23 @@ func (l *valLink) Send(pkts []transport.Packet) (int, error) {
 }
 
 // rewrite encodes l.parsed (as mutate left it) with its payload into l.enc and points pk
-// at it. l.mu held.
-func (l *valLink) rewrite(pk *transport.Packet) {
+// at it; a packet that does not encode (a piggybacked NAK) is sent as it was. It reports
+// whether what is sent parses (into l.parsed). l.mu held.
+func (l *valLink) rewrite(pk *transport.Packet) bool {
 	p := &l.parsed
 	if p.Opcode >= wire.OpConnRequest {
 		p.CM.PrivateLen = uint16(len(p.PrivateData))
 	}
 	n, err := wire.Encode(l.enc, p)
-	if err != nil {
-		panic("valLink: rewritten datagram does not encode: " + err.Error())
+	if err == nil {
+		for _, b := range p.Payload[:p.NPayload] {
+			n += copy(l.enc[n:], b)
+		}
+		wire.PutTrailer(l.enc[n:n+wire.TrailerLen], wire.UpdateCRC(0, l.enc[:n]))
+		pk.Segs = [transport.MaxSegments][]byte{l.enc[: n+wire.TrailerLen : n+wire.TrailerLen]}
+		pk.NSegs = 1 // a zero-copy packet's cookie is still reported: simlink copies either way
 	}
-	for _, b := range p.Payload[:p.NPayload] {
-		n += copy(l.enc[n:], b)
-	}
-	wire.PutTrailer(l.enc[n:n+wire.TrailerLen], wire.UpdateCRC(0, l.enc[:n]))
-	pk.Segs = [transport.MaxSegments][]byte{l.enc[: n+wire.TrailerLen : n+wire.TrailerLen]}
-	pk.NSegs = 1 // a zero-copy packet's cookie is still reported: simlink copies either way
-	l.parse(pk)  // observers see what is sent
+	return l.parse(pk)
 }
 
 // Receive implements transport.Link: injected datagrams first (a batch of their own), then
