@@ -188,7 +188,7 @@ func (r *ConnRequest) Accept(qp *QP, private []byte) error {
 		return fmt.Errorf("accept on a %v qp: %w", qp.State(), ErrBadState)
 	}
 	if r.answered.Swap(true) {
-		qp.state.Store(uint32(QPIdle))
+		qp.leaveConnecting()
 		return fmt.Errorf("request already answered: %w", ErrBadState)
 	}
 	priv := append([]byte(nil), private...)
@@ -335,6 +335,12 @@ func (c *Connector) Complete() error {
 	e.command(func(now int64) {
 		e.cm.lingerConn(now, c)
 		q := c.qp
+		if q.State() != QPConnecting {
+			// Flushed while connecting: the QP stays failed, the peer's reply is refused.
+			c.state.Store(connFailed)
+			e.cm.sendReject(c.peer, c.connID, RejectByPeer, nil)
+			return
+		}
 		ird, ord := min(q.cfg.IRD, c.peerORD), min(q.cfg.ORD, c.peerIRD)
 		q.setup(c.peer, c.peerPort, c.peerQPN, c.cookie, c.ourPSN, c.peerPSN, c.peerMax, ird, ord)
 		q.state.Store(uint32(QPConnected))
@@ -367,7 +373,7 @@ func (c *Connector) Cancel() bool {
 			if st == connReplied {
 				e.cm.sendReject(c.peer, c.connID, RejectByPeer, nil)
 			}
-			c.qp.state.Store(uint32(QPIdle))
+			c.qp.leaveConnecting()
 			// The attempt stays listed for as long as the peer may retransmit its reply,
 			// so that a late reply is refused (poll removes it then).
 			e.cm.lingerConn(now, c)
@@ -388,11 +394,16 @@ func (c *Connector) Reject(private []byte) error {
 	priv := append([]byte(nil), private...)
 	e.command(func(int64) {
 		e.cm.sendReject(c.peer, c.connID, RejectByPeer, priv)
-		c.qp.state.Store(uint32(QPIdle))
+		c.qp.leaveConnecting()
 		e.cm.removeConn(c)
 	})
 	return nil
 }
+
+// leaveConnecting returns a QP whose connection attempt ended without a connection to idle,
+// so that it can connect again. A QP flushed while connecting stays in the error state: the
+// engine polls it already, so that what is posted to it completes cancelled.
+func (q *QP) leaveConnecting() { q.state.CompareAndSwap(uint32(QPConnecting), uint32(QPIdle)) }
 
 // setup gives a QP its connection: peer addresses, QPN, cookie, both streams' initial PSNs,
 // the payload size and read limits. Engine goroutine.
@@ -416,6 +427,10 @@ func (q *QP) setup(peer netip.AddrPort, peerPort uint16, peerQPN uint32, cookie 
 func (c *cmState) established(now int64, q *QP) bool {
 	for _, r := range c.halfOpen {
 		if r.qp == q && r.replied {
+			if q.State() != QPConnecting {
+				c.dropHalfOpen(r, ErrConnectCancelled) // flushed while connecting: it stays failed
+				return false
+			}
 			q.state.Store(uint32(QPConnected))
 			c.e.activate(q)
 			if len(c.recent) >= maxRecent {
@@ -446,7 +461,7 @@ func (c *cmState) poll(now int64) (next int64) {
 			if now >= cn.nextAt {
 				if cn.tries >= e.cfg.CMRetries {
 					if cn.state.CompareAndSwap(connSent, connFailed) { // else Cancel won
-						cn.qp.state.Store(uint32(QPIdle))
+						cn.qp.leaveConnecting()
 						cn.replied <- ErrConnectTimeout
 					}
 					c.removeConn(cn)
@@ -556,7 +571,7 @@ func (c *cmState) refuseReply(now int64, cn *Connector, from netip.AddrPort) {
 	if !cn.state.CompareAndSwap(connSent, connFailed) {
 		return // cancelled meanwhile: Cancel reports it and lingers the attempt
 	}
-	cn.qp.state.Store(uint32(QPIdle))
+	cn.qp.leaveConnecting()
 	cn.replied <- ErrPeerInvalid
 	c.lingerConn(now, cn)
 }
@@ -709,7 +724,7 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 		for _, cn := range c.conns {
 			if cn.connID == m.ConnID && cn.peer.Addr() == from.Addr() && cn.state.CompareAndSwap(connSent, connFailed) {
 				cn.peerPrivate = append([]byte(nil), p.PrivateData...)
-				cn.qp.state.Store(uint32(QPIdle))
+				cn.qp.leaveConnecting()
 				cn.replied <- fmt.Errorf("reason %d: %w", m.Reason, ErrRejected)
 				c.removeConn(cn)
 				return

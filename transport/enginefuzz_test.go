@@ -3,7 +3,9 @@ package transport_test
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
@@ -601,27 +603,22 @@ func (h *fzHarness) injectData(n *fzNode, r *fzRecord) {
 		p.PSN = wire.PSN(b)
 	}
 	fl := r[5]
-	switch {
-	case fl&128 != 0:
-		p.Flags = wire.Flags(r.u16(6))
-	default:
-		if fl&8 != 0 {
-			p.Flags |= wire.FlagAckReq
-		}
-		if fl&16 != 0 {
-			p.Flags |= wire.FlagSolicited
-		}
-		if fl&32 != 0 {
-			p.Flags |= wire.FlagLast
-		}
-		if fl&64 != 0 {
-			p.Flags |= wire.FlagRetransmit
-		}
-		if fl&4 != 0 && op != wire.OpAck {
-			p.Flags |= wire.FlagAck
-		}
-		p.Flags &= wire.AllowedFlags(op)
+	if fl&8 != 0 {
+		p.Flags |= wire.FlagAckReq
 	}
+	if fl&16 != 0 {
+		p.Flags |= wire.FlagSolicited
+	}
+	if fl&32 != 0 {
+		p.Flags |= wire.FlagLast
+	}
+	if fl&64 != 0 {
+		p.Flags |= wire.FlagRetransmit
+	}
+	if fl&4 != 0 && op != wire.OpAck {
+		p.Flags |= wire.FlagAck
+	}
+	p.Flags &= wire.AllowedFlags(op)
 	// The acknowledgement (an Ack's, or a piggybacked one) refers to n's own stream: the
 	// flow out of n on the same connection, if known.
 	ackPSN := wire.PSN(a)
@@ -641,8 +638,6 @@ func (h *fzHarness) injectData(n *fzNode, r *fzRecord) {
 			p.Ack.SACK = 0
 		}
 	case wire.OpWrite, wire.OpReadRequest:
-		peer := h.peer(n)
-		_ = peer
 		switch r[26] % 5 {
 		case 0:
 			p.RDMA.Addr, p.RDMA.Token = fzBase1+uint64(a%fzLen1), fzTok1
@@ -705,7 +700,12 @@ func (h *fzHarness) injectData(n *fzNode, r *fzRecord) {
 	for i := range payload {
 		payload[i] = byte(i) ^ r[39]
 	}
-	n.vl.inject(from, valEncode(h.t, &p, payload))
+	d := valEncode(h.t, &p, payload)
+	if fl&128 != 0 { // any flags, the layout of the others kept
+		binary.BigEndian.PutUint16(d[2:], r.u16(6))
+		wire.PutTrailer(d[len(d)-wire.TrailerLen:], wire.UpdateCRC(0, d[:len(d)-wire.TrailerLen]))
+	}
+	n.vl.inject(from, d)
 }
 
 // alloc returns a buffer of size bytes of n's arena (nil when it is used up), writable
@@ -1044,5 +1044,31 @@ func (h *fzHarness) checkMemory(n *fzNode) {
 			h.t.Errorf("engine %d: byte %d changed outside every writable range (region 2 is [%d, %d))", n.idx, i, fzLen1, fzLen1+fzLen2)
 			return
 		}
+	}
+}
+
+// TestEnginePairRandom runs FuzzEnginePair's operations and checks on pseudo-random inputs
+// (fixed seeds), so that a plain test run explores beyond the committed seeds. A failing
+// input is logged in the corpus format, to be committed under
+// testdata/fuzz/FuzzEnginePair.
+func TestEnginePairRandom(t *testing.T) {
+	n := 150
+	if testing.Short() {
+		n = 20
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		data := make([]byte, fzRec*(1+rng.IntN(fzMaxOps)))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("input:\ngo test fuzz v1\n[]byte(%q)", data)
+				}
+			})
+			fzRun(t, data)
+		})
 	}
 }
