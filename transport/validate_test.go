@@ -591,3 +591,80 @@ func TestCMTableBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestCMFlushWhileConnecting flushes QPs in the middle of connecting. The QP stays in the
+// error state however the attempt ends (timeout, rejection, Complete, the peer's
+// ready-to-use), what was posted to it completes cancelled, and nothing panics. (A QP
+// flushed while connecting used to be set idle by a timed-out attempt while the engine
+// polled it, and crashed it.)
+func TestCMFlushWhileConnecting(t *testing.T) {
+	t.Run("attempt times out", func(t *testing.T) {
+		w := newValWorld(t)
+		a := w.engine(1, func(c *transport.Config) { c.CMTimeout, c.CMRetries = time.Millisecond, 2 })
+		r := w.raw(3)
+		qa := a.qp(transport.QPConfig{})
+		semRecv(t, qa, 1, make([]byte, 10))
+		conn, err := a.eng.Connect(qa, r.addr, 5, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qa.Flush()
+		w.runFor(10 * time.Millisecond)
+		_, err = conn.Replied()
+		semIs(t, "connect", err, transport.ErrConnectTimeout)
+		semState(t, "A", qa, transport.QPError)
+		semExpect(t, "A", w.rec.of(qa), semWant{1, transport.OpReceive, transport.StatusCancelled})
+	})
+	t.Run("Complete after the flush", func(t *testing.T) {
+		w := newValWorld(t)
+		a := w.engine(1, nil)
+		r := w.raw(3)
+		qa := a.qp(transport.QPConfig{})
+		conn, err := a.eng.Connect(qa, r.addr, 5, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.runUntil(time.Second, "request", func() bool { return r.rawCount(wire.OpConnRequest) > 0 })
+		reply := valReply(r.rx[0].cm)
+		r.sendRaw(a.addr, &reply, nil)
+		semReplied(t, w, conn)
+		qa.Flush()
+		w.runFor(time.Millisecond)
+		if err := conn.Complete(); err != nil {
+			t.Fatal(err)
+		}
+		w.runFor(time.Millisecond)
+		semState(t, "A", qa, transport.QPError)
+		if r.rawCount(wire.OpReadyToUse) != 0 {
+			t.Fatal("a flushed QP sent a ready-to-use")
+		}
+		valExpectRejects(t, r, 1, reply.CM.ConnID, transport.RejectByPeer, a.addr)
+	})
+	t.Run("ready-to-use after the flush", func(t *testing.T) {
+		w := newValWorld(t)
+		b := w.engine(2, nil)
+		r := w.raw(3)
+		l, err := b.eng.Listen(5, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := valRequest(0x55)
+		r.sendRaw(b.addr, &p, nil)
+		req := semNextRequest(w, l)
+		qb := b.qp(transport.QPConfig{})
+		if err := req.Accept(qb, nil); err != nil {
+			t.Fatal(err)
+		}
+		w.runUntil(time.Second, "reply", func() bool { return r.rawCount(wire.OpConnReply) > 0 })
+		qb.Flush()
+		w.runFor(time.Millisecond)
+		reply := r.rx[len(r.rx)-1].cm
+		rtu := wire.Packet{Header: wire.Header{Opcode: wire.OpReadyToUse, DestQPN: reply.SrcQPN, Cookie: reply.Cookie},
+			CM: wire.CMExt{ConnID: 0x55, SrcQPN: 7, DataPort: 50000}}
+		r.sendRaw(b.addr, &rtu, nil)
+		semAwaitEstablished(w, req)
+		_, err = req.Established()
+		semIs(t, "accept", err, transport.ErrConnectCancelled)
+		semState(t, "B", qb, transport.QPError)
+	})
+}
