@@ -1,8 +1,10 @@
 package transport_test
 
 import (
+	"context"
 	"math"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -512,6 +514,33 @@ func TestCMTableBounds(t *testing.T) {
 	const extra = 8
 	small := transport.QPConfig{SendDepth: 1, RecvDepth: 1, IRD: 1, ORD: 1}
 	tweak := func(c *transport.Config) { c.Window = 64; c.MaxHalfOpen = 4 }
+	// Each connection's QP is closed once it connected (the tables outlive it), so that the
+	// engine does not poll a thousand of them.
+	closeQP := func(w *semWorld, q *transport.QP) {
+		done := make(chan error, 1)
+		go func() { done <- q.Close(context.Background()) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			default:
+			}
+			// Poll without moving the clock (the tables expire with it).
+			for _, nd := range w.nodes {
+				if nd.eng != nil {
+					nd.eng.Poll(w.clock.Now())
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("close did not return")
+			}
+			runtime.Gosched()
+		}
+	}
 
 	t.Run("recent", func(t *testing.T) {
 		w := newValWorld(t)
@@ -526,7 +555,8 @@ func TestCMTableBounds(t *testing.T) {
 			p := valRequest(uint64(i))
 			r.sendRaw(b.addr, &p, nil)
 			req := semNextRequest(w, l)
-			if err := req.Accept(b.qp(small), nil); err != nil {
+			qb := b.qp(small)
+			if err := req.Accept(qb, nil); err != nil {
 				t.Fatal(err)
 			}
 			w.runUntil(time.Second, "reply", func() bool { return r.rawCount(wire.OpConnReply) == i })
@@ -535,6 +565,7 @@ func TestCMTableBounds(t *testing.T) {
 				CM: wire.CMExt{ConnID: uint64(i), SrcQPN: 7, DataPort: 50000}}
 			r.sendRaw(b.addr, &rtu, nil)
 			semEstablished(t, w, req)
+			closeQP(w, qb)
 			if _, recent, _, _ := transport.CMTableSizes(b.eng); recent != min(i, transport.MaxRecent) {
 				t.Fatalf("after %d connections %d remembered, want %d", i, recent, min(i, transport.MaxRecent))
 			}
@@ -573,6 +604,7 @@ func TestCMTableBounds(t *testing.T) {
 			r.sendRaw(a.addr, &reply, nil)
 			semComplete(t, w, conn)
 			w.runUntil(time.Second, "ready-to-use", func() bool { return r.rawCount(wire.OpReadyToUse) == i })
+			closeQP(w, qa)
 			if _, _, conns, _ := transport.CMTableSizes(a.eng); conns != min(i, transport.MaxLingering) {
 				t.Fatalf("after %d connections %d attempts listed, want %d", i, conns, min(i, transport.MaxLingering))
 			}
