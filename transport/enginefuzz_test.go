@@ -942,12 +942,14 @@ func (h *fzHarness) runFor(d time.Duration) {
 	}
 }
 
-// checkBounds checks the connection manager's tables against their bounds.
+// checkBounds checks the connection manager's tables that a peer can grow against their
+// bounds. (Graceful disconnects in progress are the application's: one per StartDisconnect
+// call, each ending within the retry budget; check checks they all end.)
 func (h *fzHarness) checkBounds(when string) {
 	for _, n := range h.n {
-		ho, recent, conns, discs := transport.CMTableSizes(n.nd.eng)
-		if ho > fzHalfOpen || recent > transport.MaxRecent || conns > transport.MaxLingering+len(n.qps) || discs > len(n.qps) {
-			h.t.Fatalf("%s: engine %d tables half-open %d, recent %d, attempts %d, disconnects %d", when, n.idx, ho, recent, conns, discs)
+		ho, recent, conns, _ := transport.CMTableSizes(n.nd.eng)
+		if ho > fzHalfOpen || recent > transport.MaxRecent || conns > transport.MaxLingering+len(n.qps) {
+			h.t.Fatalf("%s: engine %d tables half-open %d, recent %d, attempts %d", when, n.idx, ho, recent, conns)
 		}
 	}
 }
