@@ -15,7 +15,14 @@ import (
 // reject, disconnect request and reply (docs/PROTOCOL.md). Every message that expects an
 // answer is retransmitted every Config.CMTimeout until answered or Config.CMRetries sends;
 // answers to duplicates are sent again. Incoming requests wait in a bounded half-open table
-// (Config.MaxHalfOpen), so a flood of requests cannot exhaust memory.
+// (Config.MaxHalfOpen), so a flood of requests cannot exhaust memory; the other tables a
+// peer or the application grows are bounded too (maxRecent, maxLingering).
+//
+// Every message is checked before anything in it is used (docs/PROTOCOL.md §9): wire.Parse
+// drops what is wrong whoever receives it; here a source that is not a unicast address with
+// a port is dropped, a ConnRequest or ConnReply that fails wire.ValidConnFields is answered
+// with a ConnReject (RejectInvalid), and a ReadyToUse or disconnect message whose SrcQPN or
+// DataPort is not the connection's is dropped. Drops are counted in EngineStats.CMDropped.
 
 // Errors of connection setup and teardown.
 var (
@@ -31,6 +38,15 @@ var (
 	ErrListening = errors.New("service already has a listener")
 	// ErrPrivateData: more private data than wire.MaxPrivateData.
 	ErrPrivateData = fmt.Errorf("private data over %d bytes", wire.MaxPrivateData)
+	// ErrPeerInvalid: the peer's reply had a field out of range (wire.ValidConnFields: a
+	// MaxPayload outside [wire.MinMaxPayload, wire.MaxMaxPayload], a zero SrcQPN or DataPort,
+	// a cookie that is zero or differs from the header's; or it was addressed to another
+	// QP). The attempt failed, the QP is idle again, and the peer was sent a ConnReject with
+	// RejectInvalid so that its half-open connection ends at once.
+	ErrPeerInvalid = errors.New("connection reply with a field out of range")
+	// ErrPeerAddress: Connect was given a peer that is not a unicast address with a non-zero
+	// port.
+	ErrPeerAddress = errors.New("peer is not a unicast address with a port")
 )
 
 // Reject reasons carried in ConnReject.
@@ -40,6 +56,25 @@ const (
 	RejectBusy        = 3 // the listener's backlog is full
 	RejectTimeout     = 4 // the request waited too long for Accept or Reject
 	RejectUnsupported = 5 // the request asks for something this side cannot do
+	RejectInvalid     = 6 // a field of the request (or of the reply) is out of range (wire.ValidConnFields)
+)
+
+// Bounds of the connection manager's tables that peers and the application grow; each
+// evicts its oldest entry to make room for a new one. (The half-open table has its own
+// bound, Config.MaxHalfOpen, and refuses rather than evicts; attempts still waiting for
+// a reply are bounded by the QPs, one each.)
+const (
+	// maxRecent bounds the established incoming connections remembered for
+	// CMTimeout*CMRetries so that a late copy of their request is dropped rather than
+	// offered to the listener again. An entry evicted early only lets such a copy through:
+	// the listener may see it as a new request, whose reply the requester, connected
+	// already, does not complete, so that attempt expires.
+	maxRecent = 1024
+	// maxLingering bounds the outgoing attempts kept for CMTimeout*CMRetries after they
+	// completed or were abandoned, to answer a retransmitted reply (a lost ready-to-use is
+	// sent again; a refused reply is refused again). An entry evicted early only leaves the
+	// peer's half-open connection to be established by the first data packet or to time out.
+	maxLingering = 1024
 )
 
 type cmState struct {
@@ -153,7 +188,7 @@ func (r *ConnRequest) Accept(qp *QP, private []byte) error {
 		return fmt.Errorf("accept on a %v qp: %w", qp.State(), ErrBadState)
 	}
 	if r.answered.Swap(true) {
-		qp.state.Store(uint32(QPIdle))
+		qp.leaveConnecting()
 		return fmt.Errorf("request already answered: %w", ErrBadState)
 	}
 	priv := append([]byte(nil), private...)
@@ -228,6 +263,7 @@ type Connector struct {
 	tries   int
 	nextAt  int64
 	linger  int64
+	refusal uint16 // the reason a late reply is refused with (0: RejectByPeer); engine goroutine
 	replied chan error
 
 	// Filled from the reply.
@@ -258,11 +294,15 @@ func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []
 	if qp.e != e {
 		return nil, fmt.Errorf("qp of another engine: %w", ErrBadState)
 	}
+	if !validSource(peer) {
+		return nil, fmt.Errorf("connect to %v: %w", peer, ErrPeerAddress)
+	}
 	if !qp.state.CompareAndSwap(uint32(QPIdle), uint32(QPConnecting)) {
 		return nil, fmt.Errorf("connect on a %v qp: %w", qp.State(), ErrBadState)
 	}
+	// The ConnID is never 0 (wire.Parse refuses that).
 	c := &Connector{qp: qp, peer: peer, service: service, private: append([]byte(nil), private...),
-		connID: randUint64(), ourPSN: wire.PSN(randUint64()), replied: make(chan error, 1)}
+		connID: randUint64() | 1, ourPSN: wire.PSN(randUint64()), replied: make(chan error, 1)}
 	e.command(func(now int64) {
 		c.tries, c.nextAt = 1, now+int64(e.cfg.CMTimeout)
 		e.cm.conns = append(e.cm.conns, c)
@@ -272,7 +312,7 @@ func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []
 }
 
 // Wait waits for the peer's reply (nil), a rejection (ErrRejected), a timeout
-// (ErrConnectTimeout), or ctx to end.
+// (ErrConnectTimeout), a reply with a field out of range (ErrPeerInvalid), or ctx to end.
 func (c *Connector) Wait(ctx context.Context) error { return waitResult(ctx, c.replied) }
 
 // Replied reports, without blocking, whether the attempt has its answer: the peer's reply
@@ -293,8 +333,14 @@ func (c *Connector) Complete() error {
 	}
 	e := c.qp.e
 	e.command(func(now int64) {
-		c.linger = now + int64(e.cfg.CMTimeout)*int64(e.cfg.CMRetries)
+		e.cm.lingerConn(now, c)
 		q := c.qp
+		if q.State() != QPConnecting {
+			// Flushed while connecting: the QP stays failed, the peer's reply is refused.
+			c.state.Store(connFailed)
+			e.cm.sendReject(c.peer, c.connID, RejectByPeer, nil)
+			return
+		}
 		ird, ord := min(q.cfg.IRD, c.peerORD), min(q.cfg.ORD, c.peerIRD)
 		q.setup(c.peer, c.peerPort, c.peerQPN, c.cookie, c.ourPSN, c.peerPSN, c.peerMax, ird, ord)
 		q.state.Store(uint32(QPConnected))
@@ -327,10 +373,10 @@ func (c *Connector) Cancel() bool {
 			if st == connReplied {
 				e.cm.sendReject(c.peer, c.connID, RejectByPeer, nil)
 			}
-			c.qp.state.Store(uint32(QPIdle))
+			c.qp.leaveConnecting()
 			// The attempt stays listed for as long as the peer may retransmit its reply,
 			// so that a late reply is refused (poll removes it then).
-			c.linger = now + int64(e.cfg.CMTimeout)*int64(e.cfg.CMRetries)
+			e.cm.lingerConn(now, c)
 		})
 		return true
 	}
@@ -348,11 +394,16 @@ func (c *Connector) Reject(private []byte) error {
 	priv := append([]byte(nil), private...)
 	e.command(func(int64) {
 		e.cm.sendReject(c.peer, c.connID, RejectByPeer, priv)
-		c.qp.state.Store(uint32(QPIdle))
+		c.qp.leaveConnecting()
 		e.cm.removeConn(c)
 	})
 	return nil
 }
+
+// leaveConnecting returns a QP whose connection attempt ended without a connection to idle,
+// so that it can connect again. A QP flushed while connecting stays in the error state: the
+// engine polls it already, so that what is posted to it completes cancelled.
+func (q *QP) leaveConnecting() { q.state.CompareAndSwap(uint32(QPConnecting), uint32(QPIdle)) }
 
 // setup gives a QP its connection: peer addresses, QPN, cookie, both streams' initial PSNs,
 // the payload size and read limits. Engine goroutine.
@@ -376,8 +427,16 @@ func (q *QP) setup(peer netip.AddrPort, peerPort uint16, peerQPN uint32, cookie 
 func (c *cmState) established(now int64, q *QP) bool {
 	for _, r := range c.halfOpen {
 		if r.qp == q && r.replied {
+			if q.State() != QPConnecting {
+				c.dropHalfOpen(r, ErrConnectCancelled) // flushed while connecting: it stays failed
+				return false
+			}
 			q.state.Store(uint32(QPConnected))
 			c.e.activate(q)
+			if len(c.recent) >= maxRecent {
+				// The oldest goes: every entry lives as long, so the first expires first.
+				c.recent = append(c.recent[:0], c.recent[1:]...)
+			}
 			c.recent = append(c.recent, recentConn{peer: r.Peer.Addr(), connID: r.connID,
 				until: now + int64(c.e.cfg.CMTimeout)*int64(c.e.cfg.CMRetries)})
 			c.dropHalfOpen(r, nil)
@@ -402,7 +461,7 @@ func (c *cmState) poll(now int64) (next int64) {
 			if now >= cn.nextAt {
 				if cn.tries >= e.cfg.CMRetries {
 					if cn.state.CompareAndSwap(connSent, connFailed) { // else Cancel won
-						cn.qp.state.Store(uint32(QPIdle))
+						cn.qp.leaveConnecting()
 						cn.replied <- ErrConnectTimeout
 					}
 					c.removeConn(cn)
@@ -477,6 +536,63 @@ func (c *cmState) poll(now int64) (next int64) {
 	return next
 }
 
+// lingerConn keeps an attempt that completed or was abandoned listed until
+// CMTimeout*CMRetries from now, evicting the lingering attempt that ends first when more
+// than maxLingering linger.
+func (c *cmState) lingerConn(now int64, cn *Connector) {
+	cn.linger = now + int64(c.e.cfg.CMTimeout)*int64(c.e.cfg.CMRetries)
+	n := 0
+	var oldest *Connector
+	for _, x := range c.conns {
+		if x.linger == 0 {
+			continue // waiting for a reply, or Cancel's command has not run yet
+		}
+		if st := x.state.Load(); st != connCompleted && st != connFailed {
+			continue
+		}
+		n++
+		if oldest == nil || x.linger < oldest.linger {
+			oldest = x
+		}
+	}
+	if n > maxLingering {
+		c.removeConn(oldest)
+	}
+}
+
+// refuseReply fails the attempt cn, whose reply from from had a field out of range: Wait
+// reports ErrPeerInvalid, the QP is idle again, and the peer is sent a ConnReject with
+// RejectInvalid at once (and for every copy of the reply while the attempt lingers), so
+// that its half-open connection ends. Engine goroutine.
+func (c *cmState) refuseReply(now int64, cn *Connector, from netip.AddrPort) {
+	c.e.ctr.cmDrops.Add(1)
+	cn.refusal = RejectInvalid
+	c.sendReject(from, cn.connID, RejectInvalid, nil)
+	if !cn.state.CompareAndSwap(connSent, connFailed) {
+		return // cancelled meanwhile: Cancel reports it and lingers the attempt
+	}
+	cn.qp.leaveConnecting()
+	cn.replied <- ErrPeerInvalid
+	c.lingerConn(now, cn)
+}
+
+// validSource reports whether a is a unicast address with a non-zero port: where a
+// connection-management message may come from and an answer may go (never a broadcast,
+// multicast or unspecified address).
+func validSource(a netip.AddrPort) bool {
+	ip := a.Addr().Unmap()
+	return a.Port() != 0 && ip.IsValid() && !ip.IsUnspecified() && !ip.IsMulticast() &&
+		ip != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
+// disconnectMatches reports whether a disconnect message for a QP names the connection's
+// peer QP and data port (the QP itself, its cookie and peer address are checked with the
+// message). A message for no QP matches: it is dropped as such.
+func (c *cmState) disconnectMatches(p *wire.Packet) bool {
+	q := c.e.lookupQP(p.DestQPN)
+	return q == nil || (p.CM.SrcQPN == q.peerQPN && p.CM.DataPort == q.peerSrc.Port())
+}
+
 func (c *cmState) removeConn(cn *Connector) {
 	for i, x := range c.conns {
 		if x == cn {
@@ -503,10 +619,24 @@ func (c *cmState) dropHalfOpen(r *ConnRequest, err error) {
 func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 	e := c.e
 	m := &p.CM
+	if !validSource(from) {
+		e.ctr.cmDrops.Add(1) // nothing may answer it
+		return
+	}
+	if (p.Opcode == wire.OpDisconnectReq || p.Opcode == wire.OpDisconnectRep) && !c.disconnectMatches(p) {
+		e.ctr.cmDrops.Add(1)
+		return
+	}
 	switch p.Opcode {
 	case wire.OpConnRequest:
 		if p.DestQPN != 0 || p.Cookie != 0 {
 			e.ctr.cmDrops.Add(1)
+			return
+		}
+		if !wire.ValidConnFields(p) {
+			// Refused before anything is kept: the requester learns why at once.
+			e.ctr.cmDrops.Add(1)
+			c.sendReject(from, m.ConnID, RejectInvalid, nil)
 			return
 		}
 		for _, r := range c.halfOpen {
@@ -553,6 +683,10 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 			}
 			switch cn.state.Load() {
 			case connSent:
+				if !wire.ValidConnFields(p) || p.DestQPN != cn.qp.qpn {
+					c.refuseReply(now, cn, from)
+					return
+				}
 				cn.peerPrivate = append([]byte(nil), p.PrivateData...)
 				cn.peerIRD, cn.peerORD = int(m.IRD), int(m.ORD)
 				cn.peerQPN, cn.peerPSN, cn.peerMax, cn.cookie = m.SrcQPN, m.InitialPSN, int(m.MaxPayload), m.Cookie
@@ -565,8 +699,12 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 					return
 				}
 				cn.replied <- nil
-			case connFailed: // cancelled before this reply came (or its first copy)
-				c.sendReject(from, cn.connID, RejectByPeer, nil)
+			case connFailed: // cancelled or refused before this reply came (or its first copy)
+				reason := uint16(RejectByPeer)
+				if cn.refusal != 0 {
+					reason = cn.refusal
+				}
+				c.sendReject(from, cn.connID, reason, nil)
 			case connCompleted:
 				c.sendRTU(cn) // our ready-to-use was lost
 			}
@@ -575,7 +713,8 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 		e.ctr.cmDrops.Add(1)
 	case wire.OpReadyToUse:
 		for _, r := range c.halfOpen {
-			if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() && p.Cookie == r.qp.cookie {
+			if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() && p.Cookie == r.qp.cookie &&
+				m.SrcQPN == r.peerQPN && m.DataPort == r.peerPort {
 				c.established(now, r.qp)
 				return
 			}
@@ -585,7 +724,7 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 		for _, cn := range c.conns {
 			if cn.connID == m.ConnID && cn.peer.Addr() == from.Addr() && cn.state.CompareAndSwap(connSent, connFailed) {
 				cn.peerPrivate = append([]byte(nil), p.PrivateData...)
-				cn.qp.state.Store(uint32(QPIdle))
+				cn.qp.leaveConnecting()
 				cn.replied <- fmt.Errorf("reason %d: %w", m.Reason, ErrRejected)
 				c.removeConn(cn)
 				return
@@ -711,7 +850,7 @@ func (c *cmState) sendRequest(cn *Connector) {
 	q := cn.qp
 	p := c.packet(wire.OpConnRequest, 0, 0)
 	p.CM = wire.CMExt{ServiceID: cn.service, ConnID: cn.connID, SrcQPN: q.qpn, InitialPSN: cn.ourPSN,
-		MaxPayload: uint16(min(c.e.link.MaxPayload(), 65535)), IRD: uint8(q.cfg.IRD), ORD: uint8(q.cfg.ORD), DataPort: q.srcPort}
+		MaxPayload: c.maxPayload(), IRD: uint8(q.cfg.IRD), ORD: uint8(q.cfg.ORD), DataPort: q.srcPort}
 	p.PrivateData = cn.private
 	c.send(cn.peer, p)
 }
@@ -720,10 +859,14 @@ func (c *cmState) sendReply(r *ConnRequest) {
 	q := r.qp
 	p := c.packet(wire.OpConnReply, r.peerQPN, q.cookie)
 	p.CM = wire.CMExt{ServiceID: r.l.service, ConnID: r.connID, SrcQPN: q.qpn, InitialPSN: q.req.sent.NextPSN(),
-		Cookie: q.cookie, MaxPayload: uint16(min(c.e.link.MaxPayload(), 65535)), IRD: uint8(q.ird), ORD: uint8(q.ord), DataPort: q.srcPort}
+		Cookie: q.cookie, MaxPayload: c.maxPayload(), IRD: uint8(q.ird), ORD: uint8(q.ord), DataPort: q.srcPort}
 	p.PrivateData = r.private
 	c.send(r.Peer, p)
 }
+
+// maxPayload is the MaxPayload this engine announces: its link's (NewEngine checked it is
+// at least wire.MinMaxPayload), at most wire.MaxMaxPayload.
+func (c *cmState) maxPayload() uint16 { return uint16(min(c.e.link.MaxPayload(), wire.MaxMaxPayload)) }
 
 func (c *cmState) sendRTU(cn *Connector) {
 	p := c.packet(wire.OpReadyToUse, cn.peerQPN, cn.cookie)

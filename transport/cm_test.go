@@ -466,7 +466,7 @@ func TestCMSemFlood(t *testing.T) {
 		for h, r := range raws {
 			for k := range perRound {
 				p := wire.Packet{Header: wire.Header{Opcode: wire.OpConnRequest},
-					CM: wire.CMExt{ServiceID: 50, ConnID: uint64(h)<<32 | uint64(round*perRound+k), SrcQPN: 7, InitialPSN: 1,
+					CM: wire.CMExt{ServiceID: 50, ConnID: uint64(h+1)<<32 | uint64(round*perRound+k), SrcQPN: 7, InitialPSN: 1,
 						MaxPayload: semMaxPayload, IRD: 4, ORD: 4, DataPort: 50000}, PrivateData: priv}
 				r.sendRaw(b.addr, &p, nil)
 				total++

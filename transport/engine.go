@@ -40,8 +40,9 @@ type Config struct {
 	// StatusTimeout. Default 7.
 	RNRRetryLimit int
 	// RNRDelay is how long a sender waits after the first RNR NAK of a request that names no
-	// delay; it doubles with each further RNR NAK of the same request (up to 64 times).
-	// Default 100 µs.
+	// delay; it doubles with each further RNR NAK of the same request (up to 64 times). The
+	// wait is capped at 655.36 ms (InfiniBand's largest RNR timer), or at RNRDelay if that
+	// is longer, whatever delay the NAK names. Default 100 µs.
 	RNRDelay time.Duration
 	// CreditTimeout is how long a Send waits for the peer to advertise a receive for it
 	// before it is sent anyway as a probe, so that a peer that never posts one fails it
@@ -218,7 +219,7 @@ type EngineStats struct {
 	BadSource            uint64 // from an address other than the QP's peer
 	BadCookie            uint64 // with the wrong connection cookie
 	OutOfWindow          uint64 // PSN outside the receive window
-	CMDropped            uint64 // connection-management messages that matched nothing
+	CMDropped            uint64 // connection-management messages that matched nothing or had a field out of range
 	HalfOpenFull         uint64 // connection requests refused because MaxHalfOpen were pending
 	TxRefused            uint64 // datagrams the link refused outright (too large: a bug); reliability resends or times out
 }
@@ -242,8 +243,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	if cfg.Link.MaxPayload() < wire.HeaderLen+wire.CMExtLen+wire.MaxPrivateData+wire.TrailerLen {
-		return nil, fmt.Errorf("link max payload %d is too small for the protocol", cfg.Link.MaxPayload())
+	if cfg.Link.MaxPayload() < wire.MinMaxPayload {
+		return nil, fmt.Errorf("link max payload %d is below the protocol's %d", cfg.Link.MaxPayload(), wire.MinMaxPayload)
 	}
 	e := &Engine{cfg: cfg, link: cfg.Link, now: cfg.Now, qps: make(map[uint32]*QP)}
 	e.nextQPN = uint32(randUint64()>>40) | 1 // random start: QPNs of a restarted engine differ

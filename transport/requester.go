@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"time"
+
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
@@ -632,6 +634,11 @@ func echoDelay(now int64, a *wire.AckExt) int64 {
 	return max(us*1000, 1000)
 }
 
+// maxRNRDelay caps the wait before retrying a packet refused with an RNR NAK (the NAK's
+// Value, backed off over the request's retries): InfiniBand's largest RNR NAK timer,
+// 655.36 ms. A peer cannot park a request for longer per retry.
+const maxRNRDelay = 655360 * time.Microsecond
+
 // onNak handles a negative acknowledgement; it reports whether the QP failed.
 func (q *QP) onNak(now int64, a *wire.AckExt) bool {
 	r := &q.req
@@ -675,6 +682,9 @@ func (q *QP) onNak(now int64, a *wire.AckExt) bool {
 			// Exponential backoff over the retries of one request, up to 64 times the delay.
 			d <<= min(r.wrs[uint32(seq)&r.mask].rnr-1, 6)
 		}
+		// Whatever the peer asks for (Value up to 1.05 s, backed off to a minute), the
+		// retry waits at most maxRNRDelay, or the configured delay if that is longer.
+		d = min(d, max(int64(maxRNRDelay), int64(q.e.cfg.RNRDelay)))
 		r.rnrPSN, r.rnrAt, r.rnrSet = a.NakPSN, now+d, true
 		// The retransmission timer waits too: the packet is known to be refused until then.
 		r.rtoAt = max(r.rtoAt, r.rnrAt+r.rto.Timeout())

@@ -119,6 +119,12 @@ func (q *QP) accept(now int64, p *wire.Packet) bool {
 		if total == 0 {
 			return true
 		}
+		if uint64(total) > MaxMessage {
+			// Longer than any message may be (no requester posts one): invalid.
+			q.nak(wire.SynNakInvalid, p.PSN)
+			q.fail(now, StatusCancelled, -1)
+			return false
+		}
 		var dst memreg.Span
 		var err error
 		if p.RDMA.Addr > ^uint64(0)-uint64(total) {
@@ -126,7 +132,7 @@ func (q *QP) accept(now int64, p *wire.Packet) bool {
 		} else {
 			dst, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
 		}
-		if err == nil && uint32(dst.Len()) < total {
+		if err == nil && uint64(dst.Len()) < uint64(total) {
 			releaseSpan(&dst)
 			err = ErrAccess
 		}
@@ -254,12 +260,19 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 		// request is taken when retransmitted, after the acks freed a slot.
 		return false
 	}
+	length := uint64(p.RDMA.Length) // at least 1 (wire.Parse)
+	if length > MaxMessage {
+		// Longer than any message may be (no requester posts one): invalid.
+		q.nak(wire.SynNakInvalid, p.PSN)
+		q.fail(now, StatusCancelled, -1)
+		return false
+	}
 	var src memreg.Span
 	err := ErrAccess // a range that wraps past 2^64
-	if p.RDMA.Addr <= ^uint64(0)-uint64(p.RDMA.Length) {
+	if p.RDMA.Addr <= ^uint64(0)-length {
 		src, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
 	}
-	if err == nil && uint32(src.Len()) != p.RDMA.Length {
+	if err == nil && uint64(src.Len()) != length {
 		releaseSpan(&src)
 		err = ErrAccess
 	}
@@ -268,8 +281,8 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 		q.fail(now, StatusCancelled, -1)
 		return false
 	}
-	n := (p.RDMA.Length + uint32(q.mss) - 1) / uint32(q.mss)
-	q.req.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: n}
+	mss := uint64(q.mss) // at least 1: both sides' MaxPayload are at least wire.MinMaxPayload
+	q.req.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: uint32((length + mss - 1) / mss)}
 	q.req.activeJobs++
 	return true
 }

@@ -28,5 +28,8 @@
 // Parse checks lengths before every read, the version, the opcode, the flags, the CRC32C
 // trailer and each opcode's invariants, so the engine receives only packets whose fields are
 // self-consistent; whether they match a live queue pair, its PSN window and its memory
-// (cookie, tokens, bounds) is the engine's check. Encode, Parse and UpdateCRC do not allocate.
+// (cookie, tokens, bounds) is the engine's check, and so is whether a connection request or
+// reply offers values a connection can be set up with (ValidConnFields, in [MinMaxPayload,
+// MaxMaxPayload] for its MaxPayload): the engine answers those rather than dropping them.
+// Encode, Parse and UpdateCRC do not allocate.
 package wire

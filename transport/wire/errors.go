@@ -30,8 +30,9 @@ var (
 	ErrLength = errors.New("wire: payload length inconsistent with header")
 	// ErrField: a header or extension field has a value the protocol forbids (a Send Total
 	// over 2^31, a Send Offset contradicting its opcode, a missing or unexpected invalidate
-	// token, an empty or wrapping ReadRequest, a wrapping Write address, an unknown Syndrome,
-	// a non-zero reserved byte, a non-zero PSN on an Ack).
+	// token, an empty ReadRequest or one with an Offset, an unknown Syndrome, a non-zero
+	// reserved byte, a non-zero PSN on an Ack, a ConnID of 0 on a message that names the
+	// attempt by it).
 	ErrField = errors.New("wire: invalid field value")
 	// ErrPrivateData: connection-management private data longer than MaxPrivateData, or (on
 	// Encode) len(Packet.PrivateData) differs from CM.PrivateLen.

@@ -30,9 +30,15 @@ const MaxSendTotal = 1 << 31
 //     <= MaxSendTotal, InvToken non-zero exactly on the *Inv opcodes, Offset and payload
 //     placed as the opcode says (Only: [0, Total); First: from 0, ending before Total;
 //     Middle: from past 0, ending before Total; Last: from past 0, ending at Total; First,
-//     Middle and Last non-empty); Write payload <= Length and Addr+len not wrapping;
-//     ReadRequest Length > 0 and Addr+Length not wrapping; ReadResponse Offset+len <=
-//     2^32-1; Ack PSN 0, Syndrome known, reserved byte 0.
+//     Middle and Last non-empty); Write Offset+len <= Length; ReadRequest Length > 0 and
+//     Offset 0; ReadResponse Offset+len <= 2^32-1; Ack PSN 0, Syndrome known, reserved byte
+//     0; ConnRequest, ConnReply, ReadyToUse and ConnReject ConnID non-zero.
+//
+// Parse checks what is wrong whoever receives the packet. What depends on the receiver is
+// left to it and answered rather than dropped: whether a Write's or ReadRequest's range
+// [Addr, Addr+Length) is memory the peer may touch (wrapping past 2^64 included) and not
+// longer than a message may be (access or invalid-request NAK), and whether a ConnRequest
+// or ConnReply offers a connection that can be set up (ValidConnFields; a ConnReject).
 //
 // On success p.Header, the opcode's extension, p.PrivateData (nil unless connection
 // management), p.Payload and p.NPayload are set; the other extensions are left as they were.
@@ -289,5 +295,34 @@ func parseCM(s0 []byte, p *Packet, plen int) error {
 	if n > 0 {
 		p.PrivateData = s0[start : start+n : start+n]
 	}
+	switch p.Opcode {
+	case OpConnRequest, OpConnReply, OpReadyToUse, OpConnReject:
+		// These name the attempt by ConnID; no endpoint picks 0, and a reject naming it
+		// could reach no one.
+		if c.ConnID == 0 {
+			return ErrField
+		}
+	}
 	return nil
+}
+
+// ValidConnFields reports whether a parsed ConnRequest or ConnReply offers a connection the
+// receiver can set up: SrcQPN and DataPort non-zero, MaxPayload in [MinMaxPayload,
+// MaxMaxPayload] and, on a ConnReply, a Cookie that is non-zero and equal to the header's.
+// It reports false for every other opcode. Parse does not apply these checks: a receiver
+// answers a request or reply that fails them with a ConnReject, so that the peer learns at
+// once why instead of retrying until it times out.
+func ValidConnFields(p *Packet) bool {
+	c := &p.CM
+	switch {
+	case p.Opcode != OpConnRequest && p.Opcode != OpConnReply:
+		return false
+	case c.SrcQPN == 0, c.DataPort == 0:
+		return false
+	case c.MaxPayload < MinMaxPayload || c.MaxPayload > MaxMaxPayload:
+		return false
+	case p.Opcode == OpConnReply && (c.Cookie == 0 || c.Cookie != p.Cookie):
+		return false
+	}
+	return true
 }

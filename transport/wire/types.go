@@ -31,6 +31,21 @@ const (
 	CMExtLen = 42
 )
 
+// The range of CMExt.MaxPayload, the largest datagram (UDP payload) an endpoint accepts. A
+// ConnRequest or ConnReply announcing a value outside it is refused (ValidConnFields).
+const (
+	// MinMaxPayload (266) is the smallest: a connection-management message with the most
+	// private data must fit, so an engine refuses a link smaller than this, and every data
+	// packet then has room for its header, the longest data extension, a piggybacked ack and
+	// a payload of at least one byte.
+	MinMaxPayload = HeaderLen + CMExtLen + MaxPrivateData + TrailerLen
+	// MaxMaxPayload (65527) is the largest: the largest UDP payload of an IPv6 datagram
+	// without jumbograms (65535 less the 8-byte UDP header). Over IPv4 the largest is 65507;
+	// an endpoint never announces more than its own link carries, and each side sends at
+	// most the smaller of the two values, so the IPv6 bound serves both families.
+	MaxMaxPayload = 65535 - 8
+)
+
 // Opcode says what a packet is.
 type Opcode uint8
 
@@ -139,11 +154,11 @@ type AckExt struct {
 // depends on the opcode (docs/PROTOCOL.md has the table).
 type CMExt struct {
 	ServiceID  uint64 // the listener's service (port) the connection is for
-	ConnID     uint64 // the initiator's id for this attempt (matches replies to requests)
+	ConnID     uint64 // the initiator's id for this attempt (matches replies to requests); never 0 where used
 	SrcQPN     uint32 // the sender's QPN
 	InitialPSN PSN    // the first PSN of the sender's stream
 	Cookie     uint64 // ConnReply: the cookie every later packet carries
-	MaxPayload uint16 // the largest datagram payload the sender accepts (path MTU - IP/UDP)
+	MaxPayload uint16 // the largest datagram payload the sender accepts (path MTU - IP/UDP), in [MinMaxPayload, MaxMaxPayload]
 	IRD, ORD   uint8  // inbound / outbound read limits
 	DataPort   uint16 // the UDP source port the sender's QP sends data from (per-QP flow entropy): the receiver accepts that QP's packets only from it
 	Reason     uint16 // ConnReject: why

@@ -345,6 +345,13 @@ func TestParseReject(t *testing.T) {
 		{"Ack Syndrome 0xff", mk("Ack", func(p *Packet, _ *[]byte) { p.Ack.Syndrome = 0xff }, nil), ErrField, ""},
 		{"Ack reserved byte", mk("Ack", nil, setByte(HeaderLen+17, 1)), ErrField, ""},
 		{"Ack with a PSN", mk("Ack", func(p *Packet, _ *[]byte) { p.PSN = 1 }, nil), ErrField, ""},
+		// Connection management: the messages that name the attempt need a ConnID.
+		{"ConnRequest ConnID 0", mk("ConnRequest", func(p *Packet, _ *[]byte) { p.CM.ConnID = 0 }, nil), ErrField, ""},
+		{"ConnReply ConnID 0", mk("ConnReply", func(p *Packet, _ *[]byte) { p.CM.ConnID = 0 }, nil), ErrField, ""},
+		{"ReadyToUse ConnID 0", mk("ReadyToUse", func(p *Packet, _ *[]byte) { p.CM.ConnID = 0 }, nil), ErrField, ""},
+		{"ConnReject ConnID 0", mk("ConnReject", func(p *Packet, _ *[]byte) { p.CM.ConnID = 0 }, nil), ErrField, ""},
+		{"ConnID 0 behind a private data length error", mk("ConnReply", func(p *Packet, _ *[]byte) { p.CM.ConnID = 0 },
+			setU16(HeaderLen+CMExtLen-2, 11)), ErrLength, ""},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -379,6 +386,14 @@ func TestParseAcceptEdges(t *testing.T) {
 		{"CM private data at the limit", nil, "ConnRequest"},
 		{"CM without private data", nil, "ReadyToUse"},
 		{"connection request to a listener", func(p *Packet, _ *[]byte) { p.DestQPN, p.Cookie, p.Flags = 0, 0, FlagRetransmit }, "ConnRequest"},
+		// Left to the receiver, which answers them (ValidConnFields, the engine's NAKs).
+		{"DisconnectReq ConnID 0", func(p *Packet, _ *[]byte) { p.CM.ConnID = 0 }, "DisconnectReq"},
+		{"DisconnectRep ConnID 0", func(p *Packet, _ *[]byte) { p.CM.ConnID = 0 }, "DisconnectRep"},
+		{"ConnRequest MaxPayload 48", func(p *Packet, _ *[]byte) { p.CM.MaxPayload = 48 }, "ConnRequest"},
+		{"ConnReply cookie 0", func(p *Packet, _ *[]byte) { p.CM.Cookie = 0 }, "ConnReply"},
+		{"ReadRequest of 2^32-1 bytes", func(p *Packet, _ *[]byte) { p.RDMA.Length = math.MaxUint32 }, "ReadRequest"},
+		{"ReadRequest wrapping past 2^64", func(p *Packet, _ *[]byte) { p.RDMA.Addr = math.MaxUint64 - 10 }, "ReadRequest"},
+		{"Write longer than 2^31", func(p *Packet, _ *[]byte) { p.RDMA.Length = MaxSendTotal + 1 }, "Write"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := find(t, tc.base)
