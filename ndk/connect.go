@@ -61,6 +61,10 @@ func connectError(err error) error {
 		return wrap(StatusInvalidBufferSize, err)
 	case errors.Is(err, transport.ErrBadState):
 		return wrap(StatusConnectionInvalid, err)
+	case errors.Is(err, transport.ErrPeerInvalid):
+		return wrap(StatusConnectionAborted, err) // the peer's reply was malformed: refused
+	case errors.Is(err, transport.ErrPeerAddress):
+		return wrap(StatusInvalidAddress, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return wrap(StatusCancelled, err)
 	}
@@ -107,6 +111,8 @@ func checkLimits(ird, ord int, private []byte) (int, int, error) {
 // STATUS_NETWORK_UNREACHABLE (no route, or no Ethernet next hop), before anything is sent
 // and with qp left idle; STATUS_CONNECTION_REFUSED (no listener, the
 // listener paused, closed or busy, or the peer rejected), STATUS_IO_TIMEOUT (no answer),
+// STATUS_CONNECTION_ABORTED (the peer's reply had a field out of range: it is refused),
+// STATUS_INVALID_ADDRESS (dest is not a unicast address),
 // STATUS_CONNECTION_INVALID (qp not idle), STATUS_CANCELLED (ctx ended: the attempt is
 // abandoned, a reply that arrives later is refused, and qp is idle again when Connect
 // returns, ready for another connector).

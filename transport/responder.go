@@ -393,7 +393,7 @@ func (q *QP) sendAck(now int64) {
 	if rs.nakSend {
 		p.Ack.Syndrome, p.Ack.NakPSN = rs.nakSyn, rs.nakPSN
 		if rs.nakSyn == wire.SynNakRNR {
-			p.Ack.Value = uint16(q.e.cfg.RNRDelay / 16 / 1000)
+			p.Ack.Value = uint16(min(q.e.cfg.RNRDelay/16/1000, 0xffff)) // the field's largest delay
 		}
 		q.ctr.naksSent.Add(1)
 		q.ctr.naksSentBy[int(rs.nakSyn)%nakKinds].Add(1)
