@@ -159,6 +159,11 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 	if msnBefore(msn, rs.base) {
 		return true // its message completed already: a late copy
 	}
+	if !msnBefore(msn, rs.posted) && q.srq == nil {
+		// Received packets are handled before the QPs take what was posted in this poll
+		// round: a receive posted before the Send arrived must take it, not an RNR NAK.
+		q.takeReceives(now)
+	}
 	if !msnBefore(msn, rs.posted) && (q.srq == nil || !q.takeSRQ(msn)) {
 		q.nak(wire.SynNakRNR, p.PSN) // no receive posted for it yet
 		return false

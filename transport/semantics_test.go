@@ -981,3 +981,33 @@ func TestSemWriteThenSendOrdering(t *testing.T) {
 		t.Fatal("the receive completed before the Write posted ahead of its Send had landed")
 	}
 }
+
+// A receive posted before the peer's Send arrives takes it, even when the engine meets the
+// Send in the poll round in which the receive was posted (received packets are handled
+// before the QPs take what was posted): no RNR NAK, no retry delay.
+func TestSemReceivePostedBeforeSendArrives(t *testing.T) {
+	w, a, b := newSemPair(t, nil)
+	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
+	w.runFor(time.Millisecond) // idle: credits and acks settled
+	inbox := make([]byte, 64)
+	semRecv(t, qb, 1, inbox) // posted; B's engine has not run since
+	msg := []byte("posted before it was sent")
+	semPost(t, qa, semSend(2, 0, msg))
+	now := w.clock.Now()
+	if _, busy := a.eng.Poll(now); !busy { // A transmits the Send, B does not run
+		t.Fatal("A's engine did not send")
+	}
+	w.clock.Set(now + int64(time.Millisecond)) // the Send has arrived at B
+	b.eng.Poll(w.clock.Now())                  // B meets it before taking the receive
+	w.runUntil(time.Second, "send and receive completions", func() bool {
+		return len(w.rec.of(qa)) == 1 && len(w.rec.of(qb)) == 1
+	})
+	semExpect(t, "sender", w.rec.of(qa), semWant{2, transport.OpSend, transport.StatusSuccess})
+	semExpect(t, "receiver", w.rec.of(qb), semWant{1, transport.OpReceive, transport.StatusSuccess})
+	if n := qa.Stats().RNRNaks; n != 0 {
+		t.Fatalf("%d RNR NAKs for a Send whose receive was posted before it was sent", n)
+	}
+	if string(inbox[:len(msg)]) != string(msg) {
+		t.Fatalf("received %q", inbox[:len(msg)])
+	}
+}
