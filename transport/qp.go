@@ -272,18 +272,21 @@ type requester struct {
 	credKnow bool   // the peer has advertised credits at least once
 	reads    int    // Reads outstanding (ORD)
 
-	sent     *ack.SentHistory
-	rto      *ack.RTO
-	rtoAt    int64 // when the retransmission timer fires; 0 when not armed
-	cc       congestion.Controller
-	rnrAt    int64    // when the RNR-NAKed packet may be retried; 0 when none waits
-	credWait int64    // since when a Send waits for credits; 0 when none waits
-	gbnUntil wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
-	gbnOn    bool
-	rnrPSN   wire.PSN // the RNR-NAKed packet
-	rnrSet   bool     // rnrPSN names a packet (it may have been acknowledged since)
-	scratch  []ack.PacketInfo
-	retx     []ack.PacketInfo // packets waiting for retransmission (lost)
+	sent  *ack.SentHistory
+	rto   *ack.RTO
+	rtoAt int64 // when the retransmission timer fires; 0 when not armed
+	// Read probes (probeRead): sent since the peer was last heard from, and since when
+	probes     int
+	probeSince int64
+	cc         congestion.Controller
+	rnrAt      int64    // when the RNR-NAKed packet may be retried; 0 when none waits
+	credWait   int64    // since when a Send waits for credits; 0 when none waits
+	gbnUntil   wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
+	gbnOn      bool
+	rnrPSN     wire.PSN // the RNR-NAKed packet
+	rnrSet     bool     // rnrPSN names a packet (it may have been acknowledged since)
+	scratch    []ack.PacketInfo
+	retx       []ack.PacketInfo // packets waiting for retransmission (lost)
 
 	// read responses this QP owes the peer (the peer's Reads), in our stream
 	jobs       []readJob

@@ -38,7 +38,7 @@ func (q *QP) poll(now int64) (next int64, busy bool) {
 		}
 		busy = q.cancelPosts() || busy
 		if q.resp.nakSend && q.e.canTransmit() {
-			q.sendAck(now)
+			q.sendAck(now, 0)
 		}
 		return 0, busy
 	}
@@ -145,6 +145,9 @@ func (q *QP) onRTO(now int64) {
 	oldest, ok := r.sent.Oldest()
 	if !ok {
 		r.rtoAt = 0
+		if r.reads > 0 {
+			q.probeRead(now)
+		}
 		return
 	}
 	q.ctr.timeouts.Add(1)
@@ -170,6 +173,59 @@ func (q *QP) onRTO(now int64) {
 	r.rtoAt = now + r.rto.Timeout()
 	if tries+1 >= q.e.cfg.RetryLimit && floor > now && floor < r.rtoAt {
 		r.rtoAt = floor // past the limit: fail when the packet has been outstanding long enough
+	}
+}
+
+// probeRead runs when the retransmission timer expires with nothing of ours in flight but
+// a Read outstanding: its request was acknowledged, and its response, which travels in the
+// peer's stream and which the peer retransmits itself, has stopped arriving. The peer may
+// be gone, and nothing else would notice. An Ack with FlagAckReq goes to the peer, a probe:
+// a live peer answers it with an acknowledgement (or, if its QP failed, with a NAK); a
+// silent one makes the oldest such Read fail with StatusTimeout after RetryLimit probes and
+// RTO.Max, as an unanswered packet would.
+func (q *QP) probeRead(now int64) {
+	r := &q.req
+	s := q.oldestRead()
+	if s == nil {
+		return
+	}
+	q.ctr.timeouts.Add(1)
+	if r.probeSince == 0 {
+		r.probeSince = now
+	}
+	if r.probes >= q.e.cfg.RetryLimit && now >= r.probeSince+r.rto.Max() {
+		q.fail(now, StatusTimeout, int64(s.seq))
+		return
+	}
+	r.rto.Backoff()
+	r.rtoAt = now + r.rto.Timeout()
+	if !q.e.canTransmit() {
+		return // the link is full: the next expiry probes
+	}
+	q.sendAck(now, wire.FlagAckReq)
+	r.probes++
+}
+
+// oldestRead returns the oldest Read whose request was sent and whose response has not
+// fully arrived, or nil.
+func (q *QP) oldestRead() *wrState {
+	r := &q.req
+	for seq := r.head; seq != r.next; seq++ {
+		if s := &r.wrs[seq&r.mask]; s.wr.Kind == OpRead && !s.done && s.sentAll && s.readGot < s.total {
+			return s
+		}
+	}
+	return nil
+}
+
+// readHeard notes that the peer is alive for the Read probe (an acknowledgement, or
+// response bytes): the probes start over, and with nothing in flight the timer now watches
+// the outstanding Reads from now on.
+func (q *QP) readHeard(now int64) {
+	r := &q.req
+	r.probes, r.probeSince = 0, 0
+	if npk, _ := r.sent.InFlight(); npk == 0 && r.reads > 0 {
+		r.rtoAt = now + r.rto.Timeout()
 	}
 }
 
@@ -606,6 +662,9 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 			r.rtoAt = 0
 		}
 	}
+	if r.reads > 0 {
+		q.readHeard(now) // any acknowledgement: the peer is there (and may owe responses)
+	}
 	if a.Syndrome != wire.SynAck {
 		// What the NAK's ack part acknowledged completed before the failure it reports.
 		q.completeSends(now)
@@ -797,6 +856,7 @@ func (q *QP) flush(now int64, st Status, failSeq int64) bool {
 	r.next, r.sendOff, r.reads = r.tail, 0, 0
 	r.retx = r.retx[:0]
 	r.rtoAt, r.rnrAt, r.credWait, r.rnrSet = 0, 0, 0, false
+	r.probes, r.probeSince = 0, 0
 	if r.sent != nil { // nil on a QP that never connected
 		r.sent.Reset()
 	}

@@ -43,8 +43,10 @@ func (q *QP) input(now int64, p *wire.Packet) {
 			return
 		}
 	case QPError, QPDisconnected:
-		if p.Opcode != wire.OpAck {
-			q.resp.nakSend = true // the peer keeps retransmitting: tell it again
+		if p.Opcode != wire.OpAck || p.Flags&wire.FlagAckReq != 0 {
+			// The peer keeps retransmitting, or probes whether we are there: tell it
+			// (again) that this QP failed.
+			q.resp.nakSend = true
 			if q.resp.nakSyn == wire.SynAck {
 				q.resp.nakSyn, q.resp.nakPSN = wire.SynNakRemoteOp, p.PSN
 			}
@@ -52,6 +54,9 @@ func (q *QP) input(now int64, p *wire.Packet) {
 		return
 	}
 	if p.Opcode == wire.OpAck {
+		if p.Flags&wire.FlagAckReq != 0 {
+			q.resp.ackNow = true // a probe (probeRead): answer it
+		}
 		q.onAck(now, p)
 		return
 	}
@@ -305,6 +310,7 @@ func (q *QP) acceptReadResponse(now int64, p *wire.Packet) bool {
 			return false
 		}
 		s.readGot += uint32(p.PayloadLen())
+		q.readHeard(now)
 		q.completeSends(now)
 		return true
 	}
@@ -335,7 +341,7 @@ func (q *QP) maybeAck(now int64) int64 {
 	due := rs.nakSend || rs.ackNow || soon || rs.ackPending >= e.cfg.AckEvery ||
 		(rs.ackPending > 0 && now-rs.ackFirst >= int64(e.cfg.AckDelay))
 	if due && e.canTransmit() {
-		q.sendAck(now)
+		q.sendAck(now, 0)
 		return 0
 	}
 	if rs.ackSoon || credits {
@@ -386,14 +392,15 @@ func (q *QP) piggyback(now int64, p *wire.Packet, n int) {
 	q.ctr.acksPiggybacked.Add(1)
 }
 
-// sendAck queues an Ack (or the pending NAK) for the peer's stream.
-func (q *QP) sendAck(now int64) {
+// sendAck queues an Ack (or the pending NAK) for the peer's stream, with flags (FlagAckReq
+// makes it a probe).
+func (q *QP) sendAck(now int64, flags wire.Flags) {
 	e := q.e
 	rs := &q.resp
 	i := e.txSlot()
 	p := &e.txWire
 	*p = wire.Packet{}
-	p.Header = wire.Header{Opcode: wire.OpAck, DestQPN: q.peerQPN, Cookie: q.cookie, TS: uint32(now / 1000)}
+	p.Header = wire.Header{Opcode: wire.OpAck, Flags: flags, DestQPN: q.peerQPN, Cookie: q.cookie, TS: uint32(now / 1000)}
 	p.Ack = q.ackExt(now)
 	if rs.nakSend {
 		p.Ack.Syndrome, p.Ack.NakPSN = rs.nakSyn, rs.nakPSN

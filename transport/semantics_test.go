@@ -1011,3 +1011,65 @@ func TestSemReceivePostedBeforeSendArrives(t *testing.T) {
 		t.Fatalf("received %q", inbox[:len(msg)])
 	}
 }
+
+// A Read whose request the peer acknowledged, but whose response never arrives because the
+// peer then died, fails with StatusTimeout (the requester probes a peer that owes it a
+// response: nothing else of its own is in flight to time out) and the connection aborts
+// with the disconnect event; a request fenced behind it completes cancelled. A live peer
+// whose responses are only delayed answers the probes, and the Read succeeds.
+func TestSemReadAnsweredByDeadPeer(t *testing.T) {
+	for _, dies := range []bool{true, false} {
+		name := "responses delayed"
+		if dies {
+			name = "peer dies"
+		}
+		t.Run(name, func(t *testing.T) {
+			w, a, b := newSemPair(t, func(c *transport.Config) { c.RetryLimit = 3; c.RTO.Max = 20 * time.Millisecond })
+			var aborted atomic.Int32
+			qa, _ := w.connect(a, transport.QPConfig{OnDisconnect: func(*transport.QP) { aborted.Add(1) }}, b, transport.QPConfig{})
+			region := make([]byte, 8192)
+			pattern(region, 5)
+			b.mem.add(0x41, 0, 0x10000, region, semRW)
+			w.runFor(time.Millisecond)
+			dropped := 0
+			b.tap.setDrop(func(p *wire.Packet) bool {
+				if p.Opcode == wire.OpReadResponse {
+					dropped++
+					return true
+				}
+				return false
+			})
+			acks := a.tap.recvCount(wire.OpAck)
+			dst := make([]byte, len(region))
+			semPost(t, qa, semRead(1, 0, 0x10000, 0x41, dst))
+			semPost(t, qa, semWrite(2, transport.WRReadFence, 0x10000+100, 0x41, []byte("fenced")))
+			// The request gets through and is acknowledged by an Ack of its own (one
+			// piggybacked on a response is lost with it); the responses are lost.
+			w.runUntil(time.Second, "read request acknowledged", func() bool { return dropped > 0 && a.tap.recvCount(wire.OpAck) > acks })
+			if dies {
+				b.link.Close() // B is gone: its host takes nothing more
+				w.nodes = w.nodes[:1]
+				w.runUntil(10*time.Second, "read failed", func() bool { return len(w.rec.of(qa)) == 2 })
+				semExpect(t, "after the peer died", w.rec.of(qa),
+					semWant{1, transport.OpRead, transport.StatusTimeout}, semWant{2, transport.OpWrite, transport.StatusCancelled})
+				if n := aborted.Load(); n != 1 {
+					t.Fatalf("disconnect event fired %d times, want 1", n)
+				}
+				return
+			}
+			// Several probe rounds, all answered, but shorter than B's own retry budget
+			// for its responses (RTO.Max).
+			w.runFor(10 * time.Millisecond)
+			b.tap.setDrop(nil) // B's own retransmissions now get through
+			w.runUntil(10*time.Second, "read done", func() bool { return len(w.rec.of(qa)) == 2 })
+			semExpect(t, "delayed responses", w.rec.of(qa),
+				semWant{1, transport.OpRead, transport.StatusSuccess}, semWant{2, transport.OpWrite, transport.StatusSuccess})
+			if !bytes.Equal(dst[:100], region[:100]) || !bytes.Equal(dst[106:], region[106:]) || string(region[100:106]) != "fenced" {
+				t.Fatal("read bytes differ")
+			}
+			if qa.Stats().Timeouts == 0 {
+				t.Fatal("no probe was sent while the responses were delayed")
+			}
+		})
+	}
+}

@@ -69,7 +69,7 @@ const (
 	flagsSendLast = flagsData | FlagSolicited             // packets that end a Send
 	flagsLast     = flagsData | FlagLast                  // Write, ReadResponse
 	flagsCM       = FlagRetransmit
-	flagsAck      = Flags(0)
+	flagsAck      = FlagAckReq // a probe: acknowledge now
 )
 
 // opTable is indexed by opcode; kindNone marks the unknown ones.

@@ -74,7 +74,9 @@ const (
 type Flags uint16
 
 const (
-	// FlagAckReq asks the receiver to acknowledge at once instead of coalescing.
+	// FlagAckReq asks the receiver to acknowledge at once instead of coalescing. On an Ack
+	// it is a probe: the receiver answers with an acknowledgement of the sender's stream
+	// (or a NAK if its QP failed), which tells the sender the peer is still there.
 	FlagAckReq Flags = 1 << iota
 	// FlagSolicited marks the last packet of a Send posted with SEND_AND_SOLICIT_EVENT.
 	FlagSolicited

@@ -295,7 +295,7 @@ func TestParseReject(t *testing.T) {
 		{"Solicited on SendFirst", mk(sendFirst, nil, setU16(2, uint16(FlagSolicited))), ErrFlags, ""},
 		{"Solicited on Write", mk("Write", nil, setU16(2, uint16(FlagSolicited))), ErrFlags, ""},
 		{"Last on ReadRequest", mk("ReadRequest", nil, setU16(2, uint16(FlagLast))), ErrFlags, ""},
-		{"any flag on Ack", mk("Ack", nil, setU16(2, uint16(FlagAckReq))), ErrFlags, ""},
+		{"a flag other than AckReq on Ack", mk("Ack", nil, setU16(2, uint16(FlagRetransmit))), ErrFlags, ""},
 		{"AckReq on CM", mk("ConnReply", nil, setU16(2, uint16(FlagAckReq))), ErrFlags, ""},
 		// Private data.
 		{"private data over the limit", mk("ConnRequest", nil, func(d []byte) []byte {
