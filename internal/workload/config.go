@@ -164,3 +164,10 @@ func (c TargetConfig) withDefaults() TargetConfig {
 	}
 	return c
 }
+
+// ctlMessages sizes the control connection: the messages one side may have in flight, or
+// that may arrive while its receives are not reposted yet. Per data connection the target
+// sends an announcement per window (each answers a release), a receipt, and credit
+// messages (at most one waits; a few may be in flight); the initiator a release per window
+// and a report. Both sides post twice this many receives.
+func ctlMessages(qps, windows int) int { return qps*(windows+6) + 8 }

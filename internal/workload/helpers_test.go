@@ -15,6 +15,7 @@ import (
 
 // openSim opens two adapters on a simlink pair, each with a UMEM heap (so Adapter.Alloc
 // works as on AF_XDP) and each link behind a faultlink wrapper with m.
+// Zero-copy transmit is on, as in the AF_XDP tests, so the wrappers handle cookies.
 func openSim(t testing.TB, cfg simlink.Config, m faultlink.Impairments, seed uint64) (a, b *ndk.Adapter, fa, fb *faultlink.Link) {
 	t.Helper()
 	la, lb := simlink.Pair(cfg)
@@ -45,6 +46,7 @@ func openOn(t testing.TB, l transport.Link) *ndk.Adapter {
 	}
 	opts := ndk.DefaultOptions()
 	opts.UMEM, opts.Heap = u, h
+	opts.ZeroCopyTx = true
 	a, err := ndk.OpenLink(l, opts)
 	if err != nil {
 		t.Fatal(err)

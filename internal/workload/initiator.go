@@ -44,6 +44,9 @@ const (
 	phWinBack
 )
 
+var phaseNames = [...]string{phIdle: "idle", phSend: "send", phWrite: "write", phWriteBack: "write read-back",
+	phRead: "read", phWinWrite: "window write", phWinBack: "window read-back"}
+
 type opKind uint8
 
 const (
@@ -75,6 +78,7 @@ type iconn struct {
 	wins     []winInfo // announced, not in use
 	sendSeq  uint64    // data messages posted
 	sendB    uint64    // their bytes
+	credit   uint64    // receives the target posted for them in all, as far as we know
 	winUses  uint64
 	opSeq    uint64
 	failed   bool
@@ -143,9 +147,7 @@ func Dial(ctx context.Context, a *ndk.Adapter, addr netip.Addr, cfg Config) (in 
 }
 
 func (in *Initiator) dialControl(ctx context.Context, addr netip.Addr, h hello) (err error) {
-	// Messages from the target: an announcement per window and a receipt per connection
-	// at most in flight at once, and as many sends of ours.
-	n := in.cfg.QPs*(in.cfg.Windows+1) + 8
+	n := ctlMessages(in.cfg.QPs, in.cfg.Windows)
 	ctl := &ictl{rslots: make([]ctlSlot, 2*n), sslots: make([]ctlSlot, n)}
 	in.ctl = ctl
 	a := in.a
@@ -222,6 +224,7 @@ func (in *Initiator) dialData(ctx context.Context, addr netip.Addr, h hello) (er
 		_ = c.c.Reject(nil)
 		return err
 	}
+	c.credit = uint64(c.lay.recvs)
 	return c.c.CompleteConnect(ctx, func() { in.disc.Add(1) })
 }
 
@@ -303,6 +306,7 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 		st := c.qp.Transport().Stats()
 		r.Retransmits += st.Retransmits
 		r.Timeouts += st.Timeouts
+		r.RNRNaks += st.RNRNaks
 	}
 	if in.ctl.failed {
 		r.Failed++
@@ -382,6 +386,9 @@ func (in *Initiator) start(c *iconn) {
 			s.op = opWrite
 		}
 	}
+	if s.op == opSend && !c.canSend() {
+		s.op = opWrite // the target has no receive posted for it yet
+	}
 	in.started++
 	size := in.cfg.MaxSize
 	switch s.op {
@@ -415,6 +422,9 @@ func (in *Initiator) start(c *iconn) {
 	}
 	in.startedB += uint64(s.size)
 }
+
+// canSend reports whether the target has a receive posted for the next data message.
+func (c *iconn) canSend() bool { return c.sendSeq < c.credit }
 
 // postSend posts the connection's next data message from slot s: a Send, or with inv a
 // SendAndInvalidate of the slot's window.
@@ -531,6 +541,10 @@ func (in *Initiator) completed(c *iconn, r *ndk.ResultEx) {
 		return
 	}
 	if r.Status != ndk.StatusSuccess {
+		if rep.FirstFailure == "" {
+			rep.FirstFailure = fmt.Sprintf("%s: connection %d: %v (%s, %d bytes at %#x) completed %v, provider code %d",
+				time.Now().Format("15:04:05.000000"), c.idx, r.Type, phaseNames[s.phase], s.size, s.raddr, r.Status, r.ProviderErrorCode)
+		}
 		c.failed = true
 		s.done()
 		return
@@ -569,7 +583,7 @@ func (in *Initiator) completed(c *iconn, r *ndk.ResultEx) {
 		}
 		rep.WindowWrites++
 		c.winUses++
-		if c.winUses%2 == 1 {
+		if c.winUses%2 == 1 && c.canSend() {
 			in.postSend(s, true)
 			return
 		}
@@ -691,6 +705,10 @@ func (ctl *ictl) received(in *Initiator, r *ndk.ResultEx) {
 				break
 			}
 			c.wins = append(c.wins, winInfo{window: m.window, addr: m.addr, length: m.length, token: m.token})
+		case msgCredit:
+			if m.count > c.credit {
+				c.credit = m.count
+			}
 		case msgReceipt:
 			c.receipt = &Receipt{Received: m.count, Bytes: m.bytes, Mismatches: m.bad,
 				RemoteInvalidations: m.inv, FirstBadMessage: m.badSeq, FirstBadOffset: m.badOff}

@@ -100,6 +100,7 @@ type layout struct {
 	windows  uint16
 	readOff  uint64
 	readLen  uint32
+	recvs    uint16 // receives the target posts for data messages before any credit message
 }
 
 func (l *layout) encode() []byte {
@@ -115,6 +116,7 @@ func (l *layout) encode() []byte {
 	binary.LittleEndian.PutUint16(b[40:], l.windows)
 	binary.LittleEndian.PutUint64(b[44:], l.readOff)
 	binary.LittleEndian.PutUint32(b[52:], l.readLen)
+	binary.LittleEndian.PutUint16(b[56:], l.recvs)
 	return b
 }
 
@@ -134,8 +136,11 @@ func decodeLayout(b []byte, h *hello) (layout, error) {
 	l.windows = binary.LittleEndian.Uint16(b[40:])
 	l.readOff = binary.LittleEndian.Uint64(b[44:])
 	l.readLen = binary.LittleEndian.Uint32(b[52:])
+	l.recvs = binary.LittleEndian.Uint16(b[56:])
 	inside := func(off, n uint64) bool { return off <= l.length && n <= l.length-off }
 	switch {
+	case l.recvs == 0:
+		return l, fmt.Errorf("%w: layout with no receives", errProto)
 	case l.va == 0 || l.va+l.length < l.va:
 		return l, fmt.Errorf("%w: region [%#x, +%d)", errProto, l.va, l.length)
 	case l.slotSize != h.maxSize || l.slots < h.outstanding || l.windows != h.windows || l.readLen != h.readLen:
@@ -155,6 +160,7 @@ const (
 	msgRelease = 2 // initiator → target: done with window w; invalidate and rebind it
 	msgReport  = 3 // initiator → target: send the receipt of conn once count data messages arrived
 	msgReceipt = 4 // target → initiator: what conn's data messages were
+	msgCredit  = 5 // target → initiator: count receives have been posted for conn's data messages in all
 )
 
 // msg is one control message (msgLen bytes on the wire).
@@ -165,7 +171,7 @@ type msg struct {
 	addr   uint64 // msgWindow
 	length uint32 // msgWindow
 	token  uint32 // msgWindow
-	count  uint64 // msgReport: data messages expected; msgReceipt: received
+	count  uint64 // msgReport: data messages expected; msgReceipt: received; msgCredit: receives posted
 	bytes  uint64 // msgReceipt
 	bad    uint64 // msgReceipt: mismatched messages
 	inv    uint64 // msgReceipt: remote invalidations
@@ -210,7 +216,7 @@ func decodeMsg(b []byte, qps, windows int) (msg, error) {
 	m.inv = binary.LittleEndian.Uint64(b[54:])
 	m.badSeq = binary.LittleEndian.Uint64(b[62:])
 	switch {
-	case m.typ < msgWindow || m.typ > msgReceipt:
+	case m.typ < msgWindow || m.typ > msgCredit:
 		return m, fmt.Errorf("%w: control message type %d", errProto, m.typ)
 	case int(m.conn) >= qps:
 		return m, fmt.Errorf("%w: control message for connection %d of %d", errProto, m.conn, qps)

@@ -28,6 +28,8 @@ type Report struct {
 	Bytes uint64
 	// Statuses tallies every completion on the initiator's QPs by NTSTATUS.
 	Statuses map[ndk.Status]uint64
+	// FirstFailure describes the first data request that completed in error.
+	FirstFailure string
 	// Mismatches counts wrong bytes found by the initiator (after a Read or a read-back);
 	// FirstMismatch describes the first.
 	Mismatches    uint64
@@ -50,9 +52,13 @@ type Report struct {
 	Sent, SentBytes []uint64
 	// Receipts are the target's receipts per data connection (nil: none arrived).
 	Receipts []*Receipt
-	// Retransmits and Timeouts sum the data QPs' transport counters (retransmitted packets
-	// and retransmission timer expiries) since Dial.
-	Retransmits, Timeouts uint64
+	// Retransmits, Timeouts and RNRNaks sum the data QPs' transport counters
+	// (retransmitted packets, retransmission timer expiries, receiver-not-ready refusals)
+	// since Dial. Credits keep a data message from being sent before the target posted a
+	// receive for it, so RNR refusals are rare and never exhaust the retries (the engine
+	// may still refuse a Send whose receive it has not taken from the posting queue yet:
+	// TestReceivePostedBeforeSendArrives).
+	Retransmits, Timeouts, RNRNaks uint64
 }
 
 // Receipt is what the target says it received on a data connection since it connected.
@@ -73,6 +79,9 @@ func (r *Report) Err() error {
 		if st != ndk.StatusSuccess {
 			errs = append(errs, fmt.Errorf("%d completions with %v", n, st))
 		}
+	}
+	if r.FirstFailure != "" {
+		errs = append(errs, fmt.Errorf("first failure: %s", r.FirstFailure))
 	}
 	if r.Mismatches > 0 {
 		errs = append(errs, fmt.Errorf("%d mismatches, first: %s", r.Mismatches, r.FirstMismatch))
@@ -112,8 +121,8 @@ func (r *Report) String() string {
 	}
 	sort.Strings(st)
 	return fmt.Sprintf("%v: %d ops (%d sends, %d send-invalidates, %d writes, %d window writes, %d reads, %d releases), "+
-		"%d completions, %.1f MB, %d retransmits, %d RTOs, statuses [%s], %d mismatches, %d unexpected, %d in flight",
+		"%d completions, %.1f MB, %d retransmits, %d RTOs, %d RNR NAKs, statuses [%s], %d mismatches, %d unexpected, %d in flight",
 		r.Elapsed.Round(time.Millisecond), r.Started, r.Sends, r.SendInvalidates, r.Writes, r.WindowWrites, r.Reads,
-		r.Releases, r.Completions, float64(r.Bytes)/1e6, r.Retransmits, r.Timeouts, strings.Join(st, " "),
+		r.Releases, r.Completions, float64(r.Bytes)/1e6, r.Retransmits, r.Timeouts, r.RNRNaks, strings.Join(st, " "),
 		r.Mismatches, r.Unexpected, r.Outstanding)
 }

@@ -32,9 +32,12 @@ type Target struct {
 
 	ctr targetCounters
 
-	mu       sync.Mutex
-	firstErr error
+	mu   sync.Mutex
+	errs []error // the first maxErrs errors
 }
+
+// maxErrs bounds the errors a Target keeps.
+const maxErrs = 8
 
 // TargetStats are a Target's counters.
 type TargetStats struct {
@@ -114,6 +117,13 @@ type tconn struct {
 	badSeq     uint64 // first mismatched message + 1
 	badOff     uint32
 	reportWant int64 // receipt owed once received reaches it; -1: none
+
+	// Credits: the initiator sends data message k only once it knows that more than k
+	// receives were posted in all, so a target that is slow to post them again (a
+	// descheduled process) makes it wait instead of exhausting its RNR retries.
+	posted       uint64 // receives posted since connecting
+	announced    uint64 // the count the last credit message carried (the layout's at first)
+	creditQueued bool   // a credit message waits in the control backlog
 }
 
 type trecv struct {
@@ -171,19 +181,19 @@ func (t *Target) Stats() TargetStats {
 	}
 }
 
-// Err returns the first error the target saw on a live connection (a completion in error,
-// a protocol violation, a failed setup), or nil. Safe from any goroutine.
+// Err returns the first errors the target saw on live connections (completions in error,
+// protocol violations, failed setups), or nil. Safe from any goroutine.
 func (t *Target) Err() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.firstErr
+	return errors.Join(t.errs...)
 }
 
 func (t *Target) fail(err error) {
 	t.ctr.errors.Add(1)
 	t.mu.Lock()
-	if t.firstErr == nil {
-		t.firstErr = err
+	if len(t.errs) < maxErrs {
+		t.errs = append(t.errs, fmt.Errorf("%s: %w", time.Now().Format("15:04:05.000000"), err))
 	}
 	t.mu.Unlock()
 }
@@ -255,7 +265,9 @@ func (t *Target) connectRequest(ctx context.Context, c *ndk.Connector) {
 		t.sessions[h.session] = s
 		t.accepting++
 		go func() {
-			err := c.Accept(acceptCtx(ctx), s.ctl.qp, 0, 0, nil, func() { s.ctl.gone.Store(true) })
+			actx, cancel := context.WithTimeout(ctx, acceptTimeout)
+			defer cancel()
+			err := c.Accept(actx, s.ctl.qp, 0, 0, nil, func() { s.ctl.gone.Store(true) })
 			t.accepted <- acceptDone{ctl: s.ctl, err: err}
 		}()
 		return
@@ -276,16 +288,15 @@ func (t *Target) connectRequest(ctx context.Context, c *ndk.Connector) {
 	priv := tc.lay.encode()
 	t.accepting++
 	go func() {
-		err := c.Accept(acceptCtx(ctx), tc.qp, min(int(h.outstanding), 64), 0, priv, func() { tc.gone.Store(true) })
+		actx, cancel := context.WithTimeout(ctx, acceptTimeout)
+		defer cancel()
+		err := c.Accept(actx, tc.qp, min(int(h.outstanding), 64), 0, priv, func() { tc.gone.Store(true) })
 		t.accepted <- acceptDone{data: tc, err: err}
 	}()
 }
 
-func acceptCtx(ctx context.Context) context.Context {
-	c, cancel := context.WithTimeout(ctx, 10*time.Second)
-	context.AfterFunc(c, cancel)
-	return c
-}
+// acceptTimeout bounds an Accept.
+const acceptTimeout = 10 * time.Second
 
 func (t *Target) reject(c *ndk.Connector) {
 	t.ctr.rejected.Add(1)
@@ -326,10 +337,7 @@ func (t *Target) newSession(c *ndk.Connector, h hello) (*session, error) {
 		return nil, err
 	}
 	s := &session{t: t, h: h, pd: pd, conns: make([]*tconn, h.qps)}
-	// The initiator has at most one release per window and one report per connection
-	// outstanding; we send at most one announcement per window and one receipt per
-	// connection.
-	nmsg := int(h.qps)*(int(h.windows)+1) + 8
+	nmsg := ctlMessages(int(h.qps), int(h.windows))
 	nrecv, nsend := 2*nmsg, 2*nmsg
 	ctl := &tctl{s: s, c: c, rslots: make([]ctlSlot, nrecv), sslots: make([]ctlSlot, nsend)}
 	s.ctl = ctl
@@ -406,6 +414,8 @@ func (s *session) newConn(c *ndk.Connector, h hello) (tc *tconn, err error) {
 			return tc, err
 		}
 	}
+	tc.lay.recvs = uint16(recvDepth)
+	tc.announced = tc.posted
 	for i := 0; i < int(h.windows); i++ {
 		mw, err := s.pd.NewMW()
 		if err != nil {
@@ -418,7 +428,11 @@ func (s *session) newConn(c *ndk.Connector, h hello) (tc *tconn, err error) {
 
 func (c *tconn) repost(i int) error {
 	size := int(c.lay.slotSize)
-	return c.qp.Receive(&c.rslots[i], []ndk.SGE{c.recv.sge(i*size, size)})
+	if err := c.qp.Receive(&c.rslots[i], []ndk.SGE{c.recv.sge(i*size, size)}); err != nil {
+		return err
+	}
+	c.posted++
+	return nil
 }
 
 // bind binds window w over its range with remote write and announces its token.
@@ -432,6 +446,16 @@ func (c *tconn) bind(w *twin) {
 	w.state, w.token = winBound, w.mw.RemoteToken()
 	c.s.ctl.send(msg{typ: msgWindow, conn: uint16(c.idx), window: uint16(w.i), addr: w.va,
 		length: c.lay.slotSize, token: w.token})
+}
+
+// credit queues a credit message once a quarter of the receives were posted again since the
+// last one (one at most waits in the backlog; it carries the count when it leaves).
+func (c *tconn) credit() {
+	if c.creditQueued || c.posted-c.announced < uint64(max(1, len(c.rslots)/4)) {
+		return
+	}
+	c.creditQueued = true
+	c.s.ctl.send(msg{typ: msgCredit, conn: uint16(c.idx)})
 }
 
 // send queues a control message; it leaves when a send slot is free.
@@ -450,7 +474,16 @@ func (ctl *tctl) flush() {
 		k := ctl.sfree[len(ctl.sfree)-1]
 		s := &ctl.sslots[k]
 		off := s.i * msgLen
-		ctl.backlog[0].encode(ctl.buf.b[off : off+msgLen])
+		m := &ctl.backlog[0]
+		if m.typ == msgCredit {
+			c := ctl.s.conns[m.conn]
+			if c == nil {
+				ctl.backlog = append(ctl.backlog[:0], ctl.backlog[1:]...)
+				continue
+			}
+			m.count, c.announced, c.creditQueued = c.posted, c.posted, false
+		}
+		m.encode(ctl.buf.b[off : off+msgLen])
 		if err := ctl.qp.Send(s, []ndk.SGE{ctl.buf.sge(off, msgLen)}, 0); err != nil {
 			ctl.s.t.fail(fmt.Errorf("control send: %w", err))
 			return
@@ -566,7 +599,9 @@ func (c *tconn) received1(r *ndk.ResultEx) {
 	}
 	if err := c.repost(rs.i); err != nil {
 		t.fail(fmt.Errorf("connection %d: repost receive: %w", c.idx, err))
+		return
 	}
+	c.credit()
 }
 
 // remoteInvalidated handles a SendAndInvalidate of a window's token: the window is unbound

@@ -56,10 +56,14 @@ func TestMixOverSimlink(t *testing.T) {
 			a, b, _, _ := openSim(t, tc.cfg, tc.m, 7)
 			tg := serve(t, b, TargetConfig{})
 			in := dial(t, a, b, Config{Seed: 42, QPs: 3, Outstanding: 6, MaxSize: 12000})
-			r1 := in.Run(context.Background(), Limits{Requests: 1500})
+			n := uint64(1500)
+			if raceEnabled {
+				n = 300
+			}
+			r1 := in.Run(context.Background(), Limits{Requests: n})
 			checkReport(t, &r1)
 			// Run again on the same connections: receipts count from the connection's start.
-			r2 := in.Run(context.Background(), Limits{Requests: 300})
+			r2 := in.Run(context.Background(), Limits{Requests: n / 5})
 			checkReport(t, &r2)
 			checkTarget(t, tg, r1, r2)
 		})
