@@ -297,6 +297,17 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 	r.Elapsed = time.Since(start)
 	r.Started = in.started
 	r.Outstanding = in.inflight()
+	for _, c := range in.conns {
+		for i := range c.slots {
+			if s := &c.slots[i]; s.phase != phIdle && len(r.InFlight) < 16 {
+				r.InFlight = append(r.InFlight, fmt.Sprintf("connection %d (QP %v) slot %d: %s of %d bytes at %#x",
+					c.idx, c.qp.Transport().State(), i, phaseNames[s.phase], s.size, s.raddr))
+			}
+		}
+	}
+	if n := in.ctl.inflight(); n > 0 {
+		r.InFlight = append(r.InFlight, fmt.Sprintf("%d control sends (QP %v)", n, in.ctl.qp.Transport().State()))
+	}
 	for i, c := range in.conns {
 		r.Receipts[i] = c.receipt
 		r.Sent[i], r.SentBytes[i] = c.sendSeq, c.sendB

@@ -145,9 +145,9 @@ func TestPeerKillRestart(t *testing.T) {
 	cfg := Config{Seed: 11, QPs: 4, Outstanding: 8, MaxSize: 16 << 10}
 	in := dialTo(t, parent.a, target, cfg)
 	runDone := make(chan Report, 1)
-	go func() {
-		runDone <- in.Run(context.Background(), Limits{Duration: 60 * time.Second, Drain: 15 * time.Second})
-	}()
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	go func() { runDone <- in.Run(runCtx, Limits{Duration: 60 * time.Second, Drain: 5 * time.Second}) }()
 	want := uint64(3000)
 	if raceEnabled {
 		want = 600
@@ -161,8 +161,18 @@ func TestPeerKillRestart(t *testing.T) {
 	var r Report
 	select {
 	case r = <-runDone:
-	case <-time.After(60 * time.Second):
-		t.Fatal("Run did not return within 60 s of the kill")
+	case <-time.After(20 * time.Second):
+		// Every connection should have failed by now (the retry budget is about a second):
+		// stop Run to see what is stuck.
+		for i, q := range in.QPs() {
+			t.Logf("QP %d: %+v", i, q.Transport().Stats())
+		}
+		t.Logf("control QP: %+v", in.ControlQP().Transport().Stats())
+		xs, _ := parent.dev.Links()[0].Socket().Statistics()
+		t.Logf("engine %+v; link %+v; socket %+v; wrapper %+v", parent.a.Engine().Stats(), parent.fl.Stats(), xs, parent.fl.FaultStats())
+		stopRun()
+		r = <-runDone
+		t.Fatalf("requests still in flight 20 s after the kill: %s", strings.Join(r.InFlight, "; "))
 	}
 	t.Logf("after the kill: Run returned in %v: %s", time.Since(killed).Round(time.Millisecond), r.String())
 	if r.Outstanding != 0 || r.ControlReceives != 0 {

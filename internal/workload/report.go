@@ -41,8 +41,10 @@ type Report struct {
 	// PostErrors counts posts refused inline; FirstPostError is the first.
 	PostErrors     uint64
 	FirstPostError error
-	// Outstanding is the requests still in flight when Run returned.
+	// Outstanding is the requests still in flight when Run returned; InFlight describes
+	// (up to 16 of) them.
 	Outstanding int
+	InFlight    []string
 	// Failed is the connections (control included) that saw a completion in error.
 	Failed int
 	// ControlReceives is the receives posted on the control connection when Run returned.
@@ -93,7 +95,7 @@ func (r *Report) Err() error {
 		errs = append(errs, fmt.Errorf("%d posts refused, first: %w", r.PostErrors, r.FirstPostError))
 	}
 	if r.Outstanding > 0 {
-		errs = append(errs, fmt.Errorf("%d requests still in flight", r.Outstanding))
+		errs = append(errs, fmt.Errorf("%d requests still in flight: %s", r.Outstanding, strings.Join(r.InFlight, "; ")))
 	}
 	if r.Failed > 0 {
 		errs = append(errs, fmt.Errorf("%d connections failed", r.Failed))
