@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -118,12 +119,14 @@ func Dial(ctx context.Context, a *ndk.Adapter, addr netip.Addr, cfg Config) (in 
 	if cfg, err = cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	in = &Initiator{a: a, cfg: cfg, rnd: rng{s: cfg.Seed}}
-	in.session = in.rnd.next() | 1
+	// The session names this initiator at the target: random, so that several initiators
+	// (even with one seed) may connect to one target; the workload's bytes come from the
+	// seed alone.
+	in = &Initiator{a: a, cfg: cfg, rnd: rng{s: cfg.Seed}, session: rand.Uint64() | 1}
 	defer func() {
 		if err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-			_ = in.teardown(ctx, false)
+			_ = in.teardown(ctx, true)
 			cancel()
 			in = nil
 		}
