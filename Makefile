@@ -36,6 +36,7 @@ help:
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
 	@echo "make demo            raw AF_XDP exchange and a quick NDK verbs pass between two namespace hosts (root)"
 	@echo "make bench           link (root), transport and NDK verbs (root) benchmarks (bench-link, bench-transport, bench-ndk)"
+	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
 	@echo "make check-generate  regenerate and fail if bpf/ differs from git"
 	@echo "make fuzz            every fuzz target for FUZZTIME each (default $(FUZZTIME); FUZZ=regexp narrows)"
@@ -91,6 +92,16 @@ bench-transport:
 # same run, and the goal ratios (bench/README.md); about a minute and a half.
 bench-ndk:
 	$(GO) run ./bench/cmd/ndkbench
+
+# The soak: internal/workload's TestSoak (the verb mix between two namespace hosts over
+# AF_XDP, 1% XDP drop both ways plus duplication, reordering and corruption) for
+# SOAK_DURATION, sampling RSS and goroutines every second; both must stay flat.
+SOAK_DURATION ?= 10m
+SOAK_TIMEOUT ?= 60m
+
+.PHONY: soak
+soak:
+	XDPNDK_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./internal/workload
 
 generate:
 	$(GO) generate ./bpf/...

@@ -1,0 +1,520 @@
+package faultlink
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdpndk/xdpndk/transport"
+)
+
+// chunk is the most datagrams of one Send handled per call of the inner link's Send:
+// the staging array holds two entries per datagram (a duplicate) plus every buffer.
+const chunk = 64
+
+// pendingPoll bounds a Wait while copies refused by the inner link wait to be sent.
+const pendingPoll = 50 * time.Microsecond
+
+// action is what the wrapper does to one datagram.
+type action uint8
+
+const (
+	actPass action = iota
+	actDrop
+	actHold
+	actCorrupt
+	actDup
+)
+
+// entryKind says what an entry of the staging array carries.
+type entryKind uint8
+
+const (
+	entryPrimary entryKind = iota // the delivery of input datagram owner (itself or its corrupted copy)
+	entryDup                      // the second copy of input datagram owner
+	entryExtra                    // a copy from an earlier call: refused then, or released from hold
+	entryGone                     // a copy the inner link refused with an error: discarded
+)
+
+type entry struct {
+	kind  entryKind
+	owner int32 // input index (entryPrimary, entryDup)
+	buf   int32 // buffer of the copy, -1 for the caller's own segments
+}
+
+// copyMeta describes the datagram held in one buffer.
+type copyMeta struct {
+	remote    netip.AddrPort
+	localPort uint16
+	n         int
+	after     int   // held: datagrams still to go out before it is released
+	deadline  int64 // held: release time
+	wasHeld   bool  // a reordered datagram (FaultStats.Released when it goes out)
+	dead      bool  // its input was not accepted: free it wherever it is found
+}
+
+type plan struct {
+	act action
+	zc  bool
+	buf int32
+}
+
+// Link is a transport.Link that impairs the datagrams it transmits through an inner link
+// (see the package documentation). Like every Link, Receive, Release, Send, TxDone and Wait
+// belong to one engine goroutine; Wake, Stats, Close, SetImpairments, Impairments,
+// FaultStats, Inject, Record and StopRecording are safe from any goroutine.
+type Link struct {
+	inner transport.Link
+	cfg   Config
+	now   func() int64
+
+	imp [4]atomic.Uint64 // math.Float64bits of Drop, Reorder, Corrupt, Duplicate
+
+	// engine goroutine state
+	rng     uint64
+	bufs    [][]byte // Buffers copies of up to MaxPayload bytes
+	meta    []copyMeta
+	free    []int32
+	held    []int32 // reordered datagrams, oldest first
+	pending []int32 // copies the inner link refused for now, to be sent first
+	cookies transport.CookieQueue
+	planned int // cookies the current chunk pushes if its datagrams are accepted
+	out     []transport.Packet
+	ent     []entry
+	plans   [chunk]plan
+
+	inj injector
+	rec atomic.Pointer[Recorder]
+	ctr counters
+}
+
+var _ transport.Link = (*Link)(nil)
+
+// Wrap returns a Link that impairs inner's transmissions as cfg says. The wrapper owns
+// inner from now on: Close closes it. Its buffers are allocated here, so nothing allocates
+// per datagram later.
+func Wrap(inner transport.Link, cfg Config) (*Link, error) {
+	if inner == nil {
+		return nil, fmt.Errorf("%w: nil inner link", ErrInvalid)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	size := inner.MaxPayload()
+	if size <= 0 {
+		return nil, fmt.Errorf("%w: inner link max payload %d", ErrInvalid, size)
+	}
+	l := &Link{inner: inner, cfg: cfg, now: cfg.Now, rng: cfg.Seed,
+		bufs: make([][]byte, cfg.Buffers), meta: make([]copyMeta, cfg.Buffers),
+		free:    make([]int32, cfg.Buffers),
+		held:    make([]int32, 0, cfg.Buffers),
+		pending: make([]int32, 0, cfg.Buffers),
+		cookies: transport.NewCookieQueue(cfg.CookieQueue),
+		out:     make([]transport.Packet, 0, 2*chunk+cfg.Buffers),
+		ent:     make([]entry, 0, 2*chunk+cfg.Buffers),
+	}
+	arena := make([]byte, cfg.Buffers*size)
+	for i := range l.bufs {
+		l.bufs[i] = arena[i*size : (i+1)*size : (i+1)*size]
+		l.free[i] = int32(cfg.Buffers - 1 - i)
+	}
+	l.inj.init(cfg.InjectBuffers, size)
+	l.storeImpairments(cfg.Impairments)
+	return l, nil
+}
+
+// Inner returns the wrapped link.
+func (l *Link) Inner() transport.Link { return l.inner }
+
+// SetImpairments changes the probabilities from the next datagram Send is given. Safe from
+// any goroutine.
+func (l *Link) SetImpairments(m Impairments) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	l.storeImpairments(m)
+	return nil
+}
+
+func (l *Link) storeImpairments(m Impairments) {
+	l.imp[0].Store(math.Float64bits(m.Drop))
+	l.imp[1].Store(math.Float64bits(m.Reorder))
+	l.imp[2].Store(math.Float64bits(m.Corrupt))
+	l.imp[3].Store(math.Float64bits(m.Duplicate))
+}
+
+// Impairments returns the probabilities in effect. Safe from any goroutine.
+func (l *Link) Impairments() Impairments {
+	return Impairments{
+		Drop: math.Float64frombits(l.imp[0].Load()), Reorder: math.Float64frombits(l.imp[1].Load()),
+		Corrupt: math.Float64frombits(l.imp[2].Load()), Duplicate: math.Float64frombits(l.imp[3].Load()),
+	}
+}
+
+// next returns the generator's next value (splitmix64).
+func (l *Link) next() uint64 {
+	l.rng += 0x9e3779b97f4a7c15
+	z := l.rng
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// chance draws one decision of probability p (no draw for p == 0).
+func (l *Link) chance(i int) bool {
+	p := math.Float64frombits(l.imp[i].Load())
+	return p > 0 && float64(l.next()>>11)/(1<<53) < p
+}
+
+// Send implements transport.Link: it decides each datagram's fate and hands the inner
+// link what is to be sent now, in batches. It returns as the inner link would have for
+// pkts: n < len(pkts) with a nil error when the inner link is out of room for the rest,
+// and the inner link's error for a datagram it refuses (the caller accounts that
+// datagram's cookie, as with any link).
+func (l *Link) Send(pkts []transport.Packet) (int, error) {
+	now := l.now()
+	if len(pkts) == 0 {
+		l.flushBacklog(now)
+		return 0, nil
+	}
+	total := 0
+	for total < len(pkts) {
+		in := pkts[total:min(total+chunk, len(pkts))]
+		n, err := l.sendChunk(in, now)
+		total += n
+		if err != nil || n < len(in) {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// take returns a free buffer, or -1.
+func (l *Link) take() int32 {
+	if len(l.free) == 0 {
+		return -1
+	}
+	b := l.free[len(l.free)-1]
+	l.free = l.free[:len(l.free)-1]
+	l.meta[b] = copyMeta{}
+	return b
+}
+
+func (l *Link) put(b int32) { l.free = append(l.free, b) }
+
+// decide draws the fate of p, taking the buffer and cookie room it needs; a fault that
+// cannot have them is skipped (the datagram passes).
+func (l *Link) decide(p *transport.Packet) plan {
+	pl := plan{act: actPass, buf: -1, zc: p.Flags&transport.FlagZeroCopy != 0}
+	plen := p.Len()
+	if p.NSegs == 0 || int(p.NSegs) > transport.MaxSegments || plen == 0 || plen > len(l.bufs[0]) {
+		return pl // the inner link refuses it
+	}
+	act := actPass
+	switch {
+	case l.chance(0):
+		act = actDrop
+	case l.chance(1):
+		act = actHold
+	case l.chance(2):
+		act = actCorrupt
+	case l.chance(3):
+		act = actDup
+	default:
+		return pl
+	}
+	// A datagram the inner link never sees by reference needs its cookie reported here.
+	needCookie := pl.zc && act != actDup
+	if needCookie && l.cookies.Len()+l.planned >= l.cookieCap() {
+		l.ctr.skipped.Add(1)
+		return pl
+	}
+	if act != actDrop {
+		if pl.buf = l.take(); pl.buf < 0 {
+			l.ctr.skipped.Add(1)
+			return pl
+		}
+		l.copyIn(pl.buf, p, plen)
+	}
+	if needCookie {
+		l.planned++
+	}
+	pl.act = act
+	return pl
+}
+
+func (l *Link) cookieCap() int { return l.cfg.CookieQueue }
+
+// copyIn copies datagram p of plen bytes into buffer b.
+func (l *Link) copyIn(b int32, p *transport.Packet, plen int) {
+	buf := l.bufs[b]
+	w := 0
+	for i := 0; i < int(p.NSegs); i++ {
+		w += copy(buf[w:], p.Segs[i])
+	}
+	m := &l.meta[b]
+	m.remote, m.localPort, m.n = p.Remote, p.LocalPort, plen
+}
+
+// copyPacket returns the datagram in buffer b as a packet without flags.
+func (l *Link) copyPacket(b int32) transport.Packet {
+	m := &l.meta[b]
+	pk := transport.Packet{Remote: m.remote, LocalPort: m.localPort, NSegs: 1}
+	pk.Segs[0] = l.bufs[b][:m.n]
+	return pk
+}
+
+func (l *Link) stage(pk *transport.Packet, e entry) {
+	l.out = append(l.out, *pk)
+	l.ent = append(l.ent, e)
+}
+
+func (l *Link) stageCopy(b int32, kind entryKind, owner int32) {
+	pk := l.copyPacket(b)
+	l.stage(&pk, entry{kind: kind, owner: owner, buf: b})
+}
+
+// stageBacklog stages the copies refused earlier and the held datagrams due by now.
+func (l *Link) stageBacklog(now int64) {
+	for _, b := range l.pending {
+		l.stageCopy(b, entryExtra, -1)
+	}
+	l.pending = l.pending[:0]
+	k := 0
+	for _, b := range l.held {
+		if l.meta[b].deadline <= now {
+			l.stageCopy(b, entryExtra, -1)
+		} else {
+			l.held[k] = b
+			k++
+		}
+	}
+	l.held = l.held[:k]
+}
+
+// wentOut counts one datagram sent after the held ones and stages those whose turn came.
+func (l *Link) wentOut() {
+	k := 0
+	for _, b := range l.held {
+		if l.meta[b].after--; l.meta[b].after <= 0 {
+			l.stageCopy(b, entryExtra, -1)
+		} else {
+			l.held[k] = b
+			k++
+		}
+	}
+	l.held = l.held[:k]
+}
+
+// sendChunk plans, transmits and accounts up to chunk datagrams.
+func (l *Link) sendChunk(in []transport.Packet, now int64) (int, error) {
+	l.out, l.ent, l.planned = l.out[:0], l.ent[:0], 0
+	l.stageBacklog(now)
+	for i := range in {
+		p := &in[i]
+		pl := l.decide(p)
+		l.plans[i] = pl
+		owner := int32(i)
+		switch pl.act {
+		case actPass:
+			l.stage(p, entry{kind: entryPrimary, owner: owner, buf: -1})
+		case actDrop:
+			continue
+		case actHold:
+			m := &l.meta[pl.buf]
+			m.after = 1 + int(l.next()%uint64(l.cfg.MaxHold))
+			m.deadline = now + int64(l.cfg.HoldTime)
+			m.wasHeld = true
+			l.held = append(l.held, pl.buf)
+			continue
+		case actCorrupt:
+			r := l.next()
+			n := l.meta[pl.buf].n
+			l.bufs[pl.buf][r%uint64(n)] ^= byte(1 + (r>>32)%255)
+			l.stageCopy(pl.buf, entryPrimary, owner)
+		case actDup:
+			l.stage(p, entry{kind: entryPrimary, owner: owner, buf: -1})
+			l.stageCopy(pl.buf, entryDup, owner)
+		}
+		l.wentOut()
+	}
+	pos, err := l.push()
+	// The first datagram not accepted: the owner of the first primary entry not sent.
+	boundary := len(in)
+	for j := pos; j < len(l.ent); j++ {
+		if l.ent[j].kind == entryPrimary {
+			boundary = int(l.ent[j].owner)
+			break
+		}
+	}
+	for i := range in {
+		l.settle(&in[i], &l.plans[i], i < boundary)
+	}
+	l.settleCopies(pos)
+	return boundary, err
+}
+
+// push hands the staged entries to the inner link. It returns how many were sent (entries
+// before it that the inner link refused with an error are marked entryGone and freed), and
+// the error of a primary entry the inner link refused (that entry is at the returned
+// index).
+func (l *Link) push() (int, error) {
+	pos := 0
+	for pos < len(l.out) {
+		k, err := l.inner.Send(l.out[pos:])
+		pos += k
+		if err == nil || pos >= len(l.out) {
+			return pos, nil
+		}
+		e := &l.ent[pos]
+		if e.kind == entryPrimary {
+			return pos, err
+		}
+		// A copy of ours the inner link cannot send: it is lost, like any fault.
+		l.ctr.copyErrors.Add(1)
+		l.meta[e.buf].dead = true
+		e.kind = entryGone
+		l.put(e.buf)
+		pos++
+	}
+	return pos, nil
+}
+
+// settle accounts one input datagram: its fault happened (accepted), or is undone. An
+// undone datagram's copy is marked dead: freed here if it is still held, by settleCopies
+// if it was staged.
+func (l *Link) settle(p *transport.Packet, pl *plan, accepted bool) {
+	if !accepted {
+		if pl.buf >= 0 {
+			l.meta[pl.buf].dead = true
+			if pl.act == actHold && l.unhold(pl.buf) {
+				l.put(pl.buf)
+			}
+		}
+		return
+	}
+	switch pl.act {
+	case actPass:
+		l.ctr.passed.Add(1)
+		return
+	case actDrop:
+		l.ctr.dropped.Add(1)
+	case actHold:
+		l.ctr.reordered.Add(1)
+	case actCorrupt:
+		l.ctr.corrupted.Add(1)
+	case actDup:
+		l.ctr.duplicated.Add(1)
+		return // the original went to the inner link with its flags and cookie
+	}
+	if pl.zc {
+		l.cookies.Push(p.Cookie)
+	}
+}
+
+// unhold removes buffer b from the held datagrams and reports whether it was there.
+func (l *Link) unhold(b int32) bool {
+	for i, h := range l.held {
+		if h == b {
+			l.held = append(l.held[:i], l.held[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// settleCopies frees the staged copies that were sent or are dead, and keeps those the
+// inner link refused for now (a duplicate's second copy, a backlog copy) for the next
+// call. pos is the number of staged entries sent.
+func (l *Link) settleCopies(pos int) {
+	for j := range l.ent {
+		e := &l.ent[j]
+		if e.buf < 0 || e.kind == entryGone {
+			continue
+		}
+		m := &l.meta[e.buf]
+		switch {
+		case m.dead:
+			l.put(e.buf)
+		case j < pos:
+			if m.wasHeld {
+				l.ctr.released.Add(1)
+			}
+			l.put(e.buf)
+		default:
+			l.pending = append(l.pending, e.buf)
+		}
+	}
+	l.out = l.out[:0]
+}
+
+// flushBacklog sends what waits without new datagrams: copies refused earlier and held
+// datagrams due by now.
+func (l *Link) flushBacklog(now int64) {
+	if len(l.pending) == 0 && !l.holdDue(now) {
+		return
+	}
+	l.out, l.ent, l.planned = l.out[:0], l.ent[:0], 0
+	l.stageBacklog(now)
+	pos, _ := l.push() // only copies are staged: push returns no error for them
+	l.settleCopies(pos)
+}
+
+// holdDue reports whether a held datagram's time has come.
+func (l *Link) holdDue(now int64) bool {
+	for _, b := range l.held {
+		if l.meta[b].deadline <= now {
+			return true
+		}
+	}
+	return false
+}
+
+// TxDone implements transport.Link: the cookies of zero-copy datagrams the wrapper dropped,
+// held or replaced by a copy first, then the inner link's.
+func (l *Link) TxDone(dst []uint64) int {
+	n := l.cookies.Pop(dst)
+	if n < len(dst) {
+		n += l.inner.TxDone(dst[n:])
+	}
+	return n
+}
+
+// Wait implements transport.Link. It first sends held datagrams that are due and copies
+// waiting for room, and waits no longer than until the next held datagram is due (or
+// briefly while copies wait for room). It returns at once when TxDone has cookies of the
+// wrapper's to report or injected datagrams wait for Receive.
+func (l *Link) Wait(timeout time.Duration) error {
+	now := l.now()
+	l.flushBacklog(now)
+	if l.cookies.Len() > 0 || l.inj.ready.Load() > 0 {
+		timeout = 0
+	}
+	for _, b := range l.held {
+		timeout = min(timeout, time.Duration(max(l.meta[b].deadline-now, 0)))
+	}
+	if len(l.pending) > 0 {
+		timeout = min(timeout, pendingPoll)
+	}
+	return l.inner.Wait(timeout)
+}
+
+// Wake implements transport.Link.
+func (l *Link) Wake() { l.inner.Wake() }
+
+// MaxPayload implements transport.Link: the inner link's.
+func (l *Link) MaxPayload() int { return l.inner.MaxPayload() }
+
+// LocalAddr implements transport.Link: the inner link's.
+func (l *Link) LocalAddr() netip.AddrPort { return l.inner.LocalAddr() }
+
+// Stats implements transport.Link: the inner link's counters (what it was given and
+// received); FaultStats counts what the wrapper did.
+func (l *Link) Stats() transport.LinkStats { return l.inner.Stats() }
+
+// Close implements transport.Link: it closes the inner link. Idempotent as the inner
+// link's Close is.
+func (l *Link) Close() error { return l.inner.Close() }

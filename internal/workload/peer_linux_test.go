@@ -1,0 +1,305 @@
+package workload
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xdpndk/xdpndk/internal/faultlink"
+	"github.com/xdpndk/xdpndk/internal/testbed"
+	"github.com/xdpndk/xdpndk/ndk"
+	"github.com/xdpndk/xdpndk/transport"
+)
+
+// envTarget names the interface TestTargetProcess serves on.
+const envTarget = "XDPNDK_WORKLOAD_TARGET"
+
+// TestTargetProcess is not a test: TestPeerKillRestart runs the test binary with envTarget
+// set, inside host B's namespace, and this function then opens an adapter there, prints
+// "ready" and serves a Target until it is killed (at most 60 s).
+func TestTargetProcess(t *testing.T) {
+	iface := os.Getenv(envTarget)
+	if iface == "" {
+		return // the normal test run: nothing to do here
+	}
+	cfg := xdpConfig()
+	cfg.Interface = iface
+	a, err := ndk.Open(cfg, ndk.DefaultOptions())
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	tg, err := NewTarget(a, TargetConfig{})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ready", a.LocalAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_ = tg.Run(ctx)
+	os.Exit(3)
+}
+
+// child is a TestTargetProcess running in a host of the bed.
+type child struct {
+	cmd    *exec.Cmd
+	waited bool
+}
+
+// startTarget starts TestTargetProcess in h and waits until it serves. It is killed when
+// the test ends, if still running.
+func startTarget(t *testing.T, h *testbed.Host) *child {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	cmd := h.Command(ctx, os.Args[0], "-test.run=^TestTargetProcess$", "-test.count=1", "-test.timeout=80s")
+	cmd.Env = append(os.Environ(), envTarget+"="+h.Ifname)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd}
+	t.Cleanup(func() {
+		if !c.waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		cancel()
+	})
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "ready") || strings.HasPrefix(sc.Text(), "error") {
+				line <- sc.Text()
+				break
+			}
+		}
+		for sc.Scan() { // keep draining so the child never blocks on its stdout
+		}
+		select {
+		case line <- "target exited: " + fmt.Sprint(sc.Err()):
+		default:
+		}
+	}()
+	select {
+	case l := <-line:
+		if !strings.HasPrefix(l, "ready") {
+			t.Fatalf("target process: %s", l)
+		}
+		t.Logf("target process %d: %s", cmd.Process.Pid, l)
+	case <-time.After(20 * time.Second):
+		t.Fatal("target process not ready within 20 s")
+	}
+	return c
+}
+
+// kill kills the process with SIGKILL and reaps it.
+func (c *child) kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+	c.waited = true
+}
+
+// staleSum is what the engine counts for datagrams that belong to no live connection.
+func staleSum(s transport.EngineStats) uint64 {
+	return s.NoQP + s.BadCookie + s.BadSource + s.CMDropped
+}
+
+// The target runs in a child process in host B; the initiator in this process connects
+// QPs to it and keeps requests in flight, recording (with its link's tap) some of the
+// datagrams the child sends. Then:
+//
+//  1. SIGKILL the child: every request in flight completes with STATUS_IO_TIMEOUT or
+//     STATUS_CANCELLED within the drain bound, nothing is left outstanding, and the
+//     disconnect callback of every connection runs (NDKPI: the connection aborted);
+//  2. restart the child: a new initiator connects and the verb mix passes byte-exact;
+//  3. while it runs, replay the recorded datagrams of the dead incarnation at this host from
+//     B's address and the ports they came from (a kernel UDP socket in B): every one is
+//     dropped and counted by the engine (no QP, bad cookie, bad source, or CM dropped),
+//     and the live mix still passes byte-exact with no unexpected completion.
+func TestPeerKillRestart(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{MTU: 9000})
+	parent := openXDP(t, bed.A, xdpConfig(), faultlink.Config{}, ndkOptions())
+	target := bed.B.Addr
+	rec := parent.fl.Record(400, 3)
+
+	old := startTarget(t, bed.B)
+	cfg := Config{Seed: 11, QPs: 4, Outstanding: 8, MaxSize: 16 << 10}
+	in := dialTo(t, parent.a, target, cfg)
+	runDone := make(chan Report, 1)
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	go func() { runDone <- in.Run(runCtx, Limits{Duration: 60 * time.Second, Drain: 5 * time.Second}) }()
+	want := uint64(3000)
+	if raceEnabled {
+		want = 600
+	}
+	waitFor(t, 20*time.Second, "traffic before the kill", func() bool { return in.Progress() >= want })
+
+	// 1. Kill.
+	old.kill(t)
+	killed := time.Now()
+	parent.fl.StopRecording()
+	var r Report
+	select {
+	case r = <-runDone:
+	case <-time.After(20 * time.Second):
+		// Every connection should have failed by now (the retry budget is about a second):
+		// stop Run to see what is stuck.
+		for i, q := range in.QPs() {
+			t.Logf("QP %d: %+v", i, q.Transport().Stats())
+		}
+		t.Logf("control QP: %+v", in.ControlQP().Transport().Stats())
+		xs, _ := parent.dev.Links()[0].Socket().Statistics()
+		t.Logf("engine %+v; link %+v; socket %+v; wrapper %+v", parent.a.Engine().Stats(), parent.fl.Stats(), xs, parent.fl.FaultStats())
+		stopRun()
+		r = <-runDone
+		t.Fatalf("requests still in flight 20 s after the kill: %s", strings.Join(r.InFlight, "; "))
+	}
+	t.Logf("after the kill: Run returned in %v: %s", time.Since(killed).Round(time.Millisecond), r.String())
+	if r.Outstanding != 0 || r.ControlReceives != 0 {
+		t.Fatalf("%d requests and %d control receives still outstanding after the kill", r.Outstanding, r.ControlReceives)
+	}
+	for st := range r.Statuses {
+		if st != ndk.StatusSuccess && st != ndk.StatusIOTimeout && st != ndk.StatusCancelled {
+			t.Errorf("completion with %v after the peer was killed (want STATUS_IO_TIMEOUT or STATUS_CANCELLED)", st)
+		}
+	}
+	if r.Statuses[ndk.StatusIOTimeout] == 0 || r.Failed != in.Connections() || r.Mismatches != 0 || r.Unexpected != 0 || r.PostErrors != 0 {
+		t.Errorf("after the kill: %d timeouts, %d of %d connections failed, %d mismatches (%s), %d unexpected (%s), %d posts refused (%v)",
+			r.Statuses[ndk.StatusIOTimeout], r.Failed, in.Connections(), r.Mismatches, r.FirstMismatch, r.Unexpected,
+			r.FirstUnexpected, r.PostErrors, r.FirstPostError)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for in.Disconnects() < in.Connections() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := in.Disconnects(); n != in.Connections() {
+		t.Errorf("disconnect callbacks ran for %d of %d aborted connections (NDKPI: called when the peer disconnects or the connection aborts)",
+			n, in.Connections())
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := in.Close(closeCtx); err != nil {
+		t.Logf("closing the failed initiator: %v", err)
+	}
+	cancel()
+	stale := rec.Datagrams()
+	if len(stale) == 0 {
+		t.Fatal("nothing recorded from the old target")
+	}
+
+	// 2. Restart, and a new mix.
+	startTarget(t, bed.B)
+	cfg.Seed = 12
+	in2 := dialTo(t, parent.a, target, cfg)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { runDone <- in2.Run(ctx, Limits{Duration: 60 * time.Second}) }()
+	waitFor(t, 20*time.Second, "traffic after the restart", func() bool { return in2.Progress() >= want/4 })
+
+	// 3. Replay the old incarnation's datagrams.
+	before := parent.a.Engine().Stats()
+	sent := replay(t, bed.B, bed.A.Addr, stale)
+	waitFor(t, 10*time.Second, "the replayed datagrams to be counted", func() bool {
+		return staleSum(parent.a.Engine().Stats())-staleSum(before) >= uint64(sent)
+	})
+	time.Sleep(200 * time.Millisecond) // the mix goes on after the replay
+	stop()
+	r2 := <-runDone
+	after := parent.a.Engine().Stats()
+	t.Logf("replayed %d datagrams of the killed target: no QP %d, bad cookie %d, bad source %d, CM dropped %d, malformed %d, out of window %d",
+		sent, after.NoQP-before.NoQP, after.BadCookie-before.BadCookie, after.BadSource-before.BadSource,
+		after.CMDropped-before.CMDropped, after.Malformed-before.Malformed, after.OutOfWindow-before.OutOfWindow)
+	t.Logf("after the restart: %s", r2.String())
+	if d := staleSum(after) - staleSum(before); d != uint64(sent) {
+		t.Errorf("%d replayed datagrams, %d counted as stale", sent, d)
+	}
+	checkReport(t, &r2)
+}
+
+// dialTo connects an initiator on a to a target at addr and closes it when the test ends.
+func dialTo(t *testing.T, a *ndk.Adapter, addr netip.Addr, cfg Config) *Initiator {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	in, err := Dial(ctx, a, addr, cfg)
+	if err != nil {
+		t.Fatalf("dial %v: %v", addr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = in.Close(ctx)
+	})
+	return in
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// replay sends each datagram from h's address and the port it came from, to dst at the
+// port it was sent to, with kernel UDP sockets inside h's namespace (only datagrams that
+// came from h's address are sent, so nothing leaves the bed). It returns how many it sent.
+func replay(t *testing.T, h *testbed.Host, dst netip.Addr, dgs []faultlink.Datagram) int {
+	t.Helper()
+	sent := 0
+	err := h.Do(func() error {
+		socks := map[uint16]*net.UDPConn{}
+		defer func() {
+			for _, s := range socks {
+				_ = s.Close()
+			}
+		}()
+		for _, d := range dgs {
+			if d.Remote.Addr() != h.Addr {
+				continue
+			}
+			s := socks[d.Remote.Port()]
+			if s == nil {
+				var err error
+				if s, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(d.Remote)); err != nil {
+					return err
+				}
+				socks[d.Remote.Port()] = s
+			}
+			if _, err := s.WriteToUDPAddrPort(d.Data, netip.AddrPortFrom(dst, d.LocalPort)); err != nil {
+				return err
+			}
+			sent++
+			if sent%16 == 0 {
+				time.Sleep(100 * time.Microsecond) // paced: the receive ring is not the subject
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("replay from %s: %v", h.NS, err)
+	}
+	return sent
+}
