@@ -86,6 +86,11 @@ func printChecks(w io.Writer, iface string, port uint16, checks []check, jsonOut
 	fmt.Fprintf(w, "doctor: %d failed, %d warnings, %d ok\n", fails, warns, len(checks)-fails-warns)
 }
 
+// singleFrameMTU is the largest MTU whose frames fit one UMEM frame: the frame less
+// XDP_PACKET_HEADROOM (256) less an Ethernet header with a VLAN tag (18), as xdp.Open
+// reckons; above it AF_XDP multi-buffer is needed.
+const singleFrameMTU = umemFrameSize - 256 - 18
+
 // serveUMEM is what ndkpeer serve pins with its defaults: the frames and the 64 MiB heap.
 var serveUMEM = umemBytes(64 << 20)
 
@@ -116,7 +121,8 @@ func diagnose(iface string, port uint16) ([]check, int) {
 	case major > 6 || (major == 6 && minor >= 6):
 		add("kernel", verdictOK, rel+": AF_XDP multi-buffer (6.6+), bpf_link XDP attach, need_wakeup", "")
 	case major > 5 || (major == 5 && minor >= 9):
-		add("kernel", verdictWarn, rel+": no AF_XDP multi-buffer (6.6+): an MTU over 3818 bytes cannot be used", "upgrade to Linux 6.6 or later, or keep the MTU at 3818 or below")
+		add("kernel", verdictWarn, fmt.Sprintf("%s: no AF_XDP multi-buffer (6.6+): an MTU over %d bytes cannot be used", rel, singleFrameMTU),
+			fmt.Sprintf("upgrade to Linux 6.6 or later, or keep the MTU at %d or below", singleFrameMTU))
 	default:
 		add("kernel", verdictFail, rel+": older than 5.9 (bpf_link XDP attach)", "upgrade to Linux 6.6 or later")
 	}
@@ -211,18 +217,16 @@ func diagnose(iface string, port uint16) ([]check, int) {
 	}
 
 	// MTU and multi-buffer
-	frameRoom := umemFrameSize - 256 // XDP_PACKET_HEADROOM
-	largest := 14 + 4 + ifi.MTU
 	kernelSG := major > 6 || (major == 6 && minor >= 6)
 	switch {
-	case largest <= frameRoom:
+	case ifi.MTU <= singleFrameMTU:
 		add("mtu", verdictOK, fmt.Sprintf("MTU %d: a frame fits one %d-byte UMEM frame, no multi-buffer needed", ifi.MTU, umemFrameSize), "")
 	case !kernelSG:
 		add("mtu", verdictFail, fmt.Sprintf("MTU %d needs AF_XDP multi-buffer, which this kernel lacks", ifi.MTU),
-			fmt.Sprintf("ip link set dev %s mtu %d, or Linux 6.6+", iface, frameRoom-18))
+			fmt.Sprintf("ip link set dev %s mtu %d, or Linux 6.6+", iface, singleFrameMTU))
 	case nerr == nil && info.XDPFeatures&xdp.XDPActRxSG == 0:
 		add("mtu", verdictWarn, fmt.Sprintf("MTU %d needs multi-buffer XDP, which the driver does not advertise: native attach may be refused (generic mode is used then)", ifi.MTU),
-			fmt.Sprintf("ip link set dev %s mtu %d", iface, frameRoom-18))
+			fmt.Sprintf("ip link set dev %s mtu %d", iface, singleFrameMTU))
 	default:
 		add("mtu", verdictOK, fmt.Sprintf("MTU %d: frames span several UMEM frames, AF_XDP multi-buffer (kernel and driver have it)", ifi.MTU), "")
 	}

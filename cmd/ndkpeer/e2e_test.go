@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -57,7 +56,8 @@ func ndkpeerBinary(t *testing.T) string {
 	binOnce.Do(func() {
 		gobin, err := exec.LookPath("go")
 		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			binErr = fmt.Errorf("the go command is not on PATH: %w", err)
+			return
 		}
 		if binDir, binErr = os.MkdirTemp("", "ndkpeer-test-"); binErr != nil {
 			return

@@ -101,17 +101,6 @@ func parseProgress(s string) (ndk.Progress, bool) {
 	return 0, false
 }
 
-// progressName is parseProgress's inverse.
-func progressName(p ndk.Progress) string {
-	switch p {
-	case ndk.ProgressInline:
-		return "inline"
-	case ndk.ProgressBusy:
-		return "busy"
-	}
-	return "adaptive"
-}
-
 // parseArgs parses args with fs, allowing flags after positional arguments
 // ("send-lat HOST -s 64"), and returns the positional arguments.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
