@@ -105,12 +105,12 @@ func parseClient(name string, kind proto.Kind, args []string, errOut io.Writer) 
 		size.n = 64 << 10
 	}
 	fs.Var(&size, "s", "message `SIZE` in bytes (K, M suffixes)")
-	fs.Var(&size, "size", "same as -s")
+	fs.Var(&size, "size", "same as -s (`SIZE`)")
 	all := fs.Bool("a", false, "every size from --min-size to --max-size by powers of two (2 B to 8 MiB)")
 	fs.BoolVar(all, "all", false, "same as -a")
 	minSize, maxSize := sizeFlag{allMinSize}, sizeFlag{allMaxSize}
-	fs.Var(&minSize, "min-size", "smallest size of -a")
-	fs.Var(&maxSize, "max-size", "largest size of -a")
+	fs.Var(&minSize, "min-size", "smallest `SIZE` of -a")
+	fs.Var(&maxSize, "max-size", "largest `SIZE` of -a")
 	defIters := defaultLatIters
 	if !kind.Latency() {
 		defIters = defaultBWIters
@@ -119,17 +119,17 @@ func parseClient(name string, kind proto.Kind, args []string, errOut io.Writer) 
 	fs.IntVar(iters, "iters", defIters, "same as -n")
 	var dur secondsFlag
 	fs.Var(&dur, "D", "run each size for this many `SECONDS` instead of -n iterations, with a line per second")
-	fs.Var(&dur, "duration", "same as -D")
+	fs.Var(&dur, "duration", "same as -D (`SECONDS`)")
 	qps := fs.Int("q", 1, "QPs in parallel (one connection each)")
 	fs.IntVar(qps, "qps", 1, "same as -q")
-	txDepth := fs.Int("t", defaultTxDepth, "bandwidth tests: operations kept outstanding per QP")
+	txDepth := fs.Int("t", defaultTxDepth, "bandwidth tests: operations kept outstanding per QP (without -t, fewer for large messages: at most 1 MiB outstanding)")
 	fs.IntVar(txDepth, "tx-depth", defaultTxDepth, "same as -t")
 	warm := fs.Int("w", 0, "warm-up operations per size, not counted (default n/10, 1 to 1000)")
 	fs.IntVar(warm, "warmup", 0, "same as -w")
 	inline := fs.Bool("inline", false, "post Sends and Writes up to --inline-size bytes as NDK inline data")
 	inlineSize := fs.Int("inline-size", defaultInline, "the QPs' inline data size in bytes (with --inline)")
 	jsonOut := fs.Bool("json", false, "print the result as one JSON document")
-	timeout := fs.Duration("timeout", 5*time.Second, "bound on connecting and on each operation's completion")
+	timeout := fs.Duration("timeout", 5*time.Second, "bound on connecting and on each operation's completion (`DURATION`)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return clientOptions{}, adapterConfig{}, exitUsage

@@ -33,13 +33,13 @@ type adapterFlags struct {
 func (f *adapterFlags) define(fs *flag.FlagSet, progress string) {
 	fs.StringVar(&f.iface, "i", "", "the `IFACE` to run on (required)")
 	fs.StringVar(&f.iface, "interface", "", "same as -i")
-	fs.UintVar(&f.port, "port", xdp.DefaultPort, "our UDP `port`, the same on both hosts")
-	fs.UintVar(&f.service, "service", ServiceID, "the NDK service the server listens on")
-	fs.UintVar(&f.queue, "queue", 0, "the interface `queue` to serve")
-	fs.StringVar(&f.progress, "progress", progress, "progress `mode`: inline (our polling loop drives the engine), busy or adaptive (an engine goroutine)")
-	fs.StringVar(&f.xdpMode, "xdp-mode", "auto", "XDP attach `mode`: auto (native, else generic), native or generic")
-	fs.StringVar(&f.bindMode, "bind-mode", "auto", "AF_XDP bind `mode`: auto (zero-copy, else copy), zerocopy or copy")
-	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "ask for busy polling on the socket for this `long` (SO_BUSY_POLL; 0 off)")
+	fs.UintVar(&f.port, "port", xdp.DefaultPort, "our UDP `PORT`, the same on both hosts")
+	fs.UintVar(&f.service, "service", ServiceID, "the NDK `SERVICE` the server listens on")
+	fs.UintVar(&f.queue, "queue", 0, "the interface `QUEUE` to serve")
+	fs.StringVar(&f.progress, "progress", progress, "progress `MODE`: inline (our polling loop drives the engine), busy or adaptive (an engine goroutine)")
+	fs.StringVar(&f.xdpMode, "xdp-mode", "auto", "XDP attach `MODE`: auto (native, else generic), native or generic")
+	fs.StringVar(&f.bindMode, "bind-mode", "auto", "AF_XDP bind `MODE`: auto (zero-copy, else copy), zerocopy or copy")
+	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "ask for busy polling on the socket for this `DURATION` (SO_BUSY_POLL; 0 off)")
 }
 
 // config validates the options and returns the adapter configuration.

@@ -43,7 +43,7 @@ func serveCmd(args []string) int {
 	heap := sizeFlag{64 << 20}
 	fs.Var(&heap, "heap", "UMEM heap for test buffers (`SIZE`); beyond it they come from pinned Go memory")
 	maxConns := fs.Int("max-conns", 64, "most connections (QPs) at once")
-	idle := fs.Duration("idle-timeout", 2*time.Minute, "close a connection whose peer sent nothing this `long`")
+	idle := fs.Duration("idle-timeout", 2*time.Minute, "close a connection whose peer sent nothing this `DURATION`")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return exitUsage

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
 	"github.com/xdpndk/xdpndk/ndk"
 )
@@ -230,6 +232,26 @@ func TestModeLine(t *testing.T) {
 		"MTU 1500 (payload 1472)", "queue 1 served of 4", "progress busy"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("modeLine %q lacks %q", line, want)
+		}
+	}
+}
+
+func TestOpenErrorMapping(t *testing.T) {
+	cfg := adapterConfig{iface: "xdpndkno0", queue: 1} // no such interface: nothing attached to look at
+	for _, tc := range []struct {
+		err  error
+		code int
+		text string
+	}{
+		{fmt.Errorf("bind af_xdp socket: %w", unix.EBUSY), exitBusy, "queue 1 of xdpndkno0 is busy"},
+		{fmt.Errorf("load xdp program: %w", unix.EPERM), exitPrivilege, "run it as root"},
+		{fmt.Errorf("pin 1 bytes of umem (mlock; needs CAP_IPC_LOCK or RLIMIT_MEMLOCK room): %w", unix.ENOMEM), exitMemlock, "RLIMIT_MEMLOCK"},
+		{fmt.Errorf("pin 1 bytes of umem (mlock): %w", unix.EPERM), exitMemlock, "CAP_IPC_LOCK"},
+		{errors.New("something else"), exitFailed, "open the adapter on xdpndkno0"},
+	} {
+		err := openError(fmt.Errorf("%w: %w", ndk.StatusDeviceNotReady, tc.err), cfg)
+		if got := exitCode(err); got != tc.code || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%v: exit %d (%v), want %d with %q", tc.err, got, err, tc.code, tc.text)
 		}
 	}
 }
