@@ -55,9 +55,33 @@
 // (a round trip, as bench/ndkbench's ping-pong); for write-lat and read-lat, from the post
 // to the Write's or Read's completion (bench/ndkbench's latency figure). The first -w
 // operations of each size are a warm-up and are not counted. Percentiles are nearest-rank
-// over every sample. Bandwidth tests keep -t operations outstanding per QP and report
-// payload bytes × 8 / time from the first measured post to the last completion (-n), or
-// over the -D window (operations completed in it); Gbit/s is payload only, 10^9 bits.
+// over every sample. Bandwidth tests keep -t operations outstanding per QP (without -t: 128,
+// fewer for large messages so that at most 1 MiB is outstanding, which is bench/ndkbench's
+// 128 outstanding 64-byte Writes of its message rate and 16 outstanding 64 KiB Writes of
+// its goodput) and report payload bytes × 8 / time from the first measured post to the last
+// completion (-n), or over the -D window (operations completed in it); Gbit/s is payload
+// only, 10^9 bits. A result line is followed by the packets the client's QPs retransmitted,
+// when there were any.
+//
+// # The tour
+//
+// tour connects with the tour test and walks the verbs, printing per step what it does, the
+// NDK calls and the result: open the adapter, register memory, create a CQ (with a
+// notification callback) and a QP, connect with private data, have the server bind a memory
+// window (a Send; the server's NdkBind; its token comes back in a Send), Write into it,
+// Read it back and compare, arm the CQ for solicited events and have the server answer with
+// SEND_AND_SOLICIT_EVENT (the notification must fire), SendAndInvalidate the window (the
+// server's receive must report the token invalidated), Read through the dead token
+// (STATUS_ACCESS_VIOLATION is the expected result), and disconnect. It exits 1 at the first
+// step that does not give its expected result.
+//
+// # Counters
+//
+// A server answers on the abstract unix socket @xdpndk/ndkpeer/IFACE/PORT with one JSON
+// document of its counters (connections, tests, QP, engine, link, XDP program and AF_XDP
+// socket counters); abstract socket names belong to the network namespace, so `ndkpeer
+// stats` run in the server's namespace finds it, and `ndkpeer serve` uses it to name the
+// process that already holds an interface.
 //
 // # Exit codes
 //
@@ -72,7 +96,7 @@
 //	7   another XDP program (not xdpndk's) is attached to the interface
 //	8   the peer is unreachable: name not resolved, no route, no ARP answer
 //	    (STATUS_HOST_UNREACHABLE, STATUS_NETWORK_UNREACHABLE)
-//	9   nothing listens at the peer (STATUS_CONNECTION_REFUSED)
+//	9   nothing listens at the peer (STATUS_CONNECTION_REFUSED); stats: no server found
 //	10  the peer is silent: no answer in time (STATUS_IO_TIMEOUT)
 //	11  the server refused the test (its limits, busy, out of memory)
 //	130 interrupted (SIGINT or SIGTERM) before a client finished
