@@ -133,6 +133,10 @@ func step(ctx context.Context, h *testbed.Host, name, bin string, args ...string
 	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	cmd := h.Command(cctx, bin, args...)
+	// Interrupted or out of time, ndkpeer gets SIGINT (it disconnects and closes its
+	// adapter), and SIGKILL only if it has not ended 5 s later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
