@@ -34,7 +34,7 @@ FUZZ ?= .
 help:
 	@echo "make build           go build ./..."
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
-	@echo "make demo            raw AF_XDP exchange and a quick NDK verbs pass between two namespace hosts (root)"
+	@echo "make demo            ndkpeer between two namespace hosts: doctor, serve, tour, latency and bandwidth tests (root)"
 	@echo "make bench           link (root), transport and NDK verbs (root) benchmarks (bench-link, bench-transport, bench-ndk)"
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
@@ -77,7 +77,7 @@ fuzz:
 	done; exit $$failed
 
 demo:
-	$(GO) run ./cmd/rawdemo
+	$(GO) run ./internal/demo
 
 bench: bench-link bench-transport bench-ndk
 
