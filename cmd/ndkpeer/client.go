@@ -297,10 +297,10 @@ func resolvePeer(ctx context.Context, addr netip.Addr, ifi *net.Interface) error
 		return fail(exitUnreachable, "%v is routed through interface %s, not %s: run on that interface (-i %s)", addr, name, ifi.Name, name)
 	case err == nil:
 		return nil
-	case errors.Is(err, unix.ENETUNREACH), errors.Is(err, unix.EHOSTUNREACH):
-		return failWrap(exitUnreachable, ndk.StatusNetworkUnreachable, "%v is unreachable (STATUS_NETWORK_UNREACHABLE): no route to it from this host: check the address and 'ip route'", addr)
-	case errors.Is(err, xdp.ErrNextHopUnresolved):
+	case errors.Is(err, xdp.ErrNextHopUnresolved), errors.Is(err, unix.EHOSTUNREACH):
 		return failWrap(exitUnreachable, ndk.StatusHostUnreachable, "%v is unreachable (STATUS_HOST_UNREACHABLE): no ARP answer for it (or its gateway) on %s: check the address and the link", addr, ifi.Name)
+	case errors.Is(err, unix.ENETUNREACH):
+		return failWrap(exitUnreachable, ndk.StatusNetworkUnreachable, "%v is unreachable (STATUS_NETWORK_UNREACHABLE): no route to it from this host: check the address and 'ip route'", addr)
 	case errors.Is(err, xdp.ErrNoEthernetNextHop):
 		return failWrap(exitUnreachable, ndk.StatusNetworkUnreachable, "%v is not reachable over an Ethernet next hop (%v)", addr, err)
 	}
