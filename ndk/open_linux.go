@@ -4,16 +4,16 @@ import (
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
-// Open opens an adapter on an interface through AF_XDP (xdp.Open with cfg): one queue, the
-// XDP steering program attached, the device's UMEM as the adapter's memory (Adapter.Alloc
-// buffers leave zero-copy where the NIC allows). Close detaches the program and frees
-// everything. Call it in the network namespace of the interface. Options.UMEM and Heap are
-// set from the device; ZeroCopyTx is turned on when the socket runs in zero-copy mode. Errors: STATUS_NOT_SUPPORTED for more than one queue
-// (one engine per adapter for now), STATUS_DEVICE_NOT_READY when the device cannot open.
+// Open opens an adapter on an interface through AF_XDP (xdp.Open with cfg): an AF_XDP
+// socket on every RX queue of the interface (or on cfg.Queues), all served by the adapter's
+// one engine through the device's DeviceLink, the XDP steering program attached, and the
+// device's UMEM as the adapter's memory (Adapter.Alloc buffers leave zero-copy where the NIC
+// allows). Close detaches the program and frees everything. Call it in the network namespace
+// of the interface. Options.UMEM and Heap are set from the device; ZeroCopyTx is turned on
+// when the sockets run in zero-copy mode. Errors: STATUS_DEVICE_NOT_READY when the device
+// cannot open (the error says why and how to fix it), STATUS_INSUFFICIENT_RESOURCES when its
+// UMEM has no room for a heap.
 func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
-	if len(cfg.Queues) > 1 {
-		return nil, errorf(StatusNotSupported, "%d queues: an adapter runs one queue", len(cfg.Queues))
-	}
 	if cfg.HeapSize == 0 {
 		cfg.HeapSize = DefaultHeapSize
 	}
@@ -32,7 +32,7 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 	// the caller asks for it with Options.ZeroCopyTx.
 	opts.UMEM, opts.Heap = d.UMEM(), heap
 	opts.ZeroCopyTx = opts.ZeroCopyTx || d.Mode().Socket.ZeroCopy
-	a, err := OpenLink(d.Links()[0], opts)
+	a, err := OpenLink(d.DeviceLink(), opts)
 	if err != nil {
 		_ = d.Close()
 		return nil, err

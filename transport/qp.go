@@ -126,6 +126,10 @@ func (q *QP) State() QPState { return QPState(q.state.Load()) }
 // Peer returns the connected peer's address (zero before connect).
 func (q *QP) Peer() netip.AddrPort { return q.peer }
 
+// SourcePort is the UDP source port the QP's data packets leave from: random per QP, so that
+// RSS and ECMP spread QPs over queues and paths. It does not change.
+func (q *QP) SourcePort() uint16 { return q.srcPort }
+
 // PostSend queues a Send, SendAndInvalidate, Write or Read. It returns ErrNotConnected
 // unless the QP is connected or in error (an errored QP takes the request and completes it
 // cancelled), ErrInvalidRequest for a malformed request, ErrQueueFull when SendDepth

@@ -23,8 +23,11 @@ type Config struct {
 	// source port of datagrams sent without per-flow entropy. Default DefaultPort.
 	Port uint16
 	// Queues lists the interface queues to bind one socket (and one Link) each on. Default
-	// every RX queue of the interface.
+	// every RX queue the interface uses. A subset needs Steering other than SteerServeAll.
 	Queues []int
+	// Steering says how our datagrams reach the queues served (see Steering). Default
+	// SteerServeAll.
+	Steering Steering
 	// Addr is the local IP address to use; it must be configured on the interface. Default
 	// the interface's first IPv4 address, else its first global IPv6 address.
 	Addr netip.Addr
@@ -33,10 +36,11 @@ type Config struct {
 
 	// FrameSize is the UMEM frame size, 2048 or 4096 bytes. Default 4096.
 	FrameSize int
-	// Frames is the number of UMEM frames per queue (RX fill plus TX). Default 8192.
+	// Frames is the number of UMEM frames per queue (RX fill plus TX). Default: sized by the
+	// number of queues served (DefaultQueueSizes), 8192 for up to 4 queues.
 	Frames int
 	// RingSize is the size of the fill, completion and RX rings; TX gets half. A power of
-	// two. Default 4096.
+	// two. Default: half of Frames (DefaultQueueSizes), 4096 for up to 4 queues.
 	RingSize uint32
 	// HeapSize is the size in bytes of the UMEM heap for registrable buffers. Default 0.
 	HeapSize int
@@ -89,7 +93,9 @@ type Config struct {
 	resolve resolveFunc
 }
 
-// DefaultConfig returns a Config for the named interface with every default filled in.
+// DefaultConfig returns a Config for the named interface with every default filled in, but
+// Frames and RingSize, which Open sizes by the number of queues it serves
+// (DefaultQueueSizes).
 func DefaultConfig(iface string) Config {
 	c := Config{Interface: iface}
 	_ = c.normalize()
@@ -106,17 +112,8 @@ func (c *Config) normalize() error {
 	if c.FrameSize == 0 {
 		c.FrameSize = 4096
 	}
-	if c.Frames == 0 {
-		c.Frames = 8192
-	}
-	if c.RingSize == 0 {
-		c.RingSize = 4096
-	}
-	if c.RingSize&(c.RingSize-1) != 0 || c.RingSize < 64 {
-		return fmt.Errorf("xdp config: ring size %d must be a power of two >= 64", c.RingSize)
-	}
-	if uint64(c.Frames) < uint64(c.RingSize)+uint64(c.RingSize/2) {
-		return fmt.Errorf("xdp config: %d frames per queue cannot fill a %d-entry fill ring and a %d-entry tx ring", c.Frames, c.RingSize, c.RingSize/2)
+	if err := c.checkQueueSizes(); err != nil {
+		return err
 	}
 	if c.MTU < 0 || c.MTU > 65535 {
 		return fmt.Errorf("xdp config: mtu %d out of range", c.MTU)
@@ -125,6 +122,9 @@ func (c *Config) normalize() error {
 		if q < 0 || q > 4095 {
 			return fmt.Errorf("xdp config: queue %d out of range", q)
 		}
+	}
+	if c.Steering < SteerServeAll || c.Steering > SteerExternal {
+		return fmt.Errorf("xdp config: steering %v unknown", c.Steering)
 	}
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = 3 * time.Second
@@ -155,6 +155,58 @@ func (c *Config) normalize() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Default sizes per queue (DefaultQueueSizes): a budget of frames for all queues, shared out,
+// within a floor and a ceiling per queue.
+const (
+	frameBudget    = 32768 // 128 MiB of 4 KiB frames pinned for all queues
+	maxQueueFrames = 8192  // one queue: 4096 fill/RX ring entries (a smaller fill ring dropped under load on veth)
+	minQueueFrames = 1024
+)
+
+// DefaultQueueSizes returns the frames and ring size per queue Open uses for n queues when
+// Config.Frames and RingSize are 0: the frame budget (32768 frames) shared out, a power of
+// two between 1024 and 8192 frames per queue, with rings of half that. One to four queues
+// get 8192 frames and rings of 4096 each; 64 queues get 1024 and 512 (256 MiB of 4 KiB
+// frames in all), since traffic spread over many queues needs less room in each.
+func DefaultQueueSizes(n int) (frames int, ring uint32) {
+	frames = maxQueueFrames
+	for frames > minQueueFrames && frames*max(n, 1) > frameBudget {
+		frames /= 2
+	}
+	return frames, uint32(frames / 2)
+}
+
+// sizeQueues fills Frames and RingSize for n queues where they are 0.
+func (c *Config) sizeQueues(n int) error {
+	f, r := DefaultQueueSizes(n)
+	switch {
+	case c.Frames == 0 && c.RingSize == 0:
+		c.Frames, c.RingSize = f, r
+	case c.Frames == 0:
+		c.Frames = int(c.RingSize) * 2
+	case c.RingSize == 0:
+		c.RingSize = 1
+		for uint64(c.RingSize)*4 <= uint64(c.Frames) {
+			c.RingSize *= 2 // the largest power of two with ring + ring/2 <= Frames
+		}
+	}
+	return c.checkQueueSizes()
+}
+
+// checkQueueSizes validates Frames and RingSize where they are set.
+func (c *Config) checkQueueSizes() error {
+	if c.Frames < 0 {
+		return fmt.Errorf("xdp config: %d frames per queue", c.Frames)
+	}
+	if c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < 64) {
+		return fmt.Errorf("xdp config: ring size %d must be a power of two >= 64", c.RingSize)
+	}
+	if c.Frames != 0 && c.RingSize != 0 && uint64(c.Frames) < uint64(c.RingSize)+uint64(c.RingSize/2) {
+		return fmt.Errorf("xdp config: %d frames per queue cannot fill a %d-entry fill ring and a %d-entry tx ring", c.Frames, c.RingSize, c.RingSize/2)
 	}
 	return nil
 }

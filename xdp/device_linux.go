@@ -64,13 +64,21 @@ func Open(cfg Config) (d *Device, err error) {
 	if d.maxPayload <= 0 {
 		return d, fmt.Errorf("mtu %d too small", mtu)
 	}
-	queues := cfg.Queues
-	if len(queues) == 0 {
-		n := max(attrs.NumRxQueues, 1)
-		for q := range n {
-			queues = append(queues, q)
-		}
+	// The queues the interface uses now (ethtool -l); the kernel's count of allocated queues
+	// (NumRxQueues) is larger on some drivers, and binding past the used ones fails.
+	rxQueues, qerr := RXQueues(cfg.Interface)
+	if qerr != nil {
+		rxQueues = max(attrs.NumRxQueues, 1)
 	}
+	queues, err := planQueues(cfg.Interface, rxQueues, cfg.Queues, cfg.Steering)
+	if err != nil {
+		return d, err
+	}
+	if err := cfg.sizeQueues(len(queues)); err != nil {
+		return d, err
+	}
+	d.cfg = cfg
+	d.rxQueues = rxQueues
 	// A frame the kernel receives into has XDP_PACKET_HEADROOM before the data; anything
 	// longer than the rest needs multi-buffer.
 	frameRoom := cfg.FrameSize - xdpPacketHeadroom
@@ -129,6 +137,15 @@ func Open(cfg Config) (d *Device, err error) {
 		if err := d.prog.SetSocket(q, s.FD()); err != nil {
 			return d, err
 		}
+	}
+	d.devLink = newDeviceLink(d)
+	if cfg.Steering == SteerNtuple {
+		loc, err := insertNtuple(cfg.Interface, d.addr, cfg.Port, queues[0])
+		if err != nil {
+			return d, fmt.Errorf("steer our port to queue %d: %w; enable it (ethtool -K %s ntuple on), or serve every queue (leave Config.Queues empty)",
+				queues[0], err, cfg.Interface)
+		}
+		d.ntuple = append(d.ntuple, loc)
 	}
 	// Attach last: until now our packets kept going to the kernel.
 	if d.attach, err = d.prog.Attach(d.ifindex, cfg.Attach); err != nil {
@@ -191,6 +208,9 @@ type Device struct {
 	prog       *bpf.Program
 	attach     bpf.Mode
 	links      []*Link
+	devLink    *DeviceLink
+	rxQueues   int      // RX queues the interface uses (served or not)
+	ntuple     []uint32 // locations of the n-tuple rules Open installed (SteerNtuple)
 
 	resolver *Resolver    // the worker's netlink socket
 	neigh    *neighTable  // next hops of the peers, read by the links
@@ -204,6 +224,10 @@ type Device struct {
 
 // Links returns one Link per bound queue, in the order of Config.Queues.
 func (d *Device) Links() []*Link { return d.links }
+
+// DeviceLink returns every queue of the device as one transport.Link, for one engine to
+// serve them all (what ndk.Open runs its engine on).
+func (d *Device) DeviceLink() *DeviceLink { return d.devLink }
 
 // UMEM returns the device's pinned memory.
 func (d *Device) UMEM() *memreg.UMEM { return d.umem }
@@ -344,6 +368,9 @@ func (d *Device) Close() error {
 	if d.prog != nil {
 		// Detach first so no packet is redirected into a closing socket.
 		errs = append(errs, d.prog.Close())
+	}
+	for _, loc := range d.ntuple {
+		errs = append(errs, deleteNtuple(d.cfg.Interface, loc))
 	}
 	for _, l := range d.links {
 		errs = append(errs, l.Close())

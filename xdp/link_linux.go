@@ -631,6 +631,22 @@ func (l *Link) Wait(timeout time.Duration) error {
 		return transport.ErrClosed
 	}
 	defer l.exit()
+	ready, limit := l.waitPrepare()
+	if ready {
+		return nil
+	}
+	if err := ppollUntil(l.pollfds[:], min(max(timeout, 0), limit), &l.timeout, &l.closed); err != nil {
+		return err
+	}
+	return l.waitFinish(l.pollfds[1].Revents != 0)
+}
+
+// waitPrepare is the part of Wait before it sleeps: it sends held datagrams whose peers
+// resolved and kicks what waits on the TX ring. It reports whether something is ready at
+// once (datagrams to Receive, cookies for TxDone), and the longest the caller may sleep
+// before it must look again (the kernel signals no TX completion; held datagrams are
+// looked at again every holdRecheck). The caller is inside enter/exit.
+func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
 	if l.hold.n > 0 && l.serviceHold() {
 		l.finishTx()
 	}
@@ -639,41 +655,27 @@ func (l *Link) Wait(timeout time.Duration) error {
 		l.kickTx()
 	}
 	if l.rxHead != l.rxTail || l.sock.rx.available(1) > 0 {
-		return nil
+		return true, 0
 	}
 	if l.zc.queue.headDone() || (l.zcPending() && l.sock.comp.available(1) > 0) {
-		return nil // TxDone has cookies to report
+		return true, 0 // TxDone has cookies to report
 	}
-	if timeout < 0 {
-		timeout = 0
-	}
+	limit = time.Duration(1<<63 - 1)
 	if l.zcPending() {
-		// The kernel signals no completion on the socket: poll for it.
-		timeout = min(timeout, zcWaitPoll)
+		limit = zcWaitPoll
 	}
 	if l.hold.n > 0 {
 		// The worker rings when it finishes a resolution; lost requests are looked at
 		// again every holdRecheck.
-		timeout = min(timeout, holdRecheck)
+		limit = min(limit, holdRecheck)
 	}
-	// A signal (EINTR) is not a wake-up: poll again for what is left of the timeout, so
-	// that an idle Wait lasts its timeout and a Wait ended by nothing does not look woken.
-	deadline := time.Now().Add(timeout)
-	for {
-		l.timeout = unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
-		l.pollfds[0].Revents, l.pollfds[1].Revents = 0, 0
-		_, err := ppoll(l.pollfds[:], &l.timeout)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("poll af_xdp socket: %w", err)
-		}
-		if l.closed.Load() || !time.Now().Before(deadline) {
-			break
-		}
-	}
-	if l.pollfds[1].Revents != 0 {
+	return false, limit
+}
+
+// waitFinish is the part of Wait after the sleep: it drains the doorbell if it rang and
+// services held datagrams. The caller is inside enter/exit.
+func (l *Link) waitFinish(rang bool) error {
+	if rang {
 		readEventfd(l.eventfd, &l.eventBuf)
 	}
 	if l.closed.Load() {
@@ -683,6 +685,29 @@ func (l *Link) Wait(timeout time.Duration) error {
 		l.finishTx()
 	}
 	return nil
+}
+
+// ppollUntil sleeps in ppoll on fds for timeout. A signal (EINTR) is not a wake-up: it
+// polls again for what is left, so that an idle wait lasts its timeout and one ended by
+// nothing does not look woken; it stops early once closed is set.
+func ppollUntil(fds []unix.PollFd, timeout time.Duration, ts *unix.Timespec, closed *atomic.Bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		*ts = unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
+		for i := range fds {
+			fds[i].Revents = 0
+		}
+		_, err := ppoll(fds, ts)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("poll af_xdp socket: %w", err)
+		}
+		if closed.Load() || !time.Now().Before(deadline) {
+			return nil
+		}
+	}
 }
 
 // Wake implements transport.Link.

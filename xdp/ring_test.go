@@ -139,7 +139,12 @@ func TestConfigRejected(t *testing.T) {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	if c := DefaultConfig("eth0"); c.Port != DefaultPort || c.Frames != 8192 || c.RingSize != 4096 || c.Logger == nil {
+	// Frames and RingSize stay 0: Open sizes them by the number of queues it serves, 8192
+	// and 4096 for one queue.
+	if c := DefaultConfig("eth0"); c.Port != DefaultPort || c.Frames != 0 || c.RingSize != 0 || c.Logger == nil {
 		t.Errorf("DefaultConfig = %+v", c)
+	}
+	if f, r := DefaultQueueSizes(1); f != 8192 || r != 4096 {
+		t.Errorf("one queue: %d frames, ring %d; want 8192 and 4096", f, r)
 	}
 }

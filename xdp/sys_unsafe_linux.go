@@ -120,3 +120,43 @@ func writeEventfd(fd int) {
 
 // uintptrOf returns the address of b's first byte (for XDP_UMEM_REG).
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// ifreqData is struct ifreq with the ifr_data member of its union, for SIOCETHTOOL.
+type ifreqData struct {
+	name [unix.IFNAMSIZ]byte
+	data unsafe.Pointer
+	_    [24 - unsafe.Sizeof(uintptr(0))]byte
+}
+
+// ethtoolIoctl runs the ethtool command whose struct cmd points to (its first field the
+// command number) on interface ifname (include/uapi/linux/ethtool.h, SIOCETHTOOL).
+func ethtoolIoctl(ifname string, cmd unsafe.Pointer) error {
+	if len(ifname) >= unix.IFNAMSIZ {
+		return fmt.Errorf("interface name %q too long", ifname)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket for ethtool: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr := &ifreqData{data: cmd}
+	copy(ifr.name[:], ifname)
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(ifr)))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// ethtoolChannels reads ETHTOOL_GCHANNELS.
+func ethtoolChannels(ifname string) (ethChannels, error) {
+	c := ethChannels{Cmd: unix.ETHTOOL_GCHANNELS}
+	err := ethtoolIoctl(ifname, unsafe.Pointer(&c))
+	return c, err
+}
+
+// ethtoolRxnfc runs the ETHTOOL_*RXCLS* command laid out in b (struct ethtool_rxnfc); the
+// kernel writes its answer into b.
+func ethtoolRxnfc(ifname string, b []byte) error {
+	return ethtoolIoctl(ifname, unsafe.Pointer(unsafe.SliceData(b)))
+}
