@@ -229,6 +229,21 @@ func (d *Device) Links() []*Link { return d.links }
 // serve them all (what ndk.Open runs its engine on).
 func (d *Device) DeviceLink() *DeviceLink { return d.devLink }
 
+// Queues returns the interface queues the device serves (one socket each), in Links order.
+func (d *Device) Queues() []int {
+	qs := make([]int, len(d.links))
+	for i, l := range d.links {
+		qs[i] = l.queue
+	}
+	return qs
+}
+
+// InterfaceQueues returns how many RX queues the interface uses, served or not.
+func (d *Device) InterfaceQueues() int { return d.rxQueues }
+
+// Steering returns how datagrams reach the queues served (Config.Steering).
+func (d *Device) Steering() Steering { return d.cfg.Steering }
+
 // UMEM returns the device's pinned memory.
 func (d *Device) UMEM() *memreg.UMEM { return d.umem }
 

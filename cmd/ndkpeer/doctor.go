@@ -92,7 +92,7 @@ func printChecks(w io.Writer, iface string, port uint16, checks []check, jsonOut
 const singleFrameMTU = umemFrameSize - 256 - 18
 
 // serveUMEM is what ndkpeer serve pins with its defaults: the frames and the 64 MiB heap.
-var serveUMEM = umemBytes(64 << 20)
+var serveUMEM = umemBytes(1, 64<<20)
 
 // diagnose runs every check on iface and returns them with doctor's exit code.
 func diagnose(iface string, port uint16) ([]check, int) {
@@ -197,23 +197,19 @@ func diagnose(iface string, port uint16) ([]check, int) {
 	// queues and ntuple
 	queues := rxQueues(iface)
 	if queues <= 1 {
-		add("queues", verdictOK, "1 RX queue: ndkpeer serves all of it", "")
+		add("queues", verdictOK, "1 RX queue: ndkpeer serves it", "")
 	} else {
-		add("queues", verdictWarn, fmt.Sprintf("%d RX queues, ndkpeer serves one (--queue, default 0): packets the NIC hashes elsewhere are lost", queues),
-			fmt.Sprintf("ethtool -L %s combined 1, or steer UDP port %d to queue 0: ethtool -N %s flow-type udp4 dst-port %d action 0", iface, port, iface, port))
+		frames, _ := xdp.DefaultQueueSizes(queues)
+		add("queues", verdictOK, fmt.Sprintf("%d RX queues: ndkpeer serves every one (one engine polls %d AF_XDP sockets, %d frames each)", queues, queues, frames), "")
 	}
 	flags, ferr := ethtoolFlags(iface)
 	switch {
-	case ferr != nil && queues <= 1:
-		add("ntuple", verdictOK, fmt.Sprintf("not needed with one queue (not reported: %v)", ferr), "")
 	case ferr != nil:
-		add("ntuple", verdictWarn, fmt.Sprintf("not reported (%v): flow steering may be unavailable", ferr), fmt.Sprintf("ethtool -L %s combined 1", iface))
+		add("ntuple", verdictOK, fmt.Sprintf("not reported (%v); needed only to serve one queue (--queue with --steer ntuple)", ferr), "")
 	case flags&ethFlagNtuple != 0:
-		add("ntuple", verdictOK, fmt.Sprintf("n-tuple filters on: ethtool -N %s flow-type udp4 dst-port %d action 0 steers our port", iface, port), "")
-	case queues <= 1:
-		add("ntuple", verdictOK, "n-tuple filters off, not needed with one queue", "")
+		add("ntuple", verdictOK, "n-tuple filters on: --queue Q --steer ntuple can serve one queue", "")
 	default:
-		add("ntuple", verdictWarn, "n-tuple filters off: our port cannot be steered to the served queue", fmt.Sprintf("ethtool -K %s ntuple on (then ethtool -N ...), or ethtool -L %s combined 1", iface, iface))
+		add("ntuple", verdictOK, "n-tuple filters off: not needed while every queue is served", "")
 	}
 
 	// MTU and multi-buffer

@@ -23,13 +23,6 @@ type ethtoolValue struct {
 	cmd, data uint32
 }
 
-// channels is struct ethtool_channels.
-type channels struct {
-	Cmd                                         uint32
-	MaxRx, MaxTx, MaxOther, MaxCombined         uint32
-	RxCount, TxCount, OtherCount, CombinedCount uint32
-}
-
 // ifreqData is struct ifreq with the ifr_data member of the union (40 bytes on 64-bit).
 type ifreqData struct {
 	name [unix.IFNAMSIZ]byte
@@ -64,15 +57,6 @@ func ethtoolFlags(ifname string) (uint32, error) {
 		return 0, fmt.Errorf("ETHTOOL_GFLAGS on %s: %w", ifname, err)
 	}
 	return v.data, nil
-}
-
-// ethtoolChannels returns ETHTOOL_GCHANNELS's counts.
-func ethtoolChannels(ifname string) (channels, error) {
-	c := &channels{Cmd: unix.ETHTOOL_GCHANNELS}
-	if err := ethtool(ifname, unsafe.Pointer(c)); err != nil {
-		return channels{}, fmt.Errorf("ETHTOOL_GCHANNELS on %s: %w", ifname, err)
-	}
-	return *c, nil
 }
 
 // ethtoolDriver returns ETHTOOL_GDRVINFO's driver name, version and bus address.

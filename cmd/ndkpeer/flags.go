@@ -21,7 +21,8 @@ import (
 type adapterFlags struct {
 	iface    string
 	port     uint
-	queue    uint
+	queue    int
+	steer    string
 	service  uint
 	progress string
 	xdpMode  string
@@ -35,7 +36,8 @@ func (f *adapterFlags) define(fs *flag.FlagSet, progress string) {
 	fs.StringVar(&f.iface, "interface", "", "same as -i")
 	fs.UintVar(&f.port, "port", xdp.DefaultPort, "our UDP `PORT`, the same on both hosts")
 	fs.UintVar(&f.service, "service", ServiceID, "the NDK `SERVICE` the server listens on")
-	fs.UintVar(&f.queue, "queue", 0, "the interface `QUEUE` to serve")
+	fs.IntVar(&f.queue, "queue", -1, "serve only `QUEUE` (with --steer); default: every RX queue of the interface")
+	fs.StringVar(&f.steer, "steer", "", "with --queue, how our port reaches the queue: `HOW` is ntuple (ndkpeer installs an ethtool -N rule) or external (you steer it)")
 	fs.StringVar(&f.progress, "progress", progress, "progress `MODE`: inline (our polling loop drives the engine), busy or adaptive (an engine goroutine)")
 	fs.StringVar(&f.xdpMode, "xdp-mode", "auto", "XDP attach `MODE`: auto (native, else generic), native or generic")
 	fs.StringVar(&f.bindMode, "bind-mode", "auto", "AF_XDP bind `MODE`: auto (zero-copy, else copy), zerocopy or copy")
@@ -44,7 +46,7 @@ func (f *adapterFlags) define(fs *flag.FlagSet, progress string) {
 
 // config validates the options and returns the adapter configuration.
 func (f *adapterFlags) config() (adapterConfig, error) {
-	c := adapterConfig{iface: f.iface, queue: int(f.queue), busyPoll: f.busyPoll}
+	c := adapterConfig{iface: f.iface, queue: f.queue, busyPoll: f.busyPoll}
 	if f.iface == "" {
 		return c, errors.New("-i IFACE is required")
 	}
@@ -54,8 +56,21 @@ func (f *adapterFlags) config() (adapterConfig, error) {
 	if f.service == 0 || f.service > math.MaxUint16 {
 		return c, fmt.Errorf("--service %d: not in [1, 65535]", f.service)
 	}
-	if f.queue > 4095 {
+	if f.queue < -1 || f.queue > 4095 {
 		return c, fmt.Errorf("--queue %d: not in [0, 4095]", f.queue)
+	}
+	switch f.steer {
+	case "":
+		c.steer = xdp.SteerServeAll
+	case "ntuple":
+		c.steer = xdp.SteerNtuple
+	case "external":
+		c.steer = xdp.SteerExternal
+	default:
+		return c, fmt.Errorf("--steer %q: ntuple or external", f.steer)
+	}
+	if (f.queue >= 0) != (c.steer != xdp.SteerServeAll) {
+		return c, errors.New("--queue and --steer go together: serve one queue and say how our port reaches it, or give neither to serve every queue")
 	}
 	if f.busyPoll < 0 || f.busyPoll > time.Second {
 		return c, fmt.Errorf("--busy-poll %v: not in [0, 1s]", f.busyPoll)

@@ -24,7 +24,8 @@ import (
 type adapterConfig struct {
 	iface         string
 	port, service uint16
-	queue         int
+	queue         int          // the one queue served (with steer), or -1: every RX queue
+	steer         xdp.Steering // how our port reaches the queue served
 	progress      ndk.Progress
 	attach        bpf.Mode
 	bind          xdp.BindMode
@@ -32,15 +33,17 @@ type adapterConfig struct {
 	heap          int // UMEM heap for test buffers, bytes
 }
 
-// UMEM geometry of ndkpeer's adapters: one queue of 8192 frames of 4 KiB (xdp's default).
+// UMEM geometry of ndkpeer's adapters: xdp's defaults, frames of 4 KiB, as many per queue
+// as xdp.DefaultQueueSizes gives for the queues served.
 const (
-	umemFrames    = 8192
 	umemFrameSize = 4096
 )
 
-// umemBytes is how much memory an adapter with a heap of heap bytes pins.
-func umemBytes(heap int) uint64 {
-	return umemFrames*umemFrameSize + uint64(heap+umemFrameSize-1)/umemFrameSize*umemFrameSize
+// umemBytes is how much memory an adapter serving queues queues with a heap of heap bytes
+// pins.
+func umemBytes(queues, heap int) uint64 {
+	frames, _ := xdp.DefaultQueueSizes(queues)
+	return uint64(queues*frames)*umemFrameSize + uint64(heap+umemFrameSize-1)/umemFrameSize*umemFrameSize
 }
 
 // node is an open adapter and what it got from the kernel.
@@ -61,14 +64,19 @@ func openNode(cfg adapterConfig) (*node, error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
-	if err := checkMemlock(umemBytes(cfg.heap)); err != nil {
+	queues := rxQueues(cfg.iface)
+	served := queues
+	if cfg.queue >= 0 {
+		served = 1
+	}
+	if err := checkMemlock(umemBytes(served, cfg.heap)); err != nil {
 		return nil, err
 	}
 	ifi, err := lookupInterface(cfg.iface)
 	if err != nil {
 		return nil, err
 	}
-	n := &node{cfg: cfg, ifi: ifi, queues: rxQueues(cfg.iface)}
+	n := &node{cfg: cfg, ifi: ifi, queues: queues}
 	if cfg.queue >= n.queues {
 		return nil, fail(exitUsage, "--queue %d: %s has %d RX queue(s), numbered from 0", cfg.queue, cfg.iface, n.queues)
 	}
@@ -77,9 +85,12 @@ func openNode(cfg adapterConfig) (*node, error) {
 	}
 	rec := &logRecorder{}
 	xc := xdp.Config{
-		Interface: cfg.iface, Port: cfg.port, Queues: []int{cfg.queue},
-		FrameSize: umemFrameSize, Frames: umemFrames, HeapSize: cfg.heap,
+		Interface: cfg.iface, Port: cfg.port, Steering: cfg.steer,
+		FrameSize: umemFrameSize, HeapSize: cfg.heap,
 		Attach: cfg.attach, Bind: cfg.bind, BusyPoll: cfg.busyPoll, Logger: slog.New(rec),
+	}
+	if cfg.queue >= 0 {
+		xc.Queues = []int{cfg.queue}
 	}
 	opts := ndk.DefaultOptions()
 	opts.Progress = cfg.progress
@@ -94,7 +105,7 @@ func openNode(cfg adapterConfig) (*node, error) {
 		Attach: proto.AttachGeneric, Progress: progressOf(cfg.progress),
 		ZeroCopy: m.Socket.ZeroCopy, MultiBuffer: m.Socket.MultiBuffer, NeedWakeup: m.Socket.NeedWakeup,
 		BusyPoll: m.Socket.BusyPoll, MTU: uint32(ifi.MTU), MaxPayload: uint32(a.Link().MaxPayload()),
-		Queue: uint16(cfg.queue), Queues: uint16(min(n.queues, 65535)),
+		Served: uint16(min(len(n.dev.Queues()), 65535)), Queues: uint16(min(n.dev.InterfaceQueues(), 65535)),
 	}
 	if m.Attach == bpf.AttachNative {
 		n.mode.Attach = proto.AttachNative
@@ -109,9 +120,8 @@ func openNode(cfg adapterConfig) (*node, error) {
 	if cfg.busyPoll > 0 && !m.Socket.BusyPoll {
 		n.notes = append(n.notes, "busy polling (--busy-poll) refused by the kernel: the socket does not busy-poll")
 	}
-	if n.queues > 1 {
-		n.notes = append(n.notes, fmt.Sprintf("%s has %d RX queues and queue %d is served: packets to UDP port %d that the NIC hashes to another queue are lost; steer them ('ethtool -N %s flow-type udp4 dst-port %d action %d') or use one queue ('ethtool -L %s combined 1')",
-			cfg.iface, n.queues, cfg.queue, cfg.port, cfg.iface, cfg.port, cfg.queue, cfg.iface))
+	if cfg.queue >= 0 && n.dev.InterfaceQueues() > 1 {
+		n.notes = append(n.notes, fmt.Sprintf("only queue %d of %d is served: our port reaches it by %v steering", cfg.queue, n.dev.InterfaceQueues(), cfg.steer))
 	}
 	return n, nil
 }
@@ -165,8 +175,8 @@ func modeLine(m proto.Mode) string {
 	if m.ZeroCopy {
 		zc = "zero-copy"
 	}
-	return fmt.Sprintf("XDP %s, AF_XDP %s, multi-buffer %s, need_wakeup %s, busy-poll %s, MTU %d (payload %d), queue %d served of %d, progress %s",
-		m.Attach, zc, onOff(m.MultiBuffer), onOff(m.NeedWakeup), onOff(m.BusyPoll), m.MTU, m.MaxPayload, m.Queue, m.Queues, m.Progress)
+	return fmt.Sprintf("XDP %s, AF_XDP %s, multi-buffer %s, need_wakeup %s, busy-poll %s, MTU %d (payload %d), queues served %d of %d, progress %s",
+		m.Attach, zc, onOff(m.MultiBuffer), onOff(m.NeedWakeup), onOff(m.BusyPoll), m.MTU, m.MaxPayload, m.Served, m.Queues, m.Progress)
 }
 
 // modeJSON is a side's mode in JSON documents.
@@ -178,7 +188,7 @@ type modeJSON struct {
 	BusyPoll    bool     `json:"busy_poll"`
 	MTU         uint32   `json:"mtu"`
 	MaxPayload  uint32   `json:"max_payload"`
-	Queue       uint16   `json:"queue"`
+	Served      uint16   `json:"queues_served"`
 	Queues      uint16   `json:"queues"`
 	Progress    string   `json:"progress"`
 	Pages       string   `json:"pages,omitempty"`
@@ -189,7 +199,7 @@ type modeJSON struct {
 
 func toModeJSON(m proto.Mode) modeJSON {
 	return modeJSON{XDP: m.Attach.String(), ZeroCopy: m.ZeroCopy, MultiBuffer: m.MultiBuffer, NeedWakeup: m.NeedWakeup,
-		BusyPoll: m.BusyPoll, MTU: m.MTU, MaxPayload: m.MaxPayload, Queue: m.Queue, Queues: m.Queues, Progress: m.Progress.String()}
+		BusyPoll: m.BusyPoll, MTU: m.MTU, MaxPayload: m.MaxPayload, Served: m.Served, Queues: m.Queues, Progress: m.Progress.String()}
 }
 
 // localJSON is this node's mode for JSON documents.

@@ -300,8 +300,8 @@ func printStats(w io.Writer, st serverStats) {
 	fmt.Fprintf(w, "ndkpeer serve pid %d on %s (%s, UDP port %d, service %d), up %v\n", st.PID, st.Interface, st.Address,
 		st.Port, st.Service, time.Duration(st.UptimeS*float64(time.Second)).Round(time.Second))
 	m := st.Mode
-	fmt.Fprintf(w, "  mode         XDP %s, zero-copy %v, multi-buffer %v, need_wakeup %v, busy-poll %v, MTU %d, queue %d of %d, progress %s, pages %s\n",
-		m.XDP, m.ZeroCopy, m.MultiBuffer, m.NeedWakeup, m.BusyPoll, m.MTU, m.Queue, m.Queues, m.Progress, m.Pages)
+	fmt.Fprintf(w, "  mode         XDP %s, zero-copy %v, multi-buffer %v, need_wakeup %v, busy-poll %v, MTU %d, queues served %d of %d, progress %s, pages %s\n",
+		m.XDP, m.ZeroCopy, m.MultiBuffer, m.NeedWakeup, m.BusyPoll, m.MTU, m.Served, m.Queues, m.Progress, m.Pages)
 	c := st.Connections
 	fmt.Fprintf(w, "  connections  %d active, %d accepted, %d refused, %d closed, %d failed to set up\n", c.Active, c.Accepted, c.Rejected, c.Closed, c.Failed)
 	var tests []string

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+
 	"github.com/vishvananda/netlink/nl"
+	"github.com/xdpndk/xdpndk/xdp"
 	"golang.org/x/sys/unix"
 )
 
@@ -138,14 +139,11 @@ func lookupInterface(name string) (*net.Interface, error) {
 	return ifi, nil
 }
 
-// rxQueues returns how many RX queues the interface has in use (/sys/class/net/IF/queues,
-// else the ETHTOOL_GCHANNELS channel counts, else netlink's allocated count).
+// rxQueues returns how many RX queues the interface uses (xdp.RXQueues: ETHTOOL_GCHANNELS),
+// or the kernel's count of allocated queues when the driver does not say, or 1.
 func rxQueues(ifname string) int {
-	if m, err := filepath.Glob(filepath.Join("/sys/class/net", ifname, "queues", "rx-*")); err == nil && len(m) > 0 {
-		return len(m)
-	}
-	if ch, err := ethtoolChannels(ifname); err == nil && ch.RxCount+ch.CombinedCount > 0 {
-		return int(ch.RxCount + ch.CombinedCount)
+	if n, err := xdp.RXQueues(ifname); err == nil {
+		return n
 	}
 	if l, err := netlink.LinkByName(ifname); err == nil && l.Attrs().NumRxQueues > 0 {
 		return l.Attrs().NumRxQueues

@@ -226,10 +226,10 @@ func TestOptDuration(t *testing.T) {
 
 func TestModeLine(t *testing.T) {
 	m := proto.Mode{Attach: proto.AttachGeneric, Progress: proto.ProgressBusy, ZeroCopy: true, NeedWakeup: true,
-		MTU: 1500, MaxPayload: 1472, Queue: 1, Queues: 4}
+		MTU: 1500, MaxPayload: 1472, Served: 1, Queues: 4}
 	line := modeLine(m)
 	for _, want := range []string{"XDP generic", "AF_XDP zero-copy", "multi-buffer off", "need_wakeup on", "busy-poll off",
-		"MTU 1500 (payload 1472)", "queue 1 served of 4", "progress busy"} {
+		"MTU 1500 (payload 1472)", "queues served 1 of 4", "progress busy"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("modeLine %q lacks %q", line, want)
 		}

@@ -61,7 +61,7 @@ func run() (err error) {
 	}
 
 	heading("Two hosts: network namespaces joined by a veth pair, MTU 9000")
-	bed, err := testbed.New(testbed.Options{Name: "ndkpeerdemo", MTU: 9000, Queues: 1})
+	bed, err := testbed.New(testbed.Options{Name: "ndkpeerdemo", MTU: 9000, Queues: 2})
 	if err != nil {
 		return fmt.Errorf("create test bed: %w", err)
 	}

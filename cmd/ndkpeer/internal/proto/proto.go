@@ -252,7 +252,7 @@ type Mode struct {
 	BusyPoll    bool   // SO_BUSY_POLL accepted
 	MTU         uint32 // the interface's MTU
 	MaxPayload  uint32 // the largest UDP payload the link sends
-	Queue       uint16 // the queue served
+	Served      uint16 // how many of the interface's RX queues are served
 	Queues      uint16 // the interface's RX queues
 }
 
@@ -296,7 +296,7 @@ func (r Reply) Append(b []byte) []byte {
 	}
 	b = append(b, byte(r.Server.Attach), byte(r.Server.Progress), f, 0)
 	b = binary.LittleEndian.AppendUint32(b, r.Server.MTU)
-	b = binary.LittleEndian.AppendUint16(b, r.Server.Queue)
+	b = binary.LittleEndian.AppendUint16(b, r.Server.Served)
 	b = binary.LittleEndian.AppendUint16(b, r.Server.Queues)
 	b = binary.LittleEndian.AppendUint32(b, r.Server.MaxPayload)
 	return append(b, 0, 0, 0, 0)
@@ -318,7 +318,7 @@ func ParseReply(b []byte, want Kind) (Reply, error) {
 			ZeroCopy: f&flagZeroCopy != 0, MultiBuffer: f&flagMultiBuffer != 0,
 			NeedWakeup: f&flagNeedWakeup != 0, BusyPoll: f&flagBusyPoll != 0,
 			MTU:        binary.LittleEndian.Uint32(b[32:]),
-			Queue:      binary.LittleEndian.Uint16(b[36:]),
+			Served:     binary.LittleEndian.Uint16(b[36:]),
 			Queues:     binary.LittleEndian.Uint16(b[38:]),
 			MaxPayload: binary.LittleEndian.Uint32(b[40:]),
 		},

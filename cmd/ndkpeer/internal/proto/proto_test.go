@@ -58,7 +58,7 @@ func TestParseRequestRejects(t *testing.T) {
 func TestReplyRoundTrip(t *testing.T) {
 	r := Reply{Kind: KindReadLat, BufAddr: 0x7f0000001000, BufLen: 1 << 20, Token: 0xdeadbeef,
 		Server: Mode{Attach: AttachNative, Progress: ProgressInline, ZeroCopy: true, NeedWakeup: true,
-			MTU: 9000, MaxPayload: 8972, Queue: 0, Queues: 4}}
+			MTU: 9000, MaxPayload: 8972, Served: 4, Queues: 4}}
 	b := r.Append(nil)
 	if len(b) != ReplyLen {
 		t.Fatalf("encoded %d bytes, want %d", len(b), ReplyLen)
