@@ -37,7 +37,8 @@ func openXDPNDK(bed *testbed.Bed, name string, noWakeup bool, attach bpf.Mode, l
 	}()
 	for i, h := range []*testbed.Host{bed.A, bed.B} {
 		cfg := xdp.Config{
-			Interface: h.Ifname, Port: Port, Queues: []int{0}, RingSize: 4096, Frames: 8192,
+			// Queue 0 only: both sides transmit from it, and veth delivers to the peer's.
+			Interface: h.Ifname, Port: Port, Queues: []int{0}, Steering: xdp.SteerExternal, RingSize: 4096, Frames: 8192,
 			DisableNeedWakeup: noWakeup, Attach: attach, Logger: log,
 		}
 		err := h.Do(func() error {

@@ -54,7 +54,7 @@ type ndkPair struct {
 
 // openNDK opens an adapter with mode's progress on each host, registers memory, posts the
 // receives and connects A's QP to B's.
-func openNDK(bed *testbed.Bed, mode string) (p *ndkPair, err error) {
+func openNDK(bed *testbed.Bed, mode string, allQueues bool) (p *ndkPair, err error) {
 	prog, ok := progressOf(mode)
 	if !ok {
 		return nil, fmt.Errorf("unknown mode %q", mode)
@@ -72,8 +72,13 @@ func openNDK(bed *testbed.Bed, mode string) (p *ndkPair, err error) {
 		h    *testbed.Host
 		side *ndkSide
 	}{{bed.A, &p.A}, {bed.B, &p.B}} {
-		cfg := xdp.Config{Interface: s.h.Ifname, Port: NDKPort, Queues: []int{0}, RingSize: 4096, Frames: 8192,
+		// Queue 0 only, steered "externally": both sides transmit from queue 0, which veth
+		// delivers to the peer's queue 0 (the raw baseline measures one queue too).
+		cfg := xdp.Config{Interface: s.h.Ifname, Port: NDKPort, Queues: []int{0}, Steering: xdp.SteerExternal, RingSize: 4096, Frames: 8192,
 			HeapSize: 8 << 20, Logger: slog.New(slog.DiscardHandler)}
+		if allQueues {
+			cfg.Queues, cfg.Steering = nil, xdp.SteerServeAll
+		}
 		err := s.h.Do(func() (err error) {
 			s.side.a, err = ndk.Open(cfg, opts)
 			return err
@@ -196,7 +201,11 @@ func (p *ndkPair) modeString() string {
 	if d := p.A.a.Device(); d != nil {
 		dev = d.Mode().String()
 	}
-	return fmt.Sprintf("ndk.Open, progress=%s, %s, UMEM buffers zero-copy=%v", p.mode, dev, p.A.smallMR.InUMEM())
+	queues := "?"
+	if d := p.A.a.Device(); d != nil {
+		queues = fmt.Sprintf("%d of %d", len(d.Queues()), d.InterfaceQueues())
+	}
+	return fmt.Sprintf("ndk.Open, progress=%s, %s, queues served %s, UMEM buffers zero-copy=%v", p.mode, dev, queues, p.A.smallMR.InUMEM())
 }
 
 // close closes both adapters (which closes their devices and detaches the XDP programs).

@@ -87,6 +87,11 @@ type Options struct {
 	// Counters adds both sides' QP and link counters (retransmissions, timeouts, drops) to
 	// the progress lines of the rate and goodput figures.
 	Counters bool
+	// AllQueues has the ndk adapters serve every queue of the bed (two, BedOptions) through
+	// their DeviceLink, as ndk.Open does by default, instead of queue 0 only (where both
+	// sides transmit, so nothing is lost either way): it measures what polling the other
+	// queues costs.
+	AllQueues bool
 }
 
 // DefaultOptions returns the full benchmark: 3 repetitions, every mode, 20000 round trips

@@ -179,7 +179,7 @@ func (r *runner) tcp(ctx context.Context, rep int) error {
 // the latencies, message rates and goodputs.
 func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 	sys := SystemNDK(mode)
-	p, err := openNDK(r.bed, mode)
+	p, err := openNDK(r.bed, mode, r.o.AllQueues)
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func run() (err error) {
 	quiet := slog.New(slog.DiscardHandler)
 	for i, h := range []*testbed.Host{bed.A, bed.B} {
 		err := h.Do(func() error {
-			d, err := xdp.Open(xdp.Config{Interface: h.Ifname, Port: linkbench.Port, Queues: []int{0}, Logger: quiet})
+			d, err := xdp.Open(xdp.Config{Interface: h.Ifname, Port: linkbench.Port, Queues: []int{0}, Steering: xdp.SteerExternal, Logger: quiet})
 			devs[i] = d
 			return err
 		})

@@ -42,6 +42,7 @@ func run() int {
 		noBase      = flag.Bool("no-baselines", false, "skip the raw and TCP baselines (goals are then not evaluated)")
 		quiet       = flag.Bool("q", false, "do not print progress lines")
 		counters    = flag.Bool("v", false, "add QP and link counters (retransmissions, timeouts, drops) to the progress lines")
+		allQueues   = flag.Bool("all-queues", false, "the ndk adapters serve every queue of the bed (as ndk.Open does by default), not queue 0 only")
 	)
 	stopProfile, set, err := cf.Parse()
 	if err != nil {
@@ -79,6 +80,7 @@ func run() int {
 	}
 	o.Baselines = !*noBase
 	o.Counters = *counters
+	o.AllQueues = *allQueues
 	if !*quiet {
 		o.Progress = os.Stderr
 	}
