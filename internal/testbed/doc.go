@@ -10,7 +10,12 @@
 //	└──────────────────────────────┘        └──────────────────────────────┘
 //	       Bed.A (Host)                             Bed.B (Host)
 //
-// [New] creates a [Bed] (both namespaces, the veth pair created directly inside them,
+// With Options.Routed, a third namespace, the router R, sits between them: A and R share
+// 198.18.1.0/24 on one veth pair, R and B share 198.18.2.0/24 on another, R forwards IPv4,
+// and A and B each have one route to the other's subnet through R ([Bed.R], [Router]).
+// [Bed.SetBottleneck] puts a rate limit (tc-tbf) on R's egress towards B.
+//
+// [New] creates a [Bed] (the namespaces, the veth pairs created directly inside them,
 // addresses, links up) and [Bed.Close] removes it; [NewT] does both for a test. [Host.Do]
 // runs a function on an OS thread that has entered a host's namespace, so that the sockets,
 // netlink handles and XDP attachments it creates belong to that host; [Host.Command] runs a

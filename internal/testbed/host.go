@@ -19,7 +19,8 @@ var ErrNotSupported = errors.New("test bed needs Linux network namespaces")
 // the failure through the returned error and call t.Fatal outside).
 var ErrGoexit = errors.New("function exited its goroutine (t.FailNow inside Host.Do?)")
 
-// Host is one side of a [Bed]: a network namespace holding one end of the veth pair.
+// Host is one side of a [Bed]: a network namespace holding one end of the veth pair. In a
+// routed bed each of the router's two interfaces is described by a Host too ([Router]).
 //
 // Its fields are set by [New] and must not be modified. A Host is safe for concurrent use.
 type Host struct {
@@ -34,6 +35,15 @@ type Host struct {
 	// Addr is the IPv4 address of the veth end (198.18.0.1 for host A, .2 for host B with
 	// the default prefix).
 	Addr netip.Addr
+	// Prefix is the subnet of the veth end's link (masked), the one Addr belongs to.
+	Prefix netip.Prefix
+	// Gateway is the router's address on this host's link in a routed bed (the next hop
+	// of the host's route to the other host's subnet); the zero Addr in the plain bed and
+	// for the router's own interfaces.
+	Gateway netip.Addr
+	// GatewayMAC is the Ethernet address of the router's interface on this host's link (the
+	// next hop's MAC towards the other host) in a routed bed; nil otherwise.
+	GatewayMAC net.HardwareAddr
 }
 
 // Do runs fn inside h's network namespace and returns its error.

@@ -18,42 +18,57 @@ import (
 // netnsDir is where iproute2 keeps named network namespaces (bind mounts of nsfs files).
 const netnsDir = "/run/netns"
 
-// ipTimeout bounds every ip(8) invocation this package makes.
+// ipTimeout bounds every ip(8) and tc(8) invocation this package makes.
 const ipTimeout = 30 * time.Second
 
-// ipPath finds the ip(8) binary once. PATH is tried first; the sbin directories are tried
+// ipPath finds the ip(8) binary once.
+var ipPath = sync.OnceValues(func() (string, error) { return findTool("ip") })
+
+// tcPath finds the tc(8) binary once (Bed.SetBottleneck).
+var tcPath = sync.OnceValues(func() (string, error) { return findTool("tc") })
+
+// findTool finds an iproute2 program. PATH is tried first; the sbin directories are tried
 // too because PATH for a non-login shell may lack them.
-var ipPath = sync.OnceValues(func() (string, error) {
-	if p, err := exec.LookPath("ip"); err == nil {
+func findTool(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	for _, p := range []string{"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"} {
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		p := filepath.Join(dir, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", errors.New("ip(8) not found: install iproute2")
-})
+	return "", fmt.Errorf("%s(8) not found: install iproute2", name)
+}
 
 // runIP runs ip(8) with args under ipTimeout and returns its standard output. The error
 // carries the command line and ip's own message.
-func runIP(args ...string) ([]byte, error) {
-	path, err := ipPath()
+func runIP(args ...string) ([]byte, error) { return runTool(ipPath, "ip", args...) }
+
+// runTC runs tc(8) with args under ipTimeout, as runIP does.
+func runTC(args ...string) ([]byte, error) { return runTool(tcPath, "tc", args...) }
+
+// runTool runs the program path finds, named name in errors, with args under ipTimeout and
+// returns its standard output. The error carries the command line and the program's own
+// message.
+func runTool(path func() (string, error), name string, args ...string) ([]byte, error) {
+	p, err := path()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ipTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, args...)
+	cmd := exec.CommandContext(ctx, p, args...)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg != "" {
-			return nil, fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, msg)
+			return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, msg)
 		}
-		return nil, fmt.Errorf("ip %s: %w", strings.Join(args, " "), err)
+		return nil, fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 	}
 	return stdout.Bytes(), nil
 }

@@ -20,6 +20,9 @@ func init() { runtime.LockOSThread() }
 var mainThreadResult error
 
 func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) == "1" {
+		os.Exit(crashChild())
+	}
 	mainThreadResult = runOnMainThread()
 	os.Exit(m.Run())
 }

@@ -21,7 +21,10 @@ import (
 //
 // A veth end is named "xn<pid base 36>-<n base 36><a|b>": unique on the machine too (which
 // keeps captures readable), and at most 15 bytes (IFNAMSIZ-1) for any pid up to 2^22 and
-// more than two billion beds per process.
+// more than two billion beds per process. The router of a routed bed names its ends
+// "xn<pid>-<n>ra" (towards A) and "xn<pid>-<n>rb" (towards B): one byte more, which still
+// fits for any pid up to 2^22 and sixty million beds per process (New fails cleanly, before
+// touching anything, beyond that).
 
 // NSPrefix starts the name of every namespace this package creates. Sweep considers only
 // namespaces whose name starts with it, so namespaces made by other tools (including ad hoc
@@ -47,7 +50,8 @@ var selfID = func() procID {
 	return procID{pid: pid, start: start}
 }()
 
-// nsName returns the namespace name of one side ('a' or 'b') of bed n.
+// nsName returns the namespace name of one side ('a', 'b', or 'r' for the router of a
+// routed bed) of bed n.
 func nsName(id procID, n uint64, tag string, side byte) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s%d-%d-%d", NSPrefix, id.pid, id.start, n)
@@ -62,7 +66,19 @@ func nsName(id procID, n uint64, tag string, side byte) string {
 
 // vethName returns the veth end name of one side ('a' or 'b') of bed n.
 func vethName(pid int, n uint64, side byte) (string, error) {
-	name := "xn" + strconv.FormatInt(int64(pid), 36) + "-" + strconv.FormatUint(n, 36) + string(side)
+	return vethNameSuffix(pid, n, string(side))
+}
+
+// routerVethName returns the name of the router's veth end towards side ('a' or 'b') of
+// routed bed n: "xn<pid>-<n>r<side>".
+func routerVethName(pid int, n uint64, side byte) (string, error) {
+	return vethNameSuffix(pid, n, "r"+string(side))
+}
+
+// vethNameSuffix returns "xn<pid base 36>-<n base 36><suffix>", or an error if that is
+// longer than an interface name may be.
+func vethNameSuffix(pid int, n uint64, suffix string) (string, error) {
+	name := "xn" + strconv.FormatInt(int64(pid), 36) + "-" + strconv.FormatUint(n, 36) + suffix
 	if len(name) > ifNameMax {
 		return "", fmt.Errorf("veth name %q is longer than %d bytes", name, ifNameMax)
 	}

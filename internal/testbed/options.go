@@ -36,21 +36,46 @@ var allowedRange = netip.MustParsePrefix("198.18.0.0/15")
 // 198.18.0.1 and host B 198.18.0.2.
 var defaultPrefix = netip.MustParsePrefix("198.18.0.0/24")
 
+// Default subnets of a routed bed: host A and the router's A side share the first (A is
+// 198.18.1.1, the router 198.18.1.2), the router's B side and host B the second (the
+// router is 198.18.2.1, B 198.18.2.2).
+var (
+	defaultRoutedPrefix  = netip.MustParsePrefix("198.18.1.0/24")
+	defaultRoutedPrefixB = netip.MustParsePrefix("198.18.2.0/24")
+)
+
 // ErrInvalidOptions is wrapped by every error [New] returns for options it rejects.
 var ErrInvalidOptions = errors.New("invalid test bed options")
 
 // Options configures a [Bed]. The zero value means a 1500-byte MTU, one queue per veth end
-// and the subnet 198.18.0.0/24.
+// and the subnet 198.18.0.0/24, without a router.
 type Options struct {
-	// MTU of both veth ends in bytes (IP packet size, without the Ethernet header).
-	// 0 means DefaultMTU; 9000 (jumbo) is supported. Must lie in [MinMTU, MaxMTU].
+	// MTU of every veth end in bytes (IP packet size, without the Ethernet header): both
+	// ends of the plain bed, all four of a routed one. 0 means DefaultMTU; 9000 (jumbo) is
+	// supported. Must lie in [MinMTU, MaxMTU].
 	MTU int
 
 	// Prefix is the IPv4 subnet of the link. Host A gets its first host address, host B the
 	// second. The zero Prefix means 198.18.0.0/24. It must lie inside 198.18.0.0/15 (the
 	// benchmarking range, RFC 2544) and leave room for two hosts (a /30 or larger); host
 	// bits set in the address are ignored (198.18.3.7/24 means 198.18.3.0/24).
+	//
+	// In a routed bed Prefix is the subnet of the link between A and the router: A gets
+	// its first host address, the router the second. The zero Prefix then means
+	// 198.18.1.0/24.
 	Prefix netip.Prefix
+
+	// Routed puts a third namespace, a router, between A and B: A and the router share one
+	// veth pair and subnet (Prefix), the router and B another (PrefixB), the router
+	// forwards IPv4 between them, and A and B each have one route to the other's subnet
+	// through it (docs/TESTBED.md, "The routed bed"). Bed.R describes the router.
+	Routed bool
+
+	// PrefixB is the subnet of the link between the router and B in a routed bed: the
+	// router gets its first host address, B the second. The zero PrefixB means
+	// 198.18.2.0/24. The same rules as for Prefix apply, and the two must not overlap. It
+	// must be zero when Routed is false.
+	PrefixB netip.Prefix
 
 	// Name is an optional tag put into the namespace names so that `ip netns list` shows
 	// which test or program made them. Only lower-case letters and digits are kept, at most
@@ -58,16 +83,23 @@ type Options struct {
 	Name string
 
 	// Queues is the number of RX and TX queues of each veth end (AF_XDP sockets bind to one
-	// queue each). 0 means DefaultQueues; at most MaxQueues.
+	// queue each). 0 means DefaultQueues; at most MaxQueues. In a routed bed the router's
+	// ends get the same number as the ends they are paired with, so that the router's
+	// transmit queue choice (a flow hash) spreads flows over B's receive queues as A's
+	// does in the plain bed (a veth end delivers what its TX queue i sends to its peer's
+	// RX queue i).
 	Queues int
 
-	// StaticNeighbors installs permanent ARP entries on both hosts for each other's
-	// address, so neighbour lookups succeed before any traffic has flowed. Off by default,
-	// so that code resolving next hops is tested against the kernel's normal behaviour.
+	// StaticNeighbors installs permanent ARP entries for each neighbour on every link (in
+	// the plain bed A and B for each other; in a routed bed A and the router for each
+	// other, and the router and B), so neighbour lookups succeed before any traffic has
+	// flowed. Off by default, so that code resolving next hops is tested against the
+	// kernel's normal behaviour.
 	StaticNeighbors bool
 
 	// failAt makes New fail on purpose after the named setup stage ("namespaces",
-	// "veth" or "links"), so tests can check that a failed New leaves nothing behind.
+	// "veth", "links", or "routes" for a routed bed), so tests can check that a failed New
+	// leaves nothing behind.
 	failAt string
 }
 
@@ -88,12 +120,30 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Prefix == (netip.Prefix{}) {
 		o.Prefix = defaultPrefix
+		if o.Routed {
+			o.Prefix = defaultRoutedPrefix
+		}
 	}
 	p, err := checkPrefix(o.Prefix)
 	if err != nil {
 		return o, err
 	}
 	o.Prefix = p
+	if o.Routed {
+		if o.PrefixB == (netip.Prefix{}) {
+			o.PrefixB = defaultRoutedPrefixB
+		}
+		pb, err := checkPrefix(o.PrefixB)
+		if err != nil {
+			return o, fmt.Errorf("prefix B: %w", err)
+		}
+		if pb.Overlaps(o.Prefix) {
+			return o, fmt.Errorf("%w: prefixes %v and %v overlap (the router needs two subnets)", ErrInvalidOptions, o.Prefix, pb)
+		}
+		o.PrefixB = pb
+	} else if o.PrefixB != (netip.Prefix{}) {
+		return o, fmt.Errorf("%w: prefix B %v given for a bed without a router", ErrInvalidOptions, o.PrefixB)
+	}
 	o.Name = sanitizeTag(o.Name)
 	return o, nil
 }
