@@ -29,9 +29,12 @@ const (
 	ProgressBusy
 	// ProgressInline lets the application drive the engine by polling its CQs
 	// (GetResults polls the engine when the CQ is empty) or Adapter.Poll, so a ping-pong
-	// pays no goroutine hand-off. Blocking calls poll while they wait. A fallback goroutine
-	// polls only when nobody has for InlineFallback (connection requests, timers and
-	// acknowledgements of an application that stopped polling still make progress).
+	// pays no goroutine hand-off. Blocking calls poll while they wait. When nobody has
+	// polled for InlineFallback, the adapter's own goroutine takes the engine over and runs
+	// it event-driven, sleeping until a datagram, a post or a timer (it never spins), and
+	// hands it back as soon as the application polls again: an application that stops
+	// polling (waiting for a CQ notification, doing other work) still has its connection
+	// requests, acknowledgements and timers served at once.
 	ProgressInline
 )
 
@@ -42,8 +45,8 @@ type Options struct {
 	// Spin is how long the adaptive engine polls after its last work before it sleeps
 	// (default 50 µs).
 	Spin time.Duration
-	// InlineFallback is how long a ProgressInline adapter may go unpolled before its
-	// fallback goroutine polls it (default 500 µs).
+	// InlineFallback is how long a ProgressInline adapter may go unpolled before its own
+	// goroutine drives the engine (default 100 µs).
 	InlineFallback time.Duration
 	// MaxMemoryEntries bounds the live MRs and MWs together (default 4096, at most 1<<20).
 	MaxMemoryEntries int
@@ -70,7 +73,7 @@ type Options struct {
 
 // DefaultOptions returns the default Options.
 func DefaultOptions() Options {
-	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
+	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 100 * time.Microsecond,
 		MaxMemoryEntries: 4096}
 }
 
@@ -99,7 +102,8 @@ type Adapter struct {
 	cancel  context.CancelFunc
 	runDone chan struct{}
 	pollMu  sync.Mutex   // ProgressInline: one poller at a time
-	polled  atomic.Int64 // ProgressInline: a.now() of the last poll
+	polled  atomic.Int64 // ProgressInline: a.now() of the application's last Poll (made or tried)
+	parked  atomic.Bool  // ProgressInline: the fallback sleeps in the engine holding pollMu
 
 	events chan func() // callbacks, run one at a time by the event goroutine
 	cqs    chan *CQ    // CQs with a notification to deliver
@@ -190,26 +194,51 @@ func (a *Adapter) LocalAddr() netip.AddrPort { return a.link.LocalAddr() }
 // polling it, and reports whether it did any work. With the other progress modes it does
 // nothing and returns false.
 func (a *Adapter) Poll() bool {
-	if a.opts.Progress != ProgressInline || a.closed.Load() || !a.pollMu.TryLock() {
+	if a.opts.Progress != ProgressInline || a.closed.Load() {
 		return false
 	}
 	now := a.now()
-	_, busy := a.eng.Poll(now)
 	a.polled.Store(now)
+	if !a.pollMu.TryLock() {
+		if a.parked.Load() {
+			a.link.Wake() // the fallback sleeps with the engine: it hands it back
+		}
+		return false
+	}
+	_, busy := a.eng.Poll(now)
 	a.pollMu.Unlock()
 	return busy
 }
 
-// fallback polls an inline adapter that the application has not polled for
-// InlineFallback, until Close.
+// fallback drives the engine of an inline adapter that the application has not polled for
+// InlineFallback: it polls while there is work and otherwise sleeps in the engine
+// (Engine.Sleep) until a datagram, a post or a timer, and it gives the engine back as soon as
+// the application polls again (Poll rings the doorbell of a sleeping fallback). Until Close.
 func (a *Adapter) fallback() {
 	defer close(a.runDone)
-	d := a.opts.InlineFallback
+	d := int64(a.opts.InlineFallback)
+	appPolling := func() bool { return a.now()-a.polled.Load() < d }
 	for !a.closed.Load() {
-		time.Sleep(d)
-		if a.now()-a.polled.Load() >= int64(d) {
-			a.Poll()
+		if idle := a.now() - a.polled.Load(); idle < d {
+			time.Sleep(time.Duration(d - idle))
+			continue
 		}
+		a.pollMu.Lock()
+		for !a.closed.Load() && !appPolling() {
+			now := a.now()
+			next, busy := a.eng.Poll(now)
+			if busy {
+				continue
+			}
+			a.parked.Store(true)
+			if appPolling() || a.closed.Load() { // polled before parked was visible
+				a.parked.Store(false)
+				break
+			}
+			_ = a.eng.Sleep(now, next, 10*time.Millisecond)
+			a.parked.Store(false)
+		}
+		a.pollMu.Unlock()
 	}
 }
 
@@ -329,8 +358,9 @@ func (a *Adapter) Close(ctx context.Context) error {
 		a.closed.Store(true)
 		if a.cancel != nil {
 			a.cancel()
-			a.link.Wake()
 		}
+		a.link.Wake() // an engine goroutine (or an inline fallback) asleep in Wait returns
+
 		if a.runDone != nil {
 			<-a.runDone
 		}

@@ -41,12 +41,13 @@ func TestMultiQueueEveryQueueServed(t *testing.T) {
 	}
 	var conns []pair
 	accepted := make(chan error, 1)
-	var next *QP
+	nextQP := make(chan *QP, 1) // B's QP for the next connection
 	l, err := b.NewListener(func(c *Connector) {
+		qp := <-nextQP
 		go func() {
 			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 			defer cancel()
-			accepted <- c.Accept(ctx, next, 4, 4, nil, nil)
+			accepted <- c.Accept(ctx, qp, 4, 4, nil, nil)
 		}()
 	})
 	if err != nil {
@@ -62,9 +63,11 @@ func TestMultiQueueEveryQueueServed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if next, err = sb.pd.NewQP(QPConfig{ReceiveCQ: sb.rcq, InitiatorCQ: sb.icq}); err != nil {
+		next, err := sb.pd.NewQP(QPConfig{ReceiveCQ: sb.rcq, InitiatorCQ: sb.icq})
+		if err != nil {
 			t.Fatal(err)
 		}
+		nextQP <- next
 		c, err := a.NewConnector()
 		if err != nil {
 			t.Fatal(err)

@@ -420,22 +420,29 @@ func (e *Engine) Run(ctx context.Context, spin time.Duration) error {
 			runtime.Gosched()
 			continue
 		}
-		wait := time.Millisecond * 10
-		if next > 0 {
-			wait = min(wait, time.Duration(max(next-now, 0)))
-		}
-		e.sleeping.Store(true)
-		if e.hasCmd.Load() || e.pendingPosts() {
-			e.sleeping.Store(false)
-			continue
-		}
-		err := e.link.Wait(wait)
-		e.sleeping.Store(false)
-		if errors.Is(err, ErrClosed) {
+		if err := e.Sleep(now, next, 10*time.Millisecond); errors.Is(err, ErrClosed) {
 			return err
 		}
 	}
 	return ctx.Err()
+}
+
+// Sleep waits, as Run does between rounds, until a datagram may have arrived, a post or a
+// command came, Wake was called, or the time next that Poll returned (0: nothing due), but
+// at most limit from now. A post made meanwhile rings the link's doorbell (Link.Wake). It
+// returns at once if work was posted since the last Poll. Only the goroutine that polls the
+// engine may call it; it returns ErrClosed once the link is closed.
+func (e *Engine) Sleep(now, next int64, limit time.Duration) error {
+	wait := limit
+	if next > 0 {
+		wait = min(wait, time.Duration(max(next-now, 0)))
+	}
+	e.sleeping.Store(true)
+	defer e.sleeping.Store(false)
+	if e.hasCmd.Load() || e.pendingPosts() {
+		return nil
+	}
+	return e.link.Wait(wait)
 }
 
 // pendingPosts reports whether an application posted work the engine has not taken yet.
