@@ -251,8 +251,9 @@ func (q *QP) abort(now int64) {
 const nakKinds = 8
 
 // MaxMessage is the largest message in bytes: the wire's offsets are 32-bit and
-// signed-safe.
-const MaxMessage = 1 << 31
+// signed-safe. It is typed so that it is a valid constant on 32-bit platforms too, where
+// it does not fit an int; lengths are compared with it as uint64.
+const MaxMessage uint64 = 1 << 31
 
 // MaxQueueDepth is the deepest send or receive queue of a QP (QPConfig.SendDepth,
 // RecvDepth).

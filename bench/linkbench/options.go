@@ -28,8 +28,18 @@ const (
 	SystemKernelUDP = "kernel-udp"
 )
 
-// AllSystems lists every system, in measuring order.
-var AllSystems = []string{SystemXDPNDK, SystemXDPNDKNoWakeup, SystemAsavie, SystemKernelUDP}
+// AllSystems lists every system this build can measure, in measuring order. SystemAsavie
+// is left out on the architectures github.com/asavie/xdp does not build for (linux/386).
+var AllSystems = availableSystems()
+
+// availableSystems returns every system, without SystemAsavie where it is unavailable.
+func availableSystems() []string {
+	all := []string{SystemXDPNDK, SystemXDPNDKNoWakeup, SystemAsavie, SystemKernelUDP}
+	if errAsavieUnavailable != nil {
+		all = slices.DeleteFunc(all, func(s string) bool { return s == SystemAsavie })
+	}
+	return all
+}
 
 // Fixed parameters of the bed and the traffic.
 const (
@@ -146,6 +156,9 @@ func (o Options) normalize() (Options, error) {
 	}
 	seen := map[string]bool{}
 	for _, s := range o.Systems {
+		if s == SystemAsavie && errAsavieUnavailable != nil {
+			return bad("%v", errAsavieUnavailable)
+		}
 		if !slices.Contains(AllSystems, s) {
 			return bad("unknown system %q (known: %s)", s, strings.Join(AllSystems, ", "))
 		}

@@ -1,4 +1,8 @@
-//go:build linux
+//go:build linux && (amd64 || arm || arm64 || loong64 || mips || mips64 || mips64le || mipsle || ppc64 || ppc64le || riscv64 || s390x)
+
+// asavie/xdp builds on these architectures; pair_asavie_unavailable_linux.go stands in on
+// the others (linux/386, where it calls setsockopt, getsockopt and sendto by system call
+// numbers the architecture does not have).
 
 package linkbench
 
@@ -18,6 +22,9 @@ import (
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/xdp"
 )
+
+// errAsavieUnavailable is nil: asavie/xdp builds on this architecture.
+var errAsavieUnavailable error
 
 // asavie/xdp socket geometry: the same frames and rings our xdp.Device uses (Frames 8192
 // of 4096 bytes, fill/completion/RX rings of 4096, TX ring of 2048), so that only the
