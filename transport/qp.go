@@ -75,9 +75,10 @@ var (
 	ErrInvalidRequest = errors.New("invalid work request")
 )
 
-// QP is a reliable connected queue pair on an Engine. Posting (PostSend, PostReceive) may be
-// done from any goroutine, one poster per queue at a time (NDKPI §4.1), never blocks and never
-// allocates. Everything else runs on the engine goroutine.
+// QP is a reliable connected queue pair on an Engine. Posting (PostSend, PostReceive) may
+// be done from any goroutine, one poster per queue at a time (NDKPI Work Request Posting
+// Requirements), never blocks and never allocates. Everything else runs on the engine
+// goroutine.
 type QP struct {
 	e    *Engine
 	qpn  uint32
@@ -132,7 +133,9 @@ func (q *QP) Peer() netip.AddrPort { return q.peer }
 // requests are outstanding.
 func (q *QP) PostSend(wr *WorkRequest) error {
 	if err := q.checkSend(wr); err != nil {
-		q.Publish() // NDKPI §4.2: a failing post releases what was deferred before it
+		// NDKPI Deferred Processing Scheme: a failing post releases what was deferred
+		// before it.
+		q.Publish()
 		return err
 	}
 	if wr.Flags&WRDefer != 0 {
@@ -226,9 +229,9 @@ func (q *QP) deliver(c *Completion) {
 	q.sink.Complete(q, &q.comp)
 }
 
-// Flush cancels every outstanding request and receive: they complete StatusCancelled and the
-// QP enters the error state. Safe concurrently with posting (NDKPI §4.1), and on a QP that
-// never connected.
+// Flush cancels every outstanding request and receive: they complete StatusCancelled and
+// the QP enters the error state. Safe concurrently with posting (NDKPI Work Request Posting
+// Requirements), and on a QP that never connected.
 func (q *QP) Flush() {
 	q.flushReq.Store(true)
 	q.e.command(func(now int64) {

@@ -88,8 +88,8 @@ type Options struct {
 	// carry.
 	MaxPackets uint64
 	// Attach selects native or generic XDP for the steering program on both hosts (every
-	// AF_XDP system). Default bpf.AttachAuto: native, then generic. On veth generic can be
-	// as fast or faster (AFXDP-ON-VETH.md), so the choice is measured, not assumed.
+	// AF_XDP system). Default bpf.AttachAuto: native, then generic. On veth generic XDP
+	// measured as fast as native or faster, so the choice is measured, not assumed.
 	Attach bpf.Mode
 	// Logger receives the xdp package's log lines. Default: discard.
 	Logger *slog.Logger

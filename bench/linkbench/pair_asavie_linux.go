@@ -40,7 +40,8 @@ var asavieOptions = axdp.SocketOptions{
 
 // asavieMaxSize is the largest IP packet an asavie/xdp socket receives on the bed. It
 // cannot bind with XDP_USE_SG, and veth hands XDP a frame above about 3.5 KB in several
-// buffers, which the kernel then drops for a socket without it (AFXDP-ON-VETH.md).
+// buffers, which the kernel then drops for a socket without it (docs/TESTBED.md, "MTU and
+// XDP on the bed").
 const asavieMaxSize = 3498
 
 // asavieSide is an asavie/xdp socket on one veth end with our steering program, which
