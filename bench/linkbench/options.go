@@ -28,13 +28,17 @@ const (
 	SystemKernelUDP = "kernel-udp"
 )
 
+// systemOrder is every system, in measuring and reporting order, whether or not this
+// build can measure it (results made elsewhere may name any of them).
+var systemOrder = []string{SystemXDPNDK, SystemXDPNDKNoWakeup, SystemAsavie, SystemKernelUDP}
+
 // AllSystems lists every system this build can measure, in measuring order. SystemAsavie
 // is left out on the architectures github.com/asavie/xdp does not build for (linux/386).
 var AllSystems = availableSystems()
 
-// availableSystems returns every system, without SystemAsavie where it is unavailable.
+// availableSystems returns systemOrder without SystemAsavie where it is unavailable.
 func availableSystems() []string {
-	all := []string{SystemXDPNDK, SystemXDPNDKNoWakeup, SystemAsavie, SystemKernelUDP}
+	all := slices.Clone(systemOrder)
 	if errAsavieUnavailable != nil {
 		all = slices.DeleteFunc(all, func(s string) bool { return s == SystemAsavie })
 	}
@@ -159,7 +163,7 @@ func (o Options) normalize() (Options, error) {
 		if s == SystemAsavie && errAsavieUnavailable != nil {
 			return bad("%v", errAsavieUnavailable)
 		}
-		if !slices.Contains(AllSystems, s) {
+		if !slices.Contains(systemOrder, s) {
 			return bad("unknown system %q (known: %s)", s, strings.Join(AllSystems, ", "))
 		}
 		if seen[s] {
@@ -169,7 +173,7 @@ func (o Options) normalize() (Options, error) {
 	}
 	// Measure in the canonical order whatever order they were given in.
 	var ordered []string
-	for _, s := range AllSystems {
+	for _, s := range systemOrder {
 		if seen[s] {
 			ordered = append(ordered, s)
 		}
