@@ -29,7 +29,7 @@ TEST_FLAGS ?=
 FUZZTIME ?= 10s
 FUZZ ?= .
 
-.PHONY: help build test test-race test-all fuzz demo bench bench-link bench-transport bench-ndk generate check-generate lint staticcheck-install clean
+.PHONY: help build test test-race test-all fuzz demo bench bench-link bench-transport bench-ndk generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
 
 help:
 	@echo "make build           go build ./..."
@@ -38,6 +38,7 @@ help:
 	@echo "make bench           link (root), transport and NDK verbs (root) benchmarks (bench-link, bench-transport, bench-ndk)"
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
+	@echo "make cross           go build ./... for $(CROSS_PLATFORMS), and go vet for linux/386"
 	@echo "make check-generate  regenerate and fail if bpf/ differs from git"
 	@echo "make fuzz            every fuzz target for FUZZTIME each (default $(FUZZTIME); FUZZ=regexp narrows)"
 	@echo "make lint            gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
@@ -46,13 +47,44 @@ help:
 build:
 	$(GO) build ./...
 
+# Prerequisites: `make test`, `make demo` and `make generate` first run internal/prereq, which
+# checks the commands (and C headers) the target needs and, when some are missing, installs
+# their Debian packages with apt-get if it runs as root on Debian or Ubuntu, or else stops
+# with the command to run. `go run ./internal/prereq ci` checks everything .ci/run needs.
+PREREQ = $(GO) run ./internal/prereq
+
+prereq-test:
+	@$(PREREQ) test
+
+prereq-demo:
+	@$(PREREQ) demo
+
+prereq-generate:
+	@$(PREREQ) generate
+
+# The tests run ip, ethtool and sysctl by name (through `ip netns exec`), and Debian installs
+# them in /usr/sbin and /sbin, which a non-login PATH may lack: append those directories.
+test-race test-all demo: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
+
+# Cross builds: every package must build for 32-bit Linux (386, arm), arm64 and macOS (no
+# AF_XDP there: the Linux-only parts are left out by build tags), and go vet, which also
+# compiles the tests, must pass for linux/386.
+CROSS_PLATFORMS ?= linux/386 linux/arm linux/arm64 darwin/amd64 darwin/arm64
+
+cross:
+	@for p in $(CROSS_PLATFORMS); do \
+		echo "GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./..."; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
+	done
+	GOOS=linux GOARCH=386 $(GO) vet ./...
+
 test: test-race test-all
 
-test-race:
+test-race: prereq-test
 	@if [ "$$(id -u)" != 0 ]; then echo "note: not root: privileged tests will be skipped (XDPNDK_REQUIRE_PRIVILEGED=1 turns skips into failures)"; fi
 	$(if $(RACE_PKGS),$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(RACE_PKGS),@echo "no packages for the race pass")
 
-test-all:
+test-all: prereq-test
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 # Go 1.26's fuzz coordinator can fail a run that found nothing with "context deadline
@@ -76,7 +108,7 @@ fuzz:
 		done; \
 	done; exit $$failed
 
-demo:
+demo: prereq-demo
 	$(GO) run ./internal/demo
 
 bench: bench-link bench-transport bench-ndk
@@ -103,7 +135,7 @@ SOAK_TIMEOUT ?= 60m
 soak:
 	XDPNDK_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./internal/workload
 
-generate:
+generate: prereq-generate
 	$(GO) generate ./bpf/...
 
 check-generate: generate

@@ -97,7 +97,7 @@ const (
 	AccessRemoteWrite
 )
 
-// MRFlags are the NDK_MR_FLAG_* values of NdkRegisterMr (NDKPI reference §3.2).
+// MRFlags are the NDK_MR_FLAG_* values of NDKPI NdkRegisterMr.
 type MRFlags uint32
 
 const (
@@ -116,7 +116,7 @@ const (
 	mrFlagsValid = MRAllowLocalWrite | MRAllowRemoteRead | MRAllowRemoteWrite | MRRDMAReadSink
 )
 
-// OpFlags are the NDK_OP_FLAG_* values of work requests (NDKPI reference §3.1) that Bind and
+// OpFlags are the NDK_OP_FLAG_* values of work requests (ndkpi.h) that Bind and
 // FastRegister accept.
 type OpFlags uint32
 
@@ -144,7 +144,7 @@ const (
 
 // Errors of Resolve and Invalidate. Each refuses a remote access; the NDK status of the
 // failing initiator request is STATUS_ACCESS_VIOLATION (0xC0000005) for all of them
-// (NDKPI reference §5.3), and the connection is torn down.
+// (as NetworkDirect providers report it), and the connection is torn down.
 var (
 	// ErrBadToken: the token's index names no slot of the registry (or is 0).
 	ErrBadToken = errors.New("memreg: bad token")
@@ -758,7 +758,7 @@ func (r *Registry) NewFastRegisterMR(pd PD, pageCount int, remoteAccess bool) (*
 }
 
 // FastRegister maps pages (each exactly FastRegisterPageSize bytes; they need not be
-// contiguous) into the fast-register MR mr (NdkFastRegister, NDKPI §2.6): the region covers
+// contiguous) into the fast-register MR mr (NDKPI NdkFastRegister): the region covers
 // length bytes starting fbo bytes into the first page, at virtual address baseVA. Rules:
 // 1 <= len(pages) <= the MR's page count; 0 <= fbo < FastRegisterPageSize;
 // length <= len(pages)*FastRegisterPageSize - fbo; baseVA = fbo + n*FastRegisterPageSize

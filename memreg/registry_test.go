@@ -119,8 +119,8 @@ func TestGenerationWrap(t *testing.T) {
 	}
 }
 
-// TestResolveRules: one row per Resolve rule with the sentinel it produces. Every refusal is
-// STATUS_ACCESS_VIOLATION on the initiator (NDKPI §5.3).
+// TestResolveRules: one row per Resolve rule with the sentinel it produces. Every refusal
+// is STATUS_ACCESS_VIOLATION on the initiator (as NetworkDirect providers report it).
 func TestResolveRules(t *testing.T) {
 	f := newRegFixture(t, MRAllowRemoteRead|MRAllowLocalWrite)
 	r, pd, mr := f.r, f.pd, f.mr
@@ -339,7 +339,7 @@ func pagesOf(b []byte) [][]byte {
 	return p
 }
 
-// TestFastRegisterRules: NdkFastRegister (NDKPI §2.6). INVALID_PARAMETER for bad geometry;
+// TestFastRegisterRules: NDKPI NdkFastRegister. INVALID_PARAMETER for bad geometry;
 // ACCESS_VIOLATION for remote access on an MR not initialised for it.
 func TestFastRegisterRules(t *testing.T) {
 	r := NewRegistry(16)

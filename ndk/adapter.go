@@ -313,7 +313,7 @@ func (a *Adapter) QueryAdapterInfo() AdapterInfo {
 		MaxInitiatorRequestSge: transport.MaxSGE,
 		MaxReceiveRequestSge:   transport.MaxSGE,
 		MaxReadRequestSge:      transport.MaxSGE,
-		MaxTransferLength:      maxTransfer,
+		MaxTransferLength:      uint32(maxTransfer),
 		MaxInlineDataSize:      maxInline,
 		MaxInboundReadLimit:    maxReadLimit,
 		MaxOutboundReadLimit:   maxReadLimit,

@@ -12,9 +12,10 @@ import (
 	"github.com/xdpndk/xdpndk/transport"
 )
 
-// Conformance of connection setup and teardown (NDKPI-REFERENCE §2.8, §4.5, §4.6): Connect,
-// Accept, Reject, GetConnectionData, the addresses, listener pause, Disconnect. Each test
-// runs over every link kind.
+// Conformance of connection setup and teardown (NDKPI's connector and listener pages, NDKPI
+// Listeners, Connectors, and Endpoints, NetworkDirect Disconnect Scheme): Connect, Accept,
+// Reject, GetConnectionData, the addresses, listener pause, Disconnect. Each test runs over
+// every link kind.
 
 const servicePort = 9
 
@@ -183,8 +184,8 @@ func TestConnConnectCancelled(t *testing.T) {
 	})
 }
 
-// Closing a connector whose Connect is pending (NDKPI §4.1 allows it) ends that Connect
-// with STATUS_CANCELLED, and the QP is idle again.
+// Closing a connector whose Connect is pending (NDKPI Work Request Posting Requirements
+// allows it) ends that Connect with STATUS_CANCELLED, and the QP is idle again.
 func TestConnCloseWhileConnecting(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		a, b := idleSides(t, k, DefaultOptions())
@@ -235,7 +236,7 @@ func TestConnNoListener(t *testing.T) {
 		a, b := idleSides(t, k, DefaultOptions())
 		_, err := a.dial(t, b, servicePort+1, 8, 8, nil)
 		status(t, "connect without a listener", err, StatusConnectionRefused)
-		// A closed listener refuses as well (NDKPI §4.5).
+		// A closed listener refuses as well (NDKPI Listeners, Connectors, and Endpoints).
 		l := b.listen(t, func(c *Connector) { t.Error("connect event on a closed listener") })
 		if err := l.Close(bg); err != nil {
 			t.Fatal(err)
@@ -439,9 +440,9 @@ func TestConnAddresses(t *testing.T) {
 
 // NdkDisconnect: the disconnecting side's outstanding requests and receives complete
 // STATUS_CANCELLED (the implicit flush); the peer's disconnect callback fires exactly once
-// and its outstanding receives are not flushed (§4.6: a peer-initiated disconnect does not
-// flush); the disconnecting side's own callback never fires; the disconnected QP cannot
-// connect or post again.
+// and its outstanding receives are not flushed (NetworkDirect Disconnect Scheme: a
+// peer-initiated disconnect does not flush); the disconnecting side's own callback never
+// fires; the disconnected QP cannot connect or post again.
 func TestConnDisconnect(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		a, b := idleSides(t, k, engineOpts(patientSends))
@@ -512,10 +513,11 @@ func TestConnDisconnect(t *testing.T) {
 	})
 }
 
-// A peer-initiated disconnect does not flush (NDKPI §4.6): receives posted just before
-// it arrives (and not yet taken by the engine: an inline-progress application that did not
-// poll in between) stay posted, as do receives posted after the indication; the
-// application's own Disconnect afterwards is the implicit flush that cancels them.
+// A peer-initiated disconnect does not flush (NetworkDirect Disconnect Scheme): receives
+// posted just before it arrives (and not yet taken by the engine: an inline-progress
+// application that did not poll in between) stay posted, as do receives posted after the
+// indication; the application's own Disconnect afterwards is the implicit flush that
+// cancels them.
 func TestConnPeerDisconnectKeepsReceives(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		opts := DefaultOptions()

@@ -13,9 +13,12 @@ import (
 	"github.com/xdpndk/xdpndk/transport/ack"
 )
 
-// Conformance of the work-request verbs (NDKPI-REFERENCE §2.6, §3.1, §4.1, §4.2, §4.7,
-// §5.3; seeds NdkSend, NdkWrite, NdkBind, NdkInvalidate). Each test names the rule it checks
-// and runs over every link kind. Waits are bounded; nothing asserts a duration.
+// Conformance of the work-request verbs (NDKPI's NdkSend, NdkWrite, NdkRead, NdkBind,
+// NdkFastRegister, NdkInvalidate and NdkFlush pages, the NDK_OP_FLAG_* values, NDKPI Work
+// Request Posting Requirements, NDKPI Deferred Processing Scheme; completion order and
+// statuses as NetworkDirect's IND2CompletionQueue::GetResults gives them). Each test names
+// the rule it checks and runs over every link kind. Waits are bounded; nothing asserts a
+// duration.
 
 // frBase is the base virtual address fast registrations use (FBO + n*PAGE_SIZE).
 const frBase = 0x7000_0000_0000
@@ -285,9 +288,9 @@ func TestVerbsInline(t *testing.T) {
 	})
 }
 
-// DEFER, the example of NDKPI §4.2: FastRegister #1 with DEFER succeeds, FastRegister #2
-// with DEFER fails inline and the consumer posts nothing more; the provider still starts
-// #1, which completes; #2 produces no completion.
+// DEFER, the example of NDKPI Deferred Processing Scheme: FastRegister #1 with DEFER
+// succeeds, FastRegister #2 with DEFER fails inline and the consumer posts nothing more;
+// the provider still starts #1, which completes; #2 produces no completion.
 func TestVerbsDeferFailedChain(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{})
@@ -933,9 +936,10 @@ func TestVerbsLocalSGEViolation(t *testing.T) {
 }
 
 // concurrentPosting posts Writes on p.A from one goroutine while disturb (a Flush or a
-// Connector.Close) runs on this one, and checks NDKPI §4.1's promise: every post that
-// returned success gets exactly one completion, in posting order, successes before the
-// first cancellation. The poster keeps fewer results outstanding than the CQ holds.
+// Connector.Close) runs on this one, and checks NDKPI Work Request Posting Requirements'
+// promise: every post that returned success gets exactly one completion, in posting order,
+// successes before the first cancellation. The poster keeps fewer results outstanding than
+// the CQ holds.
 func concurrentPosting(t *testing.T, p *pair, disturb func(), inlineErr Status) {
 	t.Helper()
 	_, tmr := p.B.region(t, 4096, MRAllowRemoteWrite)
@@ -1020,8 +1024,8 @@ func concurrentPosting(t *testing.T, p *pair, disturb func(), inlineErr Status) 
 	}
 }
 
-// NDKPI §4.1: NdkFlush concurrent with posting on the same QP is safe, and every request
-// posted gets exactly one completion (run under -race).
+// NDKPI Work Request Posting Requirements: NdkFlush concurrent with posting on the same QP
+// is safe, and every request posted gets exactly one completion (run under -race).
 func TestVerbsFlushConcurrentWithPosting(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{qp: QPConfig{InitiatorQueueDepth: 64}})
@@ -1029,9 +1033,9 @@ func TestVerbsFlushConcurrentWithPosting(t *testing.T) {
 	})
 }
 
-// NDKPI §4.1: closing the QP's connector concurrently with posting is safe; posts after
-// the disconnect fail inline (STATUS_CONNECTION_INVALID), every one that succeeded gets
-// exactly one completion (run under -race).
+// NDKPI Work Request Posting Requirements: closing the QP's connector concurrently with
+// posting is safe; posts after the disconnect fail inline (STATUS_CONNECTION_INVALID),
+// every one that succeeded gets exactly one completion (run under -race).
 func TestVerbsConnectorCloseConcurrentWithPosting(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{qp: QPConfig{InitiatorQueueDepth: 64}})

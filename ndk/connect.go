@@ -439,8 +439,8 @@ func (l *Listener) Pause(pause bool) { l.paused.Store(pause) }
 // LocalAddr returns the address the listener listens on (NdkGetListenerLocalAddress).
 func (l *Listener) LocalAddr() netip.AddrPort { return l.addr }
 
-// Close stops listening: new requests are refused at once (NDKPI §4.5); connectors already
-// handed out stay usable.
+// Close stops listening: new requests are refused at once (NDKPI Listeners, Connectors, and
+// Endpoints); connectors already handed out stay usable.
 func (l *Listener) Close(ctx context.Context) error {
 	if l.closed.Swap(true) {
 		return nil

@@ -40,8 +40,8 @@ type ResultEx struct {
 type NotifyFunc func(status Status)
 
 // CQ is a completion queue (NDK_CQ). One goroutine at a time may call GetResults,
-// GetResultsEx and Arm (NDKPI §4.3); the adapter produces into it concurrently. It never
-// allocates on those paths.
+// GetResultsEx and Arm (NDKPI Completion Handling Requirements); the adapter produces into
+// it concurrently. It never allocates on those paths.
 type CQ struct {
 	a      *Adapter
 	notify NotifyFunc
@@ -197,8 +197,8 @@ func matches(t NotifyType, bits uint32) bool {
 	return false // NotifyErrors: CQ errors only
 }
 
-// armRank orders notify types for the re-arm merge table (NDKPI §4.3): ERRORS < SOLICITED
-// < ANY, and a second arm keeps the broader.
+// armRank orders notify types for the re-arm merge table (NDKPI Completion Handling
+// Requirements): ERRORS < SOLICITED < ANY, and a second arm keeps the broader.
 func armRank(t NotifyType) int {
 	switch t {
 	case NotifyAny:
@@ -211,9 +211,9 @@ func armRank(t NotifyType) int {
 
 // Arm requests one notification (NdkArmCq): of the next completion (NotifyAny), the next
 // solicited receive or completion in error (NotifySolicited), or a CQ error only
-// (NotifyErrors). It is one-shot; arming again before it fires merges as NDKPI §4.3's
-// table says. If completions that match arrived since the last callback and are still
-// queued, it fires at once. Unknown types are treated as NotifyAny.
+// (NotifyErrors). It is one-shot; arming again before it fires merges as NDKPI Completion
+// Handling Requirements's table says. If completions that match arrived since the last
+// callback and are still queued, it fires at once. Unknown types are treated as NotifyAny.
 func (cq *CQ) Arm(t NotifyType) {
 	if t != NotifyErrors && t != NotifySolicited {
 		t = NotifyAny

@@ -11,7 +11,8 @@ import (
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
 
-// CQ notification rules of NDKPI §2.3 and §4.3, driven by pushing results directly.
+// CQ notification rules of NDKPI NdkArmCq and NDKPI Completion Handling Requirements,
+// driven by pushing results directly.
 
 func cqAdapter(t *testing.T) *Adapter {
 	t.Helper()
@@ -52,7 +53,8 @@ func push(cq *CQ, st Status, solicited bool) {
 
 func TestArmMergeTable(t *testing.T) {
 	a := cqAdapter(t)
-	// NDKPI §4.3: the effective type when re-arming before the first arm fired.
+	// NDKPI Completion Handling Requirements: the effective type when re-arming before the
+	// first arm fired.
 	for _, c := range []struct{ first, second, eff NotifyType }{
 		{NotifyAny, NotifyAny, NotifyAny}, {NotifyAny, NotifyErrors, NotifyAny}, {NotifyAny, NotifySolicited, NotifyAny},
 		{NotifyErrors, NotifyAny, NotifyAny}, {NotifyErrors, NotifyErrors, NotifyErrors}, {NotifyErrors, NotifySolicited, NotifySolicited},

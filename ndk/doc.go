@@ -1,7 +1,8 @@
 // Package ndk is Microsoft's NDK verbs (NDKPI) for Linux hosts with ordinary Ethernet NICs:
 // adapters, protection domains, completion queues, queue pairs, shared receive queues,
 // memory regions and windows, listeners and connectors, with NDK's flags, NTSTATUS values
-// and rules (../shared/ndk/NDKPI-REFERENCE.md; docs/NDK.md records the decisions).
+// and rules as Microsoft's NDKPI documentation gives them (docs/NDK.md records the
+// decisions).
 //
 // The verbs run over xdpndk's reliable protocol (package transport) on an AF_XDP link
 // (Open) or on any transport.Link (OpenLink: transport/simlink in tests):
@@ -19,8 +20,8 @@
 //	notify(status) ◄──────────────── notification on the adapter's
 //	                                 event goroutine
 //
-// Posting (one goroutine per queue at a time, NDKPI §4.1) and polling never block and
-// never allocate. Blocking calls (Connect, Accept, Disconnect, Deregister, Close) take a
-// context. Errors carry their NTSTATUS: errors.Is(err, ndk.StatusAccessViolation), or
-// ndk.StatusOf(err).
+// Posting (one goroutine per queue at a time, NDKPI Work Request Posting Requirements) and
+// polling never block and never allocate. Blocking calls (Connect, Accept, Disconnect,
+// Deregister, Close) take a context. Errors carry their NTSTATUS:
+// errors.Is(err, ndk.StatusAccessViolation), or ndk.StatusOf(err).
 package ndk

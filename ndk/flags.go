@@ -6,9 +6,9 @@ import (
 	"github.com/xdpndk/xdpndk/memreg"
 )
 
-// OpFlags are the NDK_OP_FLAG_* values of work requests (NDKPI-REFERENCE §3.1), with their
-// NDK numbers. Each verb accepts the subset its NDKPI page lists; others give
-// STATUS_INVALID_PARAMETER at post time.
+// OpFlags are the NDK_OP_FLAG_* values of work requests, with their NDK numbers (ndkpi.h).
+// Each verb accepts the subset its NDKPI page lists; others give STATUS_INVALID_PARAMETER
+// at post time.
 type OpFlags uint32
 
 const (
@@ -37,11 +37,11 @@ const (
 	// completes successfully invalidates the fast-register MR of its first SGE.
 	OpRDMAReadLocalInvalidate OpFlags = 0x100
 	// OpDefer is NDK_OP_FLAG_DEFER: the request may wait until the next request posted
-	// without it (NDKPI §4.2).
+	// without it (NDKPI Deferred Processing Scheme).
 	OpDefer OpFlags = 0x200
 )
 
-// The flags each verb accepts (NDKPI-REFERENCE §2.6).
+// The flags each verb accepts (the Flags parameter on each verb's NDKPI page).
 const (
 	sendFlags  = OpSilentSuccess | OpReadFence | OpSendAndSolicitEvent | OpInline | OpDefer
 	writeFlags = OpSilentSuccess | OpReadFence | OpInline | OpDefer
@@ -51,7 +51,7 @@ const (
 	invFlags   = OpSilentSuccess | OpReadFence | OpDefer
 )
 
-// MRFlags are the NDK_MR_FLAG_* values of RegisterMR (NDKPI-REFERENCE §3.2).
+// MRFlags are the NDK_MR_FLAG_* values of RegisterMR (NDKPI NdkRegisterMr).
 type MRFlags = memreg.MRFlags
 
 // The NDK_MR_FLAG_* values.

@@ -11,7 +11,9 @@ import (
 // registry error becomes, and the transport.MemoryResolver through which the engine checks
 // and resolves a peer's remote accesses.
 
-// memStatus is the NTSTATUS of a registry or heap error (NDKPI-REFERENCE §2.4, §2.5, §5.3).
+// memStatus is the NTSTATUS of a registry or heap error (NDKPI's NdkCreateMr,
+// NdkRegisterMr, NdkBind and NdkFastRegister pages; a refused access is
+// STATUS_ACCESS_VIOLATION as NetworkDirect providers report it).
 func memStatus(err error) Status {
 	switch {
 	case err == nil:

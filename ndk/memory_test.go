@@ -10,9 +10,9 @@ import (
 )
 
 // The memory rules of NDKPI, one table each, with the NTSTATUS every violation produces
-// (NDKPI-REFERENCE §2.4-2.6, §5.3; seeds NdkBind and NdkInvalidate). Each row runs on a
-// fresh registry fixture and checks the status; rows that must change nothing check that
-// the state they could have touched still holds.
+// (NDKPI's NdkCreateMr, NdkRegisterMr, NdkBind, NdkFastRegister and NdkInvalidate pages).
+// Each row runs on a fresh registry fixture and checks the status; rows that must change
+// nothing check that the state they could have touched still holds.
 
 // memFixture is a registry with a PD, an MR over buf with local write and remote read, a
 // window, and a fast-register MR of 4 pages.

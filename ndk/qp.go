@@ -28,10 +28,11 @@ type QPConfig struct {
 	SRQ *SRQ
 }
 
-// QP is a reliable connected queue pair (NDK_QP). Posting follows NDKPI §4.1: calls on one
-// queue (the initiator queue: Send, SendAndInvalidate, Read, Write, Bind, FastRegister,
-// Invalidate; the receive queue: Receive) are serialized by the caller; the two queues, and
-// Flush, may run concurrently. Posting never blocks and never allocates.
+// QP is a reliable connected queue pair (NDK_QP). Posting follows NDKPI Work Request
+// Posting Requirements: calls on one queue (the initiator queue: Send, SendAndInvalidate,
+// Read, Write, Bind, FastRegister, Invalidate; the receive queue: Receive) are serialized
+// by the caller; the two queues, and Flush, may run concurrently. Posting never blocks and
+// never allocates.
 type QP struct {
 	pd  *PD
 	a   *Adapter
@@ -312,8 +313,8 @@ func (q *QP) begin(op OpType, ctx any, flags, allowed OpFlags) (*islot, error) {
 	return s, nil
 }
 
-// reject fails a post inline before it took a slot. NDKPI §4.2: requests deferred before
-// it are released first.
+// reject fails a post inline before it took a slot. NDKPI Deferred Processing Scheme:
+// requests deferred before it are released first.
 func (q *QP) reject(err error) error {
 	q.tq.Publish()
 	return err
@@ -529,7 +530,9 @@ func (q *QP) Complete(_ *transport.QP, c *transport.Completion) {
 	}
 }
 
-// ntStatus maps a transport status to the NTSTATUS of NDKPI-REFERENCE §5.3.
+// ntStatus maps a transport status to the NTSTATUS a Windows provider completes the request
+// with (NdkFlush's STATUS_CANCELLED, NetworkDirect's IND2CompletionQueue::GetResults
+// statuses; docs/NDK.md, "Completions and CQs").
 func ntStatus(s transport.Status) Status {
 	switch s {
 	case transport.StatusSuccess:

@@ -11,16 +11,17 @@ import (
 // maxSRQDepth is the deepest SRQ (AdapterInfo.MaxSrqDepth): the transport's.
 const maxSRQDepth = transport.MaxSRQDepth
 
-// SRQ is a shared receive queue (NDK_SRQ, NDKPI-REFERENCE §2.4, §2.6, §2.7): receives
-// posted to it are consumed by every QP created with QPConfig.SRQ set to it, each QP
-// taking the next one when a new incoming Send needs it. A receive's result goes to the
+// SRQ is a shared receive queue (NDK_SRQ: NDKPI NdkCreateSrq, NdkSrqReceive, NdkModifySrq):
+// receives posted to it are consumed by every QP created with QPConfig.SRQ set to it, each
+// QP taking the next one when a new incoming Send needs it. A receive's result goes to the
 // receive CQ of the QP that took it, with that QP's context and the receive's request
 // context. Flushing or closing a QP cancels only the receives it took; those still queued
 // stay in the SRQ.
 //
-// Receive calls are serialized by the caller (NDKPI §4.1); Receive never blocks and never
-// allocates. Modify and Close are safe concurrently with each other and with Receive. The
-// notification callback runs on the adapter's event goroutine.
+// Receive calls are serialized by the caller (NDKPI Work Request Posting Requirements);
+// Receive never blocks and never allocates. Modify and Close are safe concurrently with
+// each other and with Receive. The notification callback runs on the adapter's event
+// goroutine.
 type SRQ struct {
 	pd     *PD
 	a      *Adapter
@@ -147,7 +148,7 @@ func (s *SRQ) complete(i uint64) any {
 	return ctx
 }
 
-// Modify changes the SRQ's depth and arms its notification (NdkModifySrq, §2.7). A depth
+// Modify changes the SRQ's depth and arms its notification (NdkModifySrq). A depth
 // of 0 keeps the depth; another depth must be at least the receives outstanding (posted
 // and not completed) and at most the adapter's MaxSrqDepth, else STATUS_INVALID_PARAMETER.
 // The SRQ's storage is sized at creation for the creation depth rounded up to a power of

@@ -11,9 +11,8 @@ import (
 	"github.com/xdpndk/xdpndk/transport"
 )
 
-// Conformance of shared receive queues (NDKPI-REFERENCE §2.4 NdkCreateSrq and
-// NdkCreateQpWithSrq, §2.6 NdkSrqReceive, §2.7 NdkModifySrq and the notification
-// callback), over every link kind.
+// Conformance of shared receive queues (NDKPI NdkCreateSrq and NdkCreateQpWithSrq,
+// NdkSrqReceive, NdkModifySrq and the notification callback), over every link kind.
 
 // srqBed is adapter B with an SRQ and two QPs on it, each connected to its own QP on
 // adapter A (two connections).

@@ -6,7 +6,7 @@ import (
 )
 
 // Status is an NTSTATUS value, as NDKPI verbs return and completions carry them, with the
-// same numbers (NDKPI-REFERENCE §5.1). A Status other than StatusSuccess, StatusPending and
+// same numbers (ntstatus.h). A Status other than StatusSuccess, StatusPending and
 // StatusTimeout is an error; functions of this package return nil for success and errors
 // for which errors.Is(err, StatusX) reports the status (StatusOf extracts it).
 type Status uint32

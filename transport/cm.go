@@ -137,8 +137,8 @@ func (l *Listener) Next(ctx context.Context) (*ConnRequest, error) {
 	}
 }
 
-// Close stops the listener: new requests are rejected at once (NDKPI §4.5). Requests
-// already delivered stay answerable.
+// Close stops the listener: new requests are rejected at once (NDKPI Listeners, Connectors,
+// and Endpoints). Requests already delivered stay answerable.
 func (l *Listener) Close() {
 	if l.closed.Swap(true) {
 		return
@@ -755,9 +755,9 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 		}
 		c.sendDisconnect(q, wire.OpDisconnectRep)
 		if st := q.State(); st == QPConnected || st == QPError || st == QPConnecting {
-			// Peer-initiated: no flush (NDKPI §4.6); outstanding requests and posted
-			// receives stay until the application flushes, disconnects or closes. A QP
-			// that failed before was flushed already.
+			// Peer-initiated: no flush (NetworkDirect Disconnect Scheme); outstanding
+			// requests and posted receives stay until the application flushes, disconnects
+			// or closes. A QP that failed before was flushed already.
 			q.held = st != QPError
 			q.state.Store(uint32(QPDisconnected))
 			q.indicateDisconnect()
@@ -774,9 +774,9 @@ type disconnectState struct {
 }
 
 // Disconnect closes the connection gracefully: everything outstanding completes cancelled
-// (the implicit flush of NDKPI §4.6), the peer is told, and the call returns when it answers
-// (nil), the retry budget runs out (ErrConnectTimeout), or ctx ends. The QP cannot be
-// connected again.
+// (the implicit flush of NDKPI NdkDisconnect), the peer is told, and the call returns when
+// it answers (nil), the retry budget runs out (ErrConnectTimeout), or ctx ends. The QP
+// cannot be connected again.
 func (q *QP) Disconnect(ctx context.Context) error { return q.StartDisconnect().Wait(ctx) }
 
 // StartDisconnect begins Disconnect without waiting for it.

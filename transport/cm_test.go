@@ -1,8 +1,8 @@
 package transport_test
 
 // Connection-management conformance tests: private data, rejection, timeouts, lost
-// messages, a flood of requests, listener close, and the disconnect scheme of
-// NDKPI-REFERENCE §4.5 and §4.6. All in virtual time over simlink.
+// messages, a flood of requests, listener close (NDKPI Listeners, Connectors, and
+// Endpoints), and the NetworkDirect Disconnect Scheme. All in virtual time over simlink.
 
 import (
 	"bytes"
@@ -551,9 +551,9 @@ func TestCMSemFlood(t *testing.T) {
 	semFinish(t, w, conn, req)
 }
 
-// TestCMSemListenerClose: after Close, new requests are rejected at once (NDKPI §4.5);
-// a request delivered before Close can still be accepted; the service can be listened on
-// again.
+// TestCMSemListenerClose: after Close, new requests are rejected at once (NDKPI Listeners,
+// Connectors, and Endpoints); a request delivered before Close can still be accepted; the
+// service can be listened on again.
 func TestCMSemListenerClose(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	l, err := b.eng.Listen(5, 4)
@@ -602,9 +602,9 @@ func semDiscPair(t *testing.T, tweak func(*transport.Config)) (w *semWorld, a, b
 // TestCMSemDisconnect: Disconnect flushes the local side (its outstanding work completes
 // StatusCancelled, in posting order), returns nil once the peer answers, and leaves both
 // QPs disconnected; the peer gets one disconnect indication (OnDisconnect) and is not
-// flushed (§4.6: "a peer-initiated disconnect ⇒ the provider should not flush"). After it,
-// PostSend returns ErrNotConnected on both sides; receives are accepted and complete
-// StatusCancelled.
+// flushed (NetworkDirect Disconnect Scheme: "a peer-initiated disconnect ⇒ the provider
+// should not flush"). After it, PostSend returns ErrNotConnected on both sides; receives
+// are accepted and complete StatusCancelled.
 func TestCMSemDisconnect(t *testing.T) {
 	w, _, b, qa, qb, discA, discB := semDiscPair(t, nil)
 	g := newSemGuarded(1<<20, 1)
@@ -672,8 +672,8 @@ func TestCMSemDisconnect(t *testing.T) {
 }
 
 // TestCMSemDisconnectBoth: both sides disconnect at once; both succeed and neither gets an
-// indication (§4.6: the indication is delivered "unless consumer B has already called
-// disconnect itself").
+// indication (NetworkDirect Disconnect Scheme: the indication is delivered "unless consumer
+// B has already called disconnect itself").
 func TestCMSemDisconnectBoth(t *testing.T) {
 	w, _, _, qa, qb, discA, discB := semDiscPair(t, nil)
 	da, db := qa.StartDisconnect(), qb.StartDisconnect()

@@ -62,7 +62,7 @@ func TestLocalFailure(t *testing.T) {
 }
 
 // Deferred posts stay invisible to the engine until a post without WRDefer, or a failing
-// post, publishes them (NDKPI §4.2).
+// post, publishes them (NDKPI Deferred Processing Scheme).
 func TestDeferredPosts(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	qa, qb := w.connect(a, transport.QPConfig{SendDepth: 4}, b, transport.QPConfig{})

@@ -75,9 +75,10 @@ var (
 	ErrInvalidRequest = errors.New("invalid work request")
 )
 
-// QP is a reliable connected queue pair on an Engine. Posting (PostSend, PostReceive) may be
-// done from any goroutine, one poster per queue at a time (NDKPI §4.1), never blocks and never
-// allocates. Everything else runs on the engine goroutine.
+// QP is a reliable connected queue pair on an Engine. Posting (PostSend, PostReceive) may
+// be done from any goroutine, one poster per queue at a time (NDKPI Work Request Posting
+// Requirements), never blocks and never allocates. Everything else runs on the engine
+// goroutine.
 type QP struct {
 	e    *Engine
 	qpn  uint32
@@ -136,7 +137,9 @@ func (q *QP) SourcePort() uint16 { return q.srcPort }
 // requests are outstanding.
 func (q *QP) PostSend(wr *WorkRequest) error {
 	if err := q.checkSend(wr); err != nil {
-		q.Publish() // NDKPI §4.2: a failing post releases what was deferred before it
+		// NDKPI Deferred Processing Scheme: a failing post releases what was deferred
+		// before it.
+		q.Publish()
 		return err
 	}
 	if wr.Flags&WRDefer != 0 {
@@ -230,9 +233,9 @@ func (q *QP) deliver(c *Completion) {
 	q.sink.Complete(q, &q.comp)
 }
 
-// Flush cancels every outstanding request and receive: they complete StatusCancelled and the
-// QP enters the error state. Safe concurrently with posting (NDKPI §4.1), and on a QP that
-// never connected.
+// Flush cancels every outstanding request and receive: they complete StatusCancelled and
+// the QP enters the error state. Safe concurrently with posting (NDKPI Work Request Posting
+// Requirements), and on a QP that never connected.
 func (q *QP) Flush() {
 	q.flushReq.Store(true)
 	q.e.command(func(now int64) {
@@ -255,8 +258,9 @@ func (q *QP) abort(now int64) {
 const nakKinds = 8
 
 // MaxMessage is the largest message in bytes: the wire's offsets are 32-bit and
-// signed-safe.
-const MaxMessage = 1 << 31
+// signed-safe. It is typed so that it is a valid constant on 32-bit platforms too, where
+// it does not fit an int; lengths are compared with it as uint64.
+const MaxMessage uint64 = 1 << 31
 
 // MaxQueueDepth is the deepest send or receive queue of a QP (QPConfig.SendDepth,
 // RecvDepth).

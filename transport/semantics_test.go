@@ -1,10 +1,12 @@
 package transport_test
 
-// Semantic conformance tests of the transport's verbs against NDKPI-REFERENCE §2.6, §4.6,
-// §4.7 and §5.3: what each work request and receive completes with, in which order, and
-// what state the QPs are left in. All run in virtual time over simlink, except the
-// concurrency test of Flush, which runs engines in goroutines on a real-clock simlink
-// network (run it with -race).
+// Semantic conformance tests of the transport's verbs against NDKPI's work-request pages
+// (NdkSend, NdkRead, NdkWrite, NdkFlush, ...), the NetworkDirect Disconnect Scheme and the
+// ordering and error rules NDK inherits from NetworkDirect
+// (IND2CompletionQueue::GetResults, IND2QueuePair): what each work request and receive
+// completes with, in which order, and what state the QPs are left in. All run in virtual
+// time over simlink, except the concurrency test of Flush, which runs engines in goroutines
+// on a real-clock simlink network (run it with -race).
 
 import (
 	"bytes"
@@ -38,7 +40,8 @@ const (
 
 // TestSemPostIdleAndEarlyReceives: work requests on a QP that is not connected fail
 // synchronously with ErrNotConnected (NDK STATUS_CONNECTION_INVALID) and change nothing;
-// receives may be posted before connecting and are consumed, in order, afterwards (§2.6).
+// receives may be posted before connecting and are consumed, in order, afterwards (NDKPI
+// NdkReceive).
 func TestSemPostIdleAndEarlyReceives(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
@@ -133,9 +136,9 @@ func TestSemRNRTimeout(t *testing.T) {
 	}
 }
 
-// TestSemRNRTimeoutSecondSend: with two Sends in flight and no receive posted, the first
-// is the one that fails StatusTimeout, the second is cancelled (§4.7: the error is
-// reported on the request that failed; what follows it is cancelled).
+// TestSemRNRTimeoutSecondSend: with two Sends in flight and no receive posted, the first is
+// the one that fails StatusTimeout, the second is cancelled (NetworkDirect IND2QueuePair:
+// the error is reported on the request that failed; what follows it is cancelled).
 func TestSemRNRTimeoutSecondSend(t *testing.T) {
 	w, a, b := newSemPair(t, func(c *transport.Config) { c.RNRRetryLimit = 3 })
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
@@ -459,7 +462,8 @@ func TestSemRemoteAccessViolation(t *testing.T) {
 }
 
 // TestSemRemoteAddressOffset: RemoteAddress is the peer's virtual address plus any offset
-// the consumer adds (§2.6 Read/Write); ranges ending exactly at the region's end are valid.
+// the consumer adds (NDKPI NdkRead, NdkWrite); ranges ending exactly at the region's end
+// are valid.
 func TestSemRemoteAddressOffset(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	qa, _ := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
@@ -538,10 +542,10 @@ func TestSemSendAndInvalidate(t *testing.T) {
 }
 
 // TestSemSendAndInvalidateBadToken: a SendAndInvalidate naming a token the receiver cannot
-// invalidate makes the receiver abort the connection (§2.6: "the receiving provider must
-// abort the connection"): its QP enters the error state and its receives, the one the Send
-// consumed included, complete cancelled; the sender's request fails (observed: remote
-// error, see the log) and what follows it is cancelled.
+// invalidate makes the receiver abort the connection (NDKPI NdkSendAndInvalidate: "the
+// receiving provider must abort the connection"): its QP enters the error state and its
+// receives, the one the Send consumed included, complete cancelled; the sender's request
+// fails (observed: remote error, see the log) and what follows it is cancelled.
 func TestSemSendAndInvalidateBadToken(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
@@ -588,9 +592,10 @@ func TestSemSolicited(t *testing.T) {
 }
 
 // TestSemReadFence: a request with WRReadFence does not start until every earlier Read of
-// the QP has completed (§4.7, IBV_SEND_FENCE). A large Read of a region followed by a
-// fenced Write of new bytes to the same region returns the old bytes, and the Write's
-// first packet leaves only after the Read's last response arrived.
+// the QP has completed (NDK_OP_FLAG_READ_FENCE, as InfiniBand's IBV_SEND_FENCE). A large
+// Read of a region followed by a fenced Write of new bytes to the same region returns the
+// old bytes, and the Write's first packet leaves only after the Read's last response
+// arrived.
 func TestSemReadFence(t *testing.T) {
 	for _, fenced := range []bool{true, false} {
 		name := map[bool]string{true: "fenced", false: "unfenced control"}[fenced]
@@ -715,7 +720,7 @@ func TestSemORDIRD(t *testing.T) {
 
 // TestSemFlush: Flush completes every outstanding request and receive StatusCancelled, in
 // posting order per queue, and leaves the QP in error, where later posts complete
-// cancelled (§2.6 NdkFlush).
+// cancelled (NDKPI NdkFlush).
 func TestSemFlush(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
@@ -757,7 +762,8 @@ func TestSemFlushIdle(t *testing.T) {
 }
 
 // TestSemCompletionOrderAfterError: after an error completion every other request and
-// receive completes StatusCancelled, in posting order per queue (§4.7).
+// receive completes StatusCancelled, in posting order per queue (NetworkDirect
+// IND2QueuePair, IND2CompletionQueue::GetResults).
 func TestSemCompletionOrderAfterError(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
@@ -787,10 +793,10 @@ func TestSemCompletionOrderAfterError(t *testing.T) {
 }
 
 // TestSemFlushConcurrentPost: Flush from one goroutine while another posts Sends (and a
-// third posts receives) on the same QP is safe (§2.6: "NdkFlush may run concurrently with
-// a work-request call") — run with -race. Engines run in their own goroutines on a
-// real-clock simulated network. Every accepted post completes exactly once, in posting
-// order; the successes form a prefix, everything after the first cancellation is
+// third posts receives) on the same QP is safe (NDKPI NdkFlush: "NdkFlush may run
+// concurrently with a work-request call") — run with -race. Engines run in their own
+// goroutines on a real-clock simulated network. Every accepted post completes exactly once,
+// in posting order; the successes form a prefix, everything after the first cancellation is
 // cancelled.
 func TestSemFlushConcurrentPost(t *testing.T) {
 	la, lb := simlink.Pair(simlink.Config{Seed: 3, Default: simlink.Impairments{Latency: 5 * time.Microsecond}})
@@ -957,9 +963,10 @@ func (s *semMemCheckSink) Complete(q *transport.QP, c *transport.Completion) {
 }
 
 // TestSemWriteThenSendOrdering: a receive completed by a Send shows every effect of the
-// requests posted before the Send (§4.7: one reliable, ordered stream; the usual "write the
-// data, then send a notification" pattern). With the Write's first transmission lost, the
-// Send that overtakes it must not complete its receive before the Write has landed.
+// requests posted before the Send (in-order completion, NetworkDirect
+// IND2CompletionQueue::GetResults: one reliable, ordered stream; the usual "write the data,
+// then send a notification" pattern). With the Write's first transmission lost, the Send
+// that overtakes it must not complete its receive before the Write has landed.
 func TestSemWriteThenSendOrdering(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	region := make([]byte, 4096)

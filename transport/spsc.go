@@ -2,11 +2,11 @@ package transport
 
 import "sync/atomic"
 
-// spsc is a fixed-capacity single-producer/single-consumer queue: the application posts work
-// requests on one side, the engine takes them on the other. No locks, no allocation after
-// creation. The producer and the consumer may be different goroutines; two producers (or two
-// consumers) may not run at once, which NDKPI's posting rules already guarantee (§4.1: calls
-// on one queue are serialized).
+// spsc is a fixed-capacity single-producer/single-consumer queue: the application posts
+// work requests on one side, the engine takes them on the other. No locks, no allocation
+// after creation. The producer and the consumer may be different goroutines; two producers
+// (or two consumers) may not run at once, which NDKPI's posting rules already guarantee
+// (NDKPI Work Request Posting Requirements: calls on one queue are serialized).
 type spsc[T any] struct {
 	slots []T
 	mask  uint64

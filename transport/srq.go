@@ -8,15 +8,15 @@ import (
 	"sync/atomic"
 )
 
-// SRQ is a shared receive queue (NDKPI §2.7, InfiniBand's SRQ): a pool of receives that
-// several QPs of one engine consume. A QP created with QPConfig.SRQ takes the next receive
-// of the pool at the moment a new incoming Send message needs one, in the QP's message
-// order; the receive's completion is delivered to that QP's sink with the receive's
-// Context, as for the QP's own receives.
+// SRQ is a shared receive queue (NDKPI NdkCreateSrq and NdkModifySrq, InfiniBand's SRQ): a
+// pool of receives that several QPs of one engine consume. A QP created with QPConfig.SRQ
+// takes the next receive of the pool at the moment a new incoming Send message needs one,
+// in the QP's message order; the receive's completion is delivered to that QP's sink with
+// the receive's Context, as for the QP's own receives.
 //
-// PostReceive may be called from any goroutine, one poster at a time (NDKPI §4.1), never
-// blocks and never allocates. Len is safe from any goroutine. The limit event (SetLimit)
-// runs on the engine goroutine.
+// PostReceive may be called from any goroutine, one poster at a time (NDKPI Work Request
+// Posting Requirements), never blocks and never allocates. Len is safe from any goroutine.
+// The limit event (SetLimit) runs on the engine goroutine.
 //
 // A receive belongs to the SRQ until a QP takes it: flushing or failing a QP cancels only
 // the receives it took (they complete StatusCancelled on that QP), never those still

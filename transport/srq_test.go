@@ -1,9 +1,9 @@
 package transport_test
 
-// Tests of shared receive queues (NDKPI §2.7, docs/TRANSPORT.md "Shared receive queues"):
-// several QPs of one engine consume one pool of receives, in each QP's message order;
-// an empty pool refuses Sends with RNR NAKs until receives are posted; the limit event;
-// a failing QP cancels only what it took. All in virtual time over simlink.
+// Tests of shared receive queues (NDKPI NdkModifySrq, docs/TRANSPORT.md "Shared receive
+// queues"): several QPs of one engine consume one pool of receives, in each QP's message
+// order; an empty pool refuses Sends with RNR NAKs until receives are posted; the limit
+// event; a failing QP cancels only what it took. All in virtual time over simlink.
 
 import (
 	"bytes"

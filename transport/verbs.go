@@ -11,7 +11,7 @@ import (
 const MaxSGE = 4
 
 // Status is the outcome of a work request or receive as the transport reports it. Package
-// ndk maps each to its NTSTATUS (NDKPI-REFERENCE §5.3).
+// ndk maps each to the NTSTATUS a Windows provider completes the request with.
 type Status uint8
 
 const (
@@ -94,10 +94,10 @@ const (
 	// WRReadFence holds the request until every earlier Read of the QP has completed
 	// (READ_FENCE).
 	WRReadFence
-	// WRDefer queues the request without making it visible to the engine (NDK_OP_FLAG_DEFER):
-	// it starts with the next request posted without WRDefer, or when a post fails
-	// (NDKPI §4.2: a failing post first releases everything deferred before it), or at
-	// QP.Publish.
+	// WRDefer queues the request without making it visible to the engine
+	// (NDK_OP_FLAG_DEFER): it starts with the next request posted without WRDefer, or when
+	// a post fails (NDKPI Deferred Processing Scheme: a failing post first releases
+	// everything deferred before it), or at QP.Publish.
 	WRDefer
 )
 

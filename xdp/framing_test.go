@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -316,7 +317,7 @@ func TestEncapPutErrors(t *testing.T) {
 	if _, err := e.Put(buf[:41], 0, &sum, 0); !errors.Is(err, ErrNoHeadroom) {
 		t.Errorf("Put into 41 bytes: %v, want ErrNoHeadroom", err)
 	}
-	for _, n := range []int{-1, 65508, 1 << 40} {
+	for _, n := range []int{-1, 65508, math.MaxInt} {
 		if _, err := e.Put(buf, n, &sum, 0); !errors.Is(err, ErrPayloadTooLarge) {
 			t.Errorf("Put payload %d: %v, want ErrPayloadTooLarge", n, err)
 		}

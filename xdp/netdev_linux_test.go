@@ -8,7 +8,8 @@ import (
 
 // TestQueryNetdev asks the kernel about a test bed veth: it does XDP (basic and redirect,
 // what the steering program needs) and has no AF_XDP zero-copy (the bind falls back to copy
-// mode, as AFXDP-ON-VETH.md records), so no zero-copy segment limit is reported.
+// mode: veth refuses XDP_ZEROCOPY with EOPNOTSUPP), so no zero-copy segment limit is
+// reported.
 func TestQueryNetdev(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
 	var info NetdevInfo

@@ -6,16 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xdpndk/xdpndk/memreg"
 )
-
-// Desc is one AF_XDP ring descriptor: a UMEM offset, a length and options (DescContinued).
-type Desc = unix.XDPDesc
-
-// DescContinued is XDP_PKT_CONTD: more descriptors of the same packet follow this one.
-const DescContinued = unix.XDP_PKT_CONTD
 
 // In unaligned-chunk mode the kernel returns RX addresses as a base in the low 48 bits plus
 // the offset of the data from that base in the high 16 (XSK_UNALIGNED_BUF_OFFSET_SHIFT).

@@ -1,4 +1,8 @@
-//go:build linux
+//go:build linux && (amd64 || arm || arm64 || loong64 || mips || mips64 || mips64le || mipsle || ppc64 || ppc64le || riscv64 || s390x)
+
+// asavie/xdp builds on these architectures; pair_asavie_unavailable_linux.go stands in on
+// the others (linux/386, where it calls setsockopt, getsockopt and sendto by system call
+// numbers the architecture does not have).
 
 package linkbench
 
@@ -19,6 +23,9 @@ import (
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
+// errAsavieUnavailable is nil: asavie/xdp builds on this architecture.
+var errAsavieUnavailable error
+
 // asavie/xdp socket geometry: the same frames and rings our xdp.Device uses (Frames 8192
 // of 4096 bytes, fill/completion/RX rings of 4096, TX ring of 2048), so that only the
 // socket library differs.
@@ -33,7 +40,8 @@ var asavieOptions = axdp.SocketOptions{
 
 // asavieMaxSize is the largest IP packet an asavie/xdp socket receives on the bed. It
 // cannot bind with XDP_USE_SG, and veth hands XDP a frame above about 3.5 KB in several
-// buffers, which the kernel then drops for a socket without it (AFXDP-ON-VETH.md).
+// buffers, which the kernel then drops for a socket without it (docs/TESTBED.md, "MTU and
+// XDP on the bed").
 const asavieMaxSize = 3498
 
 // asavieSide is an asavie/xdp socket on one veth end with our steering program, which

@@ -74,8 +74,8 @@ type Config struct {
 
 // Record is one figure: the median over the runs of one metric of one system at one size.
 type Record struct {
-	// Benchmark is BenchOneWay or BenchPingPong, System one of AllSystems, Op OpSend or
-	// OpRTT, Size the IP packet length in bytes.
+	// Benchmark is BenchOneWay or BenchPingPong, System one of the System* names, Op
+	// OpSend or OpRTT, Size the IP packet length in bytes.
 	report.Subject
 	// Value is the median of Runs, one value per run in run order.
 	report.Figure
@@ -255,10 +255,10 @@ func (r *Results) WriteTable(w io.Writer) error {
 	return err
 }
 
-// systems returns the systems that have records, in AllSystems order.
+// systems returns the systems that have records, in measuring order.
 func (r *Results) systems() []string {
 	var out []string
-	for _, s := range AllSystems {
+	for _, s := range systemOrder {
 		for _, rec := range r.Records {
 			if rec.System == s {
 				out = append(out, s)

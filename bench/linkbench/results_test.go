@@ -2,9 +2,11 @@ package linkbench
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,5 +166,30 @@ func TestFillPattern(t *testing.T) {
 	}
 	if seqOf(a[:7]) != 0 {
 		t.Errorf("seqOf of a short payload is not 0")
+	}
+}
+
+// TestAsavieAvailability: where github.com/asavie/xdp builds, asavie is one of AllSystems
+// and may be chosen; where it does not (linux/386: `GOARCH=386 go test ./bench/linkbench`
+// runs that half), AllSystems leaves it out and Options naming it are refused with the
+// reason.
+func TestAsavieAvailability(t *testing.T) {
+	o := QuickOptions()
+	o.Systems = []string{SystemAsavie}
+	_, err := o.normalize()
+	if errAsavieUnavailable == nil {
+		if !slices.Contains(AllSystems, SystemAsavie) {
+			t.Errorf("AllSystems = %v lacks %s, which builds here", AllSystems, SystemAsavie)
+		}
+		if err != nil {
+			t.Errorf("choosing %s: %v", SystemAsavie, err)
+		}
+		return
+	}
+	if slices.Contains(AllSystems, SystemAsavie) {
+		t.Errorf("AllSystems = %v has %s, which is unavailable: %v", AllSystems, SystemAsavie, errAsavieUnavailable)
+	}
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(fmt.Sprint(err), "not available on") {
+		t.Errorf("choosing %s: err = %v, want ErrInvalidOptions saying it is not available", SystemAsavie, err)
 	}
 }

@@ -102,7 +102,19 @@ type runner struct {
 	res    *Results
 	col    *collector
 	queues int
-	asavie *asaviePair // opened on first use, kept for the whole run
+	asavie asavieRun // opened on first use, kept for the whole run
+}
+
+// asavieRun is the asavie/xdp baseline open for a whole run (*asaviePair where the
+// library builds): a pair that is attached for each turn and released at the end.
+type asavieRun interface {
+	pair
+	// attach attaches the steering programs for a turn; close detaches them.
+	attach() error
+	// release closes the programs and the sockets.
+	release()
+	// notes are the header notes about this system.
+	notes() []string
 }
 
 // turn measures one system once: opens it, checks it carries datagrams both ways, runs

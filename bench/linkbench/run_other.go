@@ -12,6 +12,10 @@ import (
 // ErrNotSupported is returned by Run and RunBed on systems other than Linux.
 var ErrNotSupported = errors.New("linkbench needs Linux (network namespaces, XDP, AF_XDP)")
 
+// errAsavieUnavailable is nil here: the whole benchmark is unavailable (ErrNotSupported),
+// not one system of it.
+var errAsavieUnavailable error
+
 // BedOptions returns the test bed options the benchmark runs on (see the Linux version).
 func BedOptions(name string) testbed.Options {
 	return testbed.Options{MTU: BedMTU, Queues: 2, Name: name, StaticNeighbors: true}
