@@ -625,7 +625,7 @@ func TestBottleneck(t *testing.T) {
 		{Rate: 0, Burst: 16000, Limit: 64000},
 		{Rate: 1e6, Burst: 1513, Limit: 64000},
 		{Rate: 1e6, Burst: 16000, Limit: 1000},
-		{Rate: 1e6, Burst: 16000, Limit: 2 << 30},
+		{Rate: 1e6, Burst: 16000, Limit: maxBottleneckBytes + 1},
 	} {
 		if err := b.SetBottleneck(bad); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("SetBottleneck(%+v) = %v, want ErrInvalidOptions", bad, err)
