@@ -46,7 +46,9 @@ type Options struct {
 	// (default 50 µs).
 	Spin time.Duration
 	// InlineFallback is how long a ProgressInline adapter may go unpolled before its own
-	// goroutine drives the engine (default 100 µs).
+	// goroutine serves the engine (default 500 µs: shorter, and a polling thread that the
+	// kernel deschedules for a moment has the fallback step in beside it, which measured
+	// worse tail latency on two CPUs).
 	InlineFallback time.Duration
 	// MaxMemoryEntries bounds the live MRs and MWs together (default 4096, at most 1<<20).
 	MaxMemoryEntries int
@@ -73,7 +75,7 @@ type Options struct {
 
 // DefaultOptions returns the default Options.
 func DefaultOptions() Options {
-	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 100 * time.Microsecond,
+	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
 		MaxMemoryEntries: 4096}
 }
 
@@ -103,7 +105,6 @@ type Adapter struct {
 	runDone chan struct{}
 	pollMu  sync.Mutex   // ProgressInline: one poller at a time
 	polled  atomic.Int64 // ProgressInline: a.now() of the application's last Poll (made or tried)
-	parked  atomic.Bool  // ProgressInline: the fallback sleeps in the engine holding pollMu
 
 	events chan func() // callbacks, run one at a time by the event goroutine
 	cqs    chan *CQ    // CQs with a notification to deliver
@@ -200,9 +201,6 @@ func (a *Adapter) Poll() bool {
 	now := a.now()
 	a.polled.Store(now)
 	if !a.pollMu.TryLock() {
-		if a.parked.Load() {
-			a.link.Wake() // the fallback sleeps with the engine: it hands it back
-		}
 		return false
 	}
 	_, busy := a.eng.Poll(now)
@@ -210,35 +208,53 @@ func (a *Adapter) Poll() bool {
 	return busy
 }
 
-// fallback drives the engine of an inline adapter that the application has not polled for
-// InlineFallback: it polls while there is work and otherwise sleeps in the engine
-// (Engine.Sleep) until a datagram, a post or a timer, and it gives the engine back as soon as
-// the application polls again (Poll rings the doorbell of a sleeping fallback). Until Close.
+// fallbackMaxPause bounds how long an inline adapter's fallback sleeps while the
+// application polls: how late, at worst, it takes over when the application stops.
+const fallbackMaxPause = time.Millisecond
+
+// fallbackWatch bounds one sleep of the fallback while it serves the engine, also when no
+// timer is due: zero-copy completions and the like wake nothing, and are looked at this
+// often.
+const fallbackWatch = time.Millisecond
+
+// fallback serves the engine of an inline adapter that the application has not polled for
+// InlineFallback: it polls while there is work, and between rounds it sleeps in the link's
+// Watch (until a datagram, a post or a timer) without holding the engine, so the
+// application's next Poll takes the engine back at once and the fallback steps aside. While
+// the application polls, the fallback only looks now and then (the pause doubles up to
+// fallbackMaxPause). Until Close. A link without Watch is polled every InlineFallback.
 func (a *Adapter) fallback() {
 	defer close(a.runDone)
 	d := int64(a.opts.InlineFallback)
-	appPolling := func() bool { return a.now()-a.polled.Load() < d }
+	w, _ := a.link.(transport.Watcher)
+	pause := time.Duration(d)
 	for !a.closed.Load() {
 		if idle := a.now() - a.polled.Load(); idle < d {
-			time.Sleep(time.Duration(d - idle))
+			time.Sleep(max(pause, time.Duration(d-idle)))
+			pause = min(2*pause, fallbackMaxPause)
 			continue
 		}
-		a.pollMu.Lock()
-		for !a.closed.Load() && !appPolling() {
-			now := a.now()
-			next, busy := a.eng.Poll(now)
-			if busy {
-				continue
-			}
-			a.parked.Store(true)
-			if appPolling() || a.closed.Load() { // polled before parked was visible
-				a.parked.Store(false)
-				break
-			}
-			_ = a.eng.Sleep(now, next, 10*time.Millisecond)
-			a.parked.Store(false)
+		pause = time.Duration(d)
+		if !a.pollMu.TryLock() {
+			time.Sleep(time.Duration(d))
+			continue
 		}
+		now := a.now()
+		next, busy := a.eng.Poll(now)
+		parked := !busy && w != nil && a.eng.Park()
 		a.pollMu.Unlock()
+		switch {
+		case busy:
+		case parked:
+			wait := fallbackWatch
+			if next > 0 {
+				wait = min(wait, time.Duration(max(next-now, 0)))
+			}
+			_ = w.Watch(wait)
+			a.eng.Unpark()
+		default:
+			time.Sleep(time.Duration(d))
+		}
 	}
 }
 

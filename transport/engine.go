@@ -427,6 +427,22 @@ func (e *Engine) Run(ctx context.Context, spin time.Duration) error {
 	return ctx.Err()
 }
 
+// Park prepares a sleep that another goroutine than the poller does (Link Watch): it makes
+// posts ring the link's doorbell from now on, and reports false, undoing that, if work was
+// posted since the last Poll (poll again instead). The poller calls it, after a Poll; the
+// sleeper calls Unpark when it wakes.
+func (e *Engine) Park() bool {
+	e.sleeping.Store(true)
+	if e.hasCmd.Load() || e.pendingPosts() {
+		e.sleeping.Store(false)
+		return false
+	}
+	return true
+}
+
+// Unpark ends what Park began. Safe from any goroutine.
+func (e *Engine) Unpark() { e.sleeping.Store(false) }
+
 // Sleep waits, as Run does between rounds, until a datagram may have arrived, a post or a
 // command came, Wake was called, or the time next that Poll returned (0: nothing due), but
 // at most limit from now. A post made meanwhile rings the link's doorbell (Link.Wake). It

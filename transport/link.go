@@ -129,6 +129,16 @@ type PeerResolver interface {
 	ResolvePeer(ctx context.Context, peer netip.Addr) error
 }
 
+// Watcher is implemented by links whose wait can run beside the engine: Watch sleeps like
+// Wait (until a datagram may have arrived, Wake, or timeout) but touches nothing the engine
+// goroutine owns, so a goroutine that does not poll the engine may watch the link for it
+// while another one polls (package ndk's inline progress does). It does not transmit or
+// reclaim what Wait would: the poller does that. Safe from any goroutine; ErrClosed after
+// Close.
+type Watcher interface {
+	Watch(timeout time.Duration) error
+}
+
 // LinkStats are a link's cumulative counters.
 type LinkStats struct {
 	RxPackets, RxBytes uint64 // datagrams returned by Receive and their bytes

@@ -37,6 +37,9 @@ type DeviceLink struct {
 	lastN   int
 	pollfds []unix.PollFd // every socket, then every doorbell
 	timeout unix.Timespec
+	// Watch's own copy of the poll set (one watcher at a time: it runs beside the engine)
+	watchfds []unix.PollFd
+	watchts  unix.Timespec
 	closed  atomic.Bool
 }
 
@@ -52,6 +55,7 @@ func newDeviceLink(d *Device) *DeviceLink {
 	for _, l := range d.links {
 		dl.pollfds = append(dl.pollfds, unix.PollFd{Fd: int32(l.eventfd), Events: unix.POLLIN})
 	}
+	dl.watchfds = append([]unix.PollFd(nil), dl.pollfds...)
 	return dl
 }
 
@@ -222,6 +226,38 @@ func (dl *DeviceLink) Wait(timeout time.Duration) error {
 	return err
 }
 
+// Watch implements transport.Watcher: one ppoll on every queue's socket and doorbell, which
+// touches no ring. One goroutine at a time may watch.
+func (dl *DeviceLink) Watch(timeout time.Duration) error {
+	entered := 0
+	defer func() {
+		for _, l := range dl.links[:entered] {
+			l.exit()
+		}
+	}()
+	for _, l := range dl.links {
+		if !l.enter() {
+			return transport.ErrClosed
+		}
+		entered++
+	}
+	fds := dl.watchfds
+	if err := ppollUntil(fds, max(timeout, 0), &dl.watchts, &dl.closed); err != nil {
+		return err
+	}
+	nq := len(dl.links)
+	var buf [8]byte
+	for i, l := range dl.links {
+		if fds[nq+i].Revents != 0 {
+			readEventfd(l.eventfd, &buf)
+		}
+		if l.closed.Load() {
+			return transport.ErrClosed
+		}
+	}
+	return nil
+}
+
 // Wake implements transport.Link.
 func (dl *DeviceLink) Wake() { dl.links[0].Wake() }
 
@@ -274,4 +310,5 @@ func (dl *DeviceLink) Close() error {
 var (
 	_ transport.Link         = (*DeviceLink)(nil)
 	_ transport.PeerResolver = (*DeviceLink)(nil)
+	_ transport.Watcher      = (*DeviceLink)(nil)
 )

@@ -3,6 +3,7 @@ package xdp
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,5 +193,95 @@ func framesHome(t *testing.T, d *Device, frames int) {
 		if got := l.pool.Len() + int(l.sock.fill.pending()); got != frames {
 			t.Errorf("queue %d: %d frames in pool and fill ring, want %d", q, got, frames)
 		}
+	}
+}
+
+// Watch (transport.Watcher) sleeps beside the engine: it returns when a datagram arrives on
+// any queue or the doorbell rings, else at its timeout, and ErrClosed after Close; it runs
+// while another goroutine receives (the race detector checks it touches nothing of theirs).
+func TestDeviceLinkWatch(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{Queues: 2})
+	cfg := Config{RingSize: 256, Frames: 512}
+	a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
+	la, lb := a.DeviceLink(), b.DeviceLink()
+	resolvePair(t, a.Links()[0], b.Links()[0])
+	// Nothing pending: the timeout ends it.
+	t0 := time.Now()
+	if err := lb.Watch(20 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d < 20*time.Millisecond {
+		t.Fatalf("idle Watch returned after %v", d)
+	}
+	// A doorbell ends it (an hour would fail the test by its timeout).
+	go func() { time.Sleep(5 * time.Millisecond); lb.Wake() }()
+	if err := lb.Watch(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// So does a datagram waiting on a queue, on each queue.
+	var pkts [8]transport.Packet
+	for q := range 2 {
+		p := uint16(20000)
+		for int(FlowHash(lb.LocalAddr(), p)%2) != q {
+			p++
+		}
+		pk := []transport.Packet{{Remote: lb.LocalAddr(), LocalPort: p}}
+		pk[0].SetData([]byte("q"))
+		if n, err := la.Send(pk); n != 1 || err != nil {
+			t.Fatalf("send: %d %v", n, err)
+		}
+		if err := lb.Watch(time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		n, err := lb.Receive(pkts[:])
+		if n != 1 || err != nil || b.Links()[q].Stats().RxPackets == 0 {
+			t.Fatalf("queue %d: Watch returned, Receive %d, %v", q, n, err)
+		}
+		lb.Release(pkts[:n])
+	}
+	// A datagram on either queue ends it, while the engine goroutine (here: this test's
+	// receiving goroutine) polls the rings.
+	stop := make(chan struct{})
+	var got atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var pkts [8]transport.Packet
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k, _ := lb.Receive(pkts[:])
+			if k > 0 {
+				got.Add(int64(k))
+				lb.Release(pkts[:k])
+			}
+		}
+	}()
+	for i := range 20 {
+		pk := []transport.Packet{{Remote: lb.LocalAddr(), LocalPort: uint16(30000 + i)}}
+		pk[0].SetData([]byte("w"))
+		if n, err := la.Send(pk); n != 1 || err != nil {
+			t.Fatalf("send: %d %v", n, err)
+		}
+		if err := lb.Watch(10 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); got.Load() < 20 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	<-done
+	if n := got.Load(); n != 20 {
+		t.Fatalf("the receiver got %d of 20 datagrams", n)
+	}
+	if err := lb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Watch(time.Millisecond); err != transport.ErrClosed {
+		t.Fatalf("Watch after Close: %v", err)
 	}
 }

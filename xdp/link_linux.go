@@ -710,6 +710,29 @@ func ppollUntil(fds []unix.PollFd, timeout time.Duration, ts *unix.Timespec, clo
 	}
 }
 
+// Watch implements transport.Watcher: a ppoll on the socket and the doorbell, which
+// touches no ring.
+func (l *Link) Watch(timeout time.Duration) error {
+	if !l.enter() {
+		return transport.ErrClosed
+	}
+	defer l.exit()
+	var fds [2]unix.PollFd
+	fds[0], fds[1] = l.pollfds[0], l.pollfds[1]
+	var ts unix.Timespec
+	if err := ppollUntil(fds[:], max(timeout, 0), &ts, &l.closed); err != nil {
+		return err
+	}
+	if fds[1].Revents != 0 {
+		var buf [8]byte
+		readEventfd(l.eventfd, &buf)
+	}
+	if l.closed.Load() {
+		return transport.ErrClosed
+	}
+	return nil
+}
+
 // Wake implements transport.Link.
 func (l *Link) Wake() {
 	// The guard keeps Close from closing the eventfd (whose number the process may then
@@ -781,4 +804,5 @@ func (l *Link) Close() error {
 var (
 	_ transport.Link         = (*Link)(nil)
 	_ transport.PeerResolver = (*Link)(nil)
+	_ transport.Watcher      = (*Link)(nil)
 )

@@ -329,6 +329,63 @@ func (l *Link) Wait(timeout time.Duration) error {
 	}
 }
 
+// Watch implements transport.Watcher: Wait without the engine's own state (its timer and
+// its finished zero-copy cookies), for a goroutine that watches the link while another
+// polls the engine. It allocates a timer per call.
+func (l *Link) Watch(timeout time.Duration) error {
+	n := l.net
+	defer l.drainWake()
+	if l.closed.Load() {
+		return transport.ErrClosed
+	}
+	if !n.sleeps || timeout <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		n.mu.Lock()
+		if l.closed.Load() {
+			n.mu.Unlock()
+			return transport.ErrClosed
+		}
+		now := n.clock.Now()
+		next, pending := int64(0), l.q.len() > 0
+		if pending {
+			next = l.q.head().at
+		}
+		n.mu.Unlock()
+		if pending && next <= now {
+			return nil
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return nil
+		}
+		if pending && time.Duration(next-now) < d {
+			d = time.Duration(next - now)
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-l.wake:
+			return nil
+		case <-l.closedCh:
+			return transport.ErrClosed
+		case <-l.kick:
+		case <-timer.C:
+		}
+	}
+}
+
 // drainWake consumes a pending Wake: any return from Wait answers it.
 func (l *Link) drainWake() {
 	select {
@@ -390,4 +447,7 @@ func (l *Link) Close() error {
 	return nil
 }
 
-var _ transport.Link = (*Link)(nil)
+var (
+	_ transport.Link    = (*Link)(nil)
+	_ transport.Watcher = (*Link)(nil)
+)
