@@ -20,27 +20,33 @@ import (
 type Progress int
 
 const (
-	// ProgressAdaptive runs the engine on its own goroutine, which spins for Options.Spin
-	// after the last work and then sleeps until a packet, a post or a timer (an idle adapter
-	// costs no CPU). The default.
+	// ProgressAdaptive (the default, the zero value) runs the engine on its own goroutine,
+	// which spins for Options.Spin after the last work and then sleeps until a packet, a
+	// post or a timer (an idle adapter costs no CPU). It serves any application, whatever it
+	// does between calls; its cost is a goroutine hand-off per completion, and a spinning
+	// engine beside the application's own polling thread needs a core of its own (on a
+	// host whose cores the application's threads fill, ProgressInline measured an order of
+	// magnitude faster: docs/NDK.md, "Progress").
 	ProgressAdaptive Progress = iota
-	// ProgressBusy runs the engine on its own goroutine that never sleeps: the lowest
-	// latency, one core spent.
+	// ProgressBusy runs the engine on its own goroutine that never sleeps: one core spent,
+	// and it needs one to itself.
 	ProgressBusy
 	// ProgressInline lets the application drive the engine by polling its CQs
 	// (GetResults polls the engine when the CQ is empty) or Adapter.Poll, so a ping-pong
-	// pays no goroutine hand-off. Blocking calls poll while they wait. When nobody has
-	// polled for InlineFallback, the adapter's own goroutine takes the engine over and runs
-	// it event-driven, sleeping until a datagram, a post or a timer (it never spins), and
-	// hands it back as soon as the application polls again: an application that stops
-	// polling (waiting for a CQ notification, doing other work) still has its connection
-	// requests, acknowledgements and timers served at once.
+	// pays no goroutine hand-off: the lowest latency, for applications that poll. Blocking
+	// calls poll while they wait. When nobody has polled for InlineFallback, or at once when
+	// the application arms a CQ (it is about to wait for a notification), the adapter's own
+	// goroutine takes the engine over and runs it event-driven, sleeping until a datagram, a
+	// post or a timer (it never spins), and steps aside as soon as the application polls
+	// again. An application that sleeps between polls without arming a CQ leaves the engine
+	// unserved for up to InlineFallback each time (its peer may retransmit meanwhile): arm a
+	// CQ before waiting, or use ProgressAdaptive.
 	ProgressInline
 )
 
 // Options configure an Adapter. Start from DefaultOptions.
 type Options struct {
-	// Progress is who runs the engine (default ProgressAdaptive).
+	// Progress is who runs the engine (default ProgressAdaptive, the zero value).
 	Progress Progress
 	// Spin is how long the adaptive engine polls after its last work before it sleeps
 	// (default 50 µs).
@@ -103,8 +109,9 @@ type Adapter struct {
 
 	cancel  context.CancelFunc
 	runDone chan struct{}
-	pollMu  sync.Mutex   // ProgressInline: one poller at a time
-	polled  atomic.Int64 // ProgressInline: a.now() of the application's last Poll (made or tried)
+	pollMu  sync.Mutex    // ProgressInline: one poller at a time
+	polled  atomic.Int64  // ProgressInline: a.now() of the application's last Poll (made or tried)
+	handoff chan struct{} // ProgressInline: the application armed a CQ: the fallback takes over
 
 	events chan func() // callbacks, run one at a time by the event goroutine
 	cqs    chan *CQ    // CQs with a notification to deliver
@@ -166,6 +173,7 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 	go a.runEvents()
 	if opts.Progress == ProgressInline {
 		a.runDone = make(chan struct{})
+		a.handoff = make(chan struct{}, 1)
 		go a.fallback()
 	} else {
 		spin := opts.Spin
@@ -228,15 +236,25 @@ func (a *Adapter) fallback() {
 	d := int64(a.opts.InlineFallback)
 	w, _ := a.link.(transport.Watcher)
 	pause := time.Duration(d)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	sleep := func(p time.Duration) {
+		timer.Reset(p)
+		select {
+		case <-timer.C:
+		case <-a.handoff:
+			timer.Stop()
+		}
+	}
 	for !a.closed.Load() {
 		if idle := a.now() - a.polled.Load(); idle < d {
-			time.Sleep(max(pause, time.Duration(d-idle)))
+			sleep(max(pause, time.Duration(d-idle)))
 			pause = min(2*pause, fallbackMaxPause)
 			continue
 		}
 		pause = time.Duration(d)
 		if !a.pollMu.TryLock() {
-			time.Sleep(time.Duration(d))
+			sleep(time.Duration(d))
 			continue
 		}
 		now := a.now()
@@ -252,9 +270,24 @@ func (a *Adapter) fallback() {
 			}
 			_ = w.Watch(wait)
 			a.eng.Unpark()
-		default:
-			time.Sleep(time.Duration(d))
+		case w == nil:
+			sleep(time.Duration(d)) // a link it cannot watch: poll now and then
 		}
+		// Otherwise work was posted since the poll: poll again at once.
+	}
+}
+
+// handOff tells an inline adapter's fallback that the application stops polling now (it
+// armed a CQ to wait for a notification): the fallback serves the engine from now on,
+// without waiting out InlineFallback. Its next Poll takes the engine back.
+func (a *Adapter) handOff() {
+	if a.opts.Progress != ProgressInline {
+		return
+	}
+	a.polled.Store(a.now() - int64(a.opts.InlineFallback))
+	select {
+	case a.handoff <- struct{}{}:
+	default:
 	}
 }
 

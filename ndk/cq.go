@@ -218,6 +218,7 @@ func (cq *CQ) Arm(t NotifyType) {
 	if t != NotifyErrors && t != NotifySolicited {
 		t = NotifyAny
 	}
+	cq.a.handOff() // ProgressInline: the application is about to wait; the adapter serves the engine
 	var now uint32
 	for {
 		cur := cq.arm.Load()

@@ -44,9 +44,9 @@
 // request's inline size), and the receive is posted again. send-bw: receives are posted
 // again as they complete. write-*, read-*: nothing but running the protocol (acks, Read
 // responses). The server's polling loop (one goroutine on its own thread, ProgressInline by
-// default) takes every connection's completions and spins while connections exist; with no
-// connection it sleeps and a fallback goroutine polls the adapter every 500 µs for
-// connection requests. A connection whose peer sent nothing for --idle-timeout is
+// default) takes every connection's completions and spins while they keep coming; after 1 ms
+// without any it arms the CQs and sleeps until a notification, and the adapter's own
+// goroutine serves the engine event-driven meanwhile (connection requests included). A connection whose peer sent nothing for --idle-timeout is
 // disconnected (a client killed without disconnecting).
 //
 // # How the tests measure

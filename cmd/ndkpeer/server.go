@@ -388,8 +388,8 @@ func (k *conn) setup(size int64) error {
 	}
 	const initiator = 64
 	var notify ndk.NotifyFunc
-	if k.s.n.cfg.progress == ndk.ProgressAdaptive {
-		notify = func(ndk.Status) { s.poke() }
+	if k.s.n.cfg.progress != ndk.ProgressBusy {
+		notify = func(ndk.Status) { s.poke() } // the loop sleeps when idle (loop)
 	}
 	if k.cq, err = a.NewCQ(recvs+initiator+16, notify); err != nil {
 		return fmt.Errorf("create CQ: %w", err)
@@ -474,7 +474,16 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 	idleCheck := time.NewTicker(time.Second)
 	defer idleCheck.Stop()
 	stop := ctx.Done()
-	adaptive := s.n.cfg.progress == ndk.ProgressAdaptive
+	// When idle the loop sleeps until a CQ notification: after serverSpin with
+	// ProgressInline (arming the CQs hands the engine to the adapter's own goroutine, which
+	// serves it event-driven), after 50 µs with ProgressAdaptive; never with ProgressBusy.
+	spinIdle := time.Duration(-1)
+	switch s.n.cfg.progress {
+	case ndk.ProgressInline:
+		spinIdle = serverSpin
+	case ndk.ProgressAdaptive:
+		spinIdle = 50 * time.Microsecond
+	}
 	lastWork := time.Now()
 	give := func(i int, why string) []*conn {
 		k := conns[i]
@@ -535,17 +544,21 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 			lastWork = time.Now()
 			continue
 		}
-		switch s.n.cfg.progress {
-		case ndk.ProgressBusy:
-			runtime.Gosched()
-		case ndk.ProgressAdaptive:
-			if adaptive && time.Since(lastWork) > 50*time.Microsecond {
-				s.sleep(conns, stop)
-				lastWork = time.Now()
+		if spinIdle < 0 || time.Since(lastWork) <= spinIdle {
+			if s.n.cfg.progress != ndk.ProgressInline {
+				runtime.Gosched() // the engine goroutine needs this thread's turn
 			}
+			continue
 		}
+		s.sleep(conns, stop)
+		lastWork = time.Now()
 	}
 }
+
+// serverSpin is how long the server's loop keeps polling without work before it sleeps
+// until a notification (ProgressInline): a latency test's next message comes within it, an
+// idle connection costs no CPU after it.
+const serverSpin = time.Millisecond
 
 // take readies a new connection for the loop.
 func (s *server) take(k *conn) *conn {
