@@ -40,7 +40,7 @@ type DeviceLink struct {
 	// Watch's own copy of the poll set (one watcher at a time: it runs beside the engine)
 	watchfds []unix.PollFd
 	watchts  unix.Timespec
-	closed  atomic.Bool
+	closed   atomic.Bool
 }
 
 // rxRange is a run of packets of one Receive call that came from one queue.
