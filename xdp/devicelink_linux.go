@@ -9,10 +9,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
-// DeviceLink is every queue of a Device as one transport.Link, so that one engine serves
+// DeviceLink is every queue of a Device as one link.Link, so that one engine serves
 // all the interface's RX queues (docs/DATAPATH.md, "Every queue served"): a NIC's RSS
 // spreads the datagrams of our port over its queues by a hash of their addresses and ports,
 // so a QP's datagrams (and a listener's connection requests) may arrive on any of them.
@@ -33,7 +33,7 @@ type DeviceLink struct {
 	// engine-owned state
 	next    int               // the queue Receive starts at
 	ranges  []rxRange         // what the last Receive took from each queue, in order
-	lastRx  *transport.Packet // the first packet of the last Receive's slice
+	lastRx  *link.Packet // the first packet of the last Receive's slice
 	lastN   int
 	pollfds []unix.PollFd // every socket, then every doorbell
 	timeout unix.Timespec
@@ -59,8 +59,8 @@ func newDeviceLink(d *Device) *DeviceLink {
 	return dl
 }
 
-// Receive implements transport.Link.
-func (dl *DeviceLink) Receive(pkts []transport.Packet) (int, error) {
+// Receive implements link.Link.
+func (dl *DeviceLink) Receive(pkts []link.Packet) (int, error) {
 	n := len(dl.links)
 	got := 0
 	dl.ranges = dl.ranges[:0]
@@ -91,10 +91,10 @@ func (dl *DeviceLink) Receive(pkts []transport.Packet) (int, error) {
 	return got, nil
 }
 
-// Release implements transport.Link: each packet goes back to the queue it came from. The
+// Release implements link.Link: each packet goes back to the queue it came from. The
 // engine releases the very slice Receive filled, which goes back by the runs Receive noted;
 // any other slice is sorted out packet by packet by the frame each one lies in.
-func (dl *DeviceLink) Release(pkts []transport.Packet) {
+func (dl *DeviceLink) Release(pkts []link.Packet) {
 	if len(pkts) > 0 && len(pkts) == dl.lastN && &pkts[0] == dl.lastRx {
 		for _, r := range dl.ranges {
 			dl.links[r.link].Release(pkts[r.from:r.to])
@@ -106,7 +106,7 @@ func (dl *DeviceLink) Release(pkts []transport.Packet) {
 }
 
 // release gives packets back one at a time, each to the queue whose frame pool holds it.
-func (dl *DeviceLink) release(pkts []transport.Packet) {
+func (dl *DeviceLink) release(pkts []link.Packet) {
 	for i := range pkts {
 		l := dl.owner(&pkts[i])
 		if l == nil {
@@ -117,7 +117,7 @@ func (dl *DeviceLink) release(pkts []transport.Packet) {
 }
 
 // owner returns the link whose frame pool holds the packet's first segment.
-func (dl *DeviceLink) owner(p *transport.Packet) *Link {
+func (dl *DeviceLink) owner(p *link.Packet) *Link {
 	if p.NSegs == 0 {
 		return nil
 	}
@@ -133,9 +133,9 @@ func (dl *DeviceLink) owner(p *transport.Packet) *Link {
 	return nil
 }
 
-// Send implements transport.Link: consecutive datagrams that go out on the same queue are
+// Send implements link.Link: consecutive datagrams that go out on the same queue are
 // handed to its link together.
-func (dl *DeviceLink) Send(pkts []transport.Packet) (int, error) {
+func (dl *DeviceLink) Send(pkts []link.Packet) (int, error) {
 	sent := 0
 	for sent < len(pkts) {
 		k := dl.txQueue(&pkts[sent])
@@ -155,7 +155,7 @@ func (dl *DeviceLink) Send(pkts []transport.Packet) (int, error) {
 
 // txQueue picks the queue a datagram leaves on: a hash of its flow (the peer's address and
 // port and our source port), the same for every datagram of a QP.
-func (dl *DeviceLink) txQueue(p *transport.Packet) int {
+func (dl *DeviceLink) txQueue(p *link.Packet) int {
 	n := len(dl.links)
 	if n == 1 {
 		return 0
@@ -179,7 +179,7 @@ func FlowHash(remote netip.AddrPort, localPort uint16) uint32 {
 	return h
 }
 
-// TxDone implements transport.Link.
+// TxDone implements link.Link.
 func (dl *DeviceLink) TxDone(dst []uint64) int {
 	n := 0
 	for _, l := range dl.links {
@@ -191,7 +191,7 @@ func (dl *DeviceLink) TxDone(dst []uint64) int {
 	return n
 }
 
-// Wait implements transport.Link: it returns at once when any queue has something ready,
+// Wait implements link.Link: it returns at once when any queue has something ready,
 // and otherwise sleeps in one ppoll on every queue's socket and doorbell.
 func (dl *DeviceLink) Wait(timeout time.Duration) error {
 	limit := max(timeout, 0)
@@ -203,7 +203,7 @@ func (dl *DeviceLink) Wait(timeout time.Duration) error {
 	}()
 	for _, l := range dl.links {
 		if !l.enter() {
-			return transport.ErrClosed
+			return link.ErrClosed
 		}
 		entered++
 		ready, lim := l.waitPrepare()
@@ -220,13 +220,13 @@ func (dl *DeviceLink) Wait(timeout time.Duration) error {
 	for i, l := range dl.links {
 		err = errors.Join(err, l.waitFinish(dl.pollfds[nq+i].Revents != 0))
 	}
-	if errors.Is(err, transport.ErrClosed) {
-		return transport.ErrClosed
+	if errors.Is(err, link.ErrClosed) {
+		return link.ErrClosed
 	}
 	return err
 }
 
-// Watch implements transport.Watcher: one ppoll on every queue's socket and doorbell, which
+// Watch implements link.Watcher: one ppoll on every queue's socket and doorbell, which
 // touches no ring. One goroutine at a time may watch.
 func (dl *DeviceLink) Watch(timeout time.Duration) error {
 	entered := 0
@@ -237,7 +237,7 @@ func (dl *DeviceLink) Watch(timeout time.Duration) error {
 	}()
 	for _, l := range dl.links {
 		if !l.enter() {
-			return transport.ErrClosed
+			return link.ErrClosed
 		}
 		entered++
 	}
@@ -252,22 +252,22 @@ func (dl *DeviceLink) Watch(timeout time.Duration) error {
 			readEventfd(l.eventfd, &buf)
 		}
 		if l.closed.Load() {
-			return transport.ErrClosed
+			return link.ErrClosed
 		}
 	}
 	return nil
 }
 
-// Wake implements transport.Link.
+// Wake implements link.Link.
 func (dl *DeviceLink) Wake() { dl.links[0].Wake() }
 
-// MaxPayload implements transport.Link.
+// MaxPayload implements link.Link.
 func (dl *DeviceLink) MaxPayload() int { return dl.links[0].maxPayload }
 
-// LocalAddr implements transport.Link.
+// LocalAddr implements link.Link.
 func (dl *DeviceLink) LocalAddr() netip.AddrPort { return dl.links[0].local }
 
-// ResolvePeer implements transport.PeerResolver (the device's next-hop table).
+// ResolvePeer implements link.PeerResolver (the device's next-hop table).
 func (dl *DeviceLink) ResolvePeer(ctx context.Context, peer netip.Addr) error {
 	return dl.links[0].ResolvePeer(ctx, peer)
 }
@@ -275,9 +275,9 @@ func (dl *DeviceLink) ResolvePeer(ctx context.Context, peer netip.Addr) error {
 // Links returns the per-queue links, for their own counters (Link.Stats, Link.Queue).
 func (dl *DeviceLink) Links() []*Link { return dl.links }
 
-// Stats implements transport.Link: the sum over the queues.
-func (dl *DeviceLink) Stats() transport.LinkStats {
-	var s transport.LinkStats
+// Stats implements link.Link: the sum over the queues.
+func (dl *DeviceLink) Stats() link.Stats {
+	var s link.Stats
 	for _, l := range dl.links {
 		q := l.Stats()
 		s.RxPackets += q.RxPackets
@@ -296,7 +296,7 @@ func (dl *DeviceLink) Stats() transport.LinkStats {
 	return s
 }
 
-// Close implements transport.Link: it closes every queue's link (the device itself, its
+// Close implements link.Link: it closes every queue's link (the device itself, its
 // program and UMEM, are closed by Device.Close).
 func (dl *DeviceLink) Close() error {
 	dl.closed.Store(true)
@@ -308,7 +308,7 @@ func (dl *DeviceLink) Close() error {
 }
 
 var (
-	_ transport.Link         = (*DeviceLink)(nil)
-	_ transport.PeerResolver = (*DeviceLink)(nil)
-	_ transport.Watcher      = (*DeviceLink)(nil)
+	_ link.Link         = (*DeviceLink)(nil)
+	_ link.PeerResolver = (*DeviceLink)(nil)
+	_ link.Watcher      = (*DeviceLink)(nil)
 )

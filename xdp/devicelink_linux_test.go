@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // A DeviceLink serves every queue of a 4-queue veth: datagrams of many flows leave A on the
@@ -35,11 +35,11 @@ func TestDeviceLinkAllQueues(t *testing.T) {
 	}
 	const perFlow = 8
 	next := make(map[uint16]int) // per source port: the next sequence number expected
-	var pkts [64]transport.Packet
+	var pkts [64]link.Packet
 	sent := 0
 	for seq := range perFlow {
 		for _, p := range ports {
-			pk := []transport.Packet{{Remote: lb.LocalAddr(), LocalPort: p}}
+			pk := []link.Packet{{Remote: lb.LocalAddr(), LocalPort: p}}
 			pk[0].SetData([]byte(fmt.Sprintf("%d/%d", p, seq)))
 			if n, err := la.Send(pk); n != 1 || err != nil {
 				t.Fatalf("send: %d, %v", n, err)
@@ -98,14 +98,14 @@ func TestDeviceLinkReleaseAnySlice(t *testing.T) {
 	resolvePair(t, a.Links()[0], b.Links()[0])
 	const n = 40
 	for i := range n {
-		pk := []transport.Packet{{Remote: lb.LocalAddr(), LocalPort: uint16(40000 + i)}}
+		pk := []link.Packet{{Remote: lb.LocalAddr(), LocalPort: uint16(40000 + i)}}
 		pk[0].SetData([]byte("x"))
 		if k, err := la.Send(pk); k != 1 || err != nil {
 			t.Fatalf("send: %d %v", k, err)
 		}
 	}
-	var got []transport.Packet
-	var buf [64]transport.Packet
+	var got []link.Packet
+	var buf [64]link.Packet
 	for deadline := time.Now().Add(10 * time.Second); len(got) < n && time.Now().Before(deadline); {
 		k, err := lb.Receive(buf[:])
 		if err != nil {
@@ -137,10 +137,10 @@ func TestDeviceLinkReleaseAnySlice(t *testing.T) {
 	if err := lb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lb.Receive(buf[:]); err != transport.ErrClosed {
+	if _, err := lb.Receive(buf[:]); err != link.ErrClosed {
 		t.Fatalf("Receive after Close: %v", err)
 	}
-	if err := lb.Wait(time.Millisecond); err != transport.ErrClosed {
+	if err := lb.Wait(time.Millisecond); err != link.ErrClosed {
 		t.Fatalf("Wait after Close: %v", err)
 	}
 }
@@ -196,7 +196,7 @@ func framesHome(t *testing.T, d *Device, frames int) {
 	}
 }
 
-// Watch (transport.Watcher) sleeps beside the engine: it returns when a datagram arrives on
+// Watch (link.Watcher) sleeps beside the engine: it returns when a datagram arrives on
 // any queue or the doorbell rings, else at its timeout, and ErrClosed after Close; it runs
 // while another goroutine receives (the race detector checks it touches nothing of theirs).
 func TestDeviceLinkWatch(t *testing.T) {
@@ -219,13 +219,13 @@ func TestDeviceLinkWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// So does a datagram waiting on a queue, on each queue.
-	var pkts [8]transport.Packet
+	var pkts [8]link.Packet
 	for q := range 2 {
 		p := uint16(20000)
 		for int(FlowHash(lb.LocalAddr(), p)%2) != q {
 			p++
 		}
-		pk := []transport.Packet{{Remote: lb.LocalAddr(), LocalPort: p}}
+		pk := []link.Packet{{Remote: lb.LocalAddr(), LocalPort: p}}
 		pk[0].SetData([]byte("q"))
 		if n, err := la.Send(pk); n != 1 || err != nil {
 			t.Fatalf("send: %d %v", n, err)
@@ -246,7 +246,7 @@ func TestDeviceLinkWatch(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var pkts [8]transport.Packet
+		var pkts [8]link.Packet
 		for {
 			select {
 			case <-stop:
@@ -261,7 +261,7 @@ func TestDeviceLinkWatch(t *testing.T) {
 		}
 	}()
 	for i := range 20 {
-		pk := []transport.Packet{{Remote: lb.LocalAddr(), LocalPort: uint16(30000 + i)}}
+		pk := []link.Packet{{Remote: lb.LocalAddr(), LocalPort: uint16(30000 + i)}}
 		pk[0].SetData([]byte("w"))
 		if n, err := la.Send(pk); n != 1 || err != nil {
 			t.Fatalf("send: %d %v", n, err)
@@ -281,7 +281,7 @@ func TestDeviceLinkWatch(t *testing.T) {
 	if err := lb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := lb.Watch(time.Millisecond); err != transport.ErrClosed {
+	if err := lb.Watch(time.Millisecond); err != link.ErrClosed {
 		t.Fatalf("Watch after Close: %v", err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // listenUDP opens a kernel UDP socket inside h's namespace.
@@ -50,7 +50,7 @@ func readUDP(t *testing.T, c *net.UDPConn) ([]byte, netip.AddrPort) {
 // receiveOne polls l for one datagram, bounded in time, and returns a copy of it.
 func receiveOne(t *testing.T, l *Link) ([]byte, netip.AddrPort) {
 	t.Helper()
-	var pkts [1]transport.Packet
+	var pkts [1]link.Packet
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		n, err := l.Receive(pkts[:])
@@ -136,8 +136,8 @@ func TestKernelReceivesOurDatagrams(t *testing.T) {
 		for j := range b {
 			b[j] = byte(i*13 + j)
 		}
-		var p [1]transport.Packet
-		p[0] = transport.Packet{Remote: dst, LocalPort: uint16(40000 + i)}
+		var p [1]link.Packet
+		p[0] = link.Packet{Remote: dst, LocalPort: uint16(40000 + i)}
 		p[0].SetData(b)
 		if n, err := l.Send(p[:]); n != 1 || err != nil {
 			t.Fatalf("send %d bytes: n=%d err=%v", size, n, err)
@@ -265,8 +265,8 @@ func TestCloseDetaches(t *testing.T) {
 	if xdpAttached(t, bed.A) {
 		t.Fatal("program still attached after Close")
 	}
-	var pkts [1]transport.Packet
-	if _, err := d.Links()[0].Receive(pkts[:]); err != transport.ErrClosed {
+	var pkts [1]link.Packet
+	if _, err := d.Links()[0].Receive(pkts[:]); err != link.ErrClosed {
 		t.Fatalf("Receive after Close: %v, want ErrClosed", err)
 	}
 	// The queue can be taken again at once (the bind retries past the kernel's EBUSY).

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/memreg"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 const (
@@ -21,9 +21,9 @@ const (
 	compBatch = 64 // addresses taken from the completion ring per read
 )
 
-// Link is one AF_XDP socket (one interface queue) as a transport.Link: it frames datagrams in
+// Link is one AF_XDP socket (one interface queue) as a link.Link: it frames datagrams in
 // Ethernet/IP/UDP on the way out and unwraps them on the way in. One engine goroutine owns it
-// (see transport.Link for which methods are safe elsewhere).
+// (see link.Link for which methods are safe elsewhere).
 //
 // Transmit copies headers and small or foreign segments into UMEM frames; with FlagZeroCopy,
 // large segments in the UMEM heap go by reference (see zerocopy_linux.go), and the cookie is
@@ -72,7 +72,7 @@ type Link struct {
 	holdRetry bool             // the last service found no room: try again at the next call
 	holdCheck int64            // table clock of the next recheck of held datagrams
 	holdMax   time.Duration    // age at which a held datagram without an entry is dropped
-	heldPkt   transport.Packet // scratch for sending a held datagram
+	heldPkt   link.Packet // scratch for sending a held datagram
 	acc       txAcc
 
 	// shared with other goroutines
@@ -158,10 +158,10 @@ func (l *Link) enter() bool {
 
 func (l *Link) exit() { l.busy.Add(-1) }
 
-// Receive implements transport.Link.
-func (l *Link) Receive(pkts []transport.Packet) (int, error) {
+// Receive implements link.Link.
+func (l *Link) Receive(pkts []link.Packet) (int, error) {
 	if !l.enter() {
-		return 0, transport.ErrClosed
+		return 0, link.ErrClosed
 	}
 	defer l.exit()
 	if l.hold.n > 0 && l.serviceHold() {
@@ -207,8 +207,8 @@ func (l *Link) Receive(pkts []transport.Packet) (int, error) {
 
 // unwrap parses one received packet's descriptors into p. It reports false for anything
 // that is not a well-formed datagram to our address and port.
-func (l *Link) unwrap(descs []Desc, p *transport.Packet) bool {
-	if len(descs) > transport.MaxSegments {
+func (l *Link) unwrap(descs []Desc, p *link.Packet) bool {
+	if len(descs) > link.MaxSegments {
 		return false
 	}
 	total := 0
@@ -252,15 +252,15 @@ func (l *Link) unwrap(descs []Desc, p *transport.Packet) bool {
 	return true
 }
 
-// Release implements transport.Link.
-func (l *Link) Release(pkts []transport.Packet) {
+// Release implements link.Link.
+func (l *Link) Release(pkts []link.Packet) {
 	if !l.enter() {
 		return
 	}
 	defer l.exit()
 	for i := range pkts {
 		p := &pkts[i]
-		for j := 0; j < int(p.NSegs) && j < transport.MaxSegments; j++ {
+		for j := 0; j < int(p.NSegs) && j < link.MaxSegments; j++ {
 			if off, ok := offsetIn(l.mem, p.Segs[j]); ok {
 				l.recycleFrame(off)
 			}
@@ -294,13 +294,13 @@ func (l *Link) flushRecycle() {
 	}
 }
 
-// Send implements transport.Link. A datagram to a peer whose next hop is not resolved yet
+// Send implements link.Link. A datagram to a peer whose next hop is not resolved yet
 // is taken and held (a copy), or dropped and counted if the peer failed to resolve a moment
 // ago: Send returns short only for lack of ring space, frames or zero-copy records, never
 // because of a resolution.
-func (l *Link) Send(pkts []transport.Packet) (int, error) {
+func (l *Link) Send(pkts []link.Packet) (int, error) {
 	if !l.enter() {
-		return 0, transport.ErrClosed
+		return 0, link.ErrClosed
 	}
 	defer l.exit()
 	l.reclaim()
@@ -312,8 +312,8 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 	for i := range pkts {
 		p := &pkts[i]
 		plen := p.Len()
-		if int(p.NSegs) > transport.MaxSegments || plen > l.maxPayload || plen == 0 {
-			err = fmt.Errorf("send %d-byte datagram in %d segments (max %d bytes): %w", plen, p.NSegs, l.maxPayload, transport.ErrTooLarge)
+		if int(p.NSegs) > link.MaxSegments || plen > l.maxPayload || plen == 0 {
+			err = fmt.Errorf("send %d-byte datagram in %d segments (max %d bytes): %w", plen, p.NSegs, l.maxPayload, link.ErrTooLarge)
 			break
 		}
 		if p.Remote.Port() == 0 {
@@ -353,13 +353,13 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 
 // transmit frames datagram p (plen bytes) with header template e and stages it on the TX
 // ring. It reports false when there is no room now (frames, ring slots, zero-copy records).
-func (l *Link) transmit(p *transport.Packet, e *Encap, plen int) (bool, error) {
+func (l *Link) transmit(p *link.Packet, e *Encap, plen int) (bool, error) {
 	hl := e.HeaderLen()
 	descs, nframes, refs := l.plan(p, hl, plen)
 	if nframes > len(l.tx) {
-		return false, fmt.Errorf("send %d-byte datagram: needs %d frames: %w", plen, nframes, transport.ErrTooLarge)
+		return false, fmt.Errorf("send %d-byte datagram: needs %d frames: %w", plen, nframes, link.ErrTooLarge)
 	}
-	zc := p.Flags&transport.FlagZeroCopy != 0
+	zc := p.Flags&link.FlagZeroCopy != 0
 	if zc && l.zc.queue.full() {
 		return false, nil // the caller must collect TxDone first
 	}
@@ -460,8 +460,8 @@ func (l *Link) cacheFromTable(ip netip.Addr) *neighEntry {
 // request when the table has no entry and the hold had nothing for the peer yet. A
 // FlagZeroCopy datagram's cookie is reported done at once (the hold keeps a copy; a drop
 // keeps nothing). It reports false when the zero-copy record queue is full.
-func (l *Link) unresolved(p *transport.Packet, ip netip.Addr, s *neighSnap) (bool, error) {
-	zc := p.Flags&transport.FlagZeroCopy != 0
+func (l *Link) unresolved(p *link.Packet, ip netip.Addr, s *neighSnap) (bool, error) {
+	zc := p.Flags&link.FlagZeroCopy != 0
 	if zc && l.zc.queue.full() {
 		return false, nil
 	}
@@ -519,7 +519,7 @@ func (l *Link) serviceHold() bool {
 func (l *Link) sendHeld(h *holdArea, i int, s *neighSnap) holdOutcome {
 	d := &h.q[i]
 	p := &l.heldPkt
-	*p = transport.Packet{Remote: netip.AddrPortFrom(d.ip, d.port), LocalPort: d.srcPort}
+	*p = link.Packet{Remote: netip.AddrPortFrom(d.ip, d.port), LocalPort: d.srcPort}
 	p.SetData(h.data(i))
 	ok, err := l.transmit(p, &s.encap, d.n)
 	p.Segs[0] = nil
@@ -536,12 +536,12 @@ func (l *Link) sendHeld(h *holdArea, i int, s *neighSnap) holdOutcome {
 // askAgain implements holdSink.
 func (l *Link) askAgain(ip netip.Addr) { l.dev.worker.ask(ip) }
 
-// ResolvePeer implements transport.PeerResolver: it resolves peer's next hop through the
+// ResolvePeer implements link.PeerResolver: it resolves peer's next hop through the
 // device (Device.ResolvePeer), blocking its caller, never the engine. Safe from any
 // goroutine.
 func (l *Link) ResolvePeer(ctx context.Context, peer netip.Addr) error {
 	if l.closed.Load() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	return l.dev.ResolvePeer(ctx, peer)
 }
@@ -603,7 +603,7 @@ func (l *Link) reclaim() {
 	}
 }
 
-// TxDone implements transport.Link. It reclaims the completion ring itself, so cookies flow
+// TxDone implements link.Link. It reclaims the completion ring itself, so cookies flow
 // without a Send, and kicks the kernel when descriptors of zero-copy datagrams still wait on
 // the TX ring. Cookies come in send order: a copied datagram's cookie waits behind an
 // earlier one whose descriptors the kernel has not completed yet.
@@ -625,10 +625,10 @@ func (l *Link) TxDone(dst []uint64) int {
 	return l.zc.queue.pop(dst)
 }
 
-// Wait implements transport.Link.
+// Wait implements link.Link.
 func (l *Link) Wait(timeout time.Duration) error {
 	if !l.enter() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	defer l.exit()
 	ready, limit := l.waitPrepare()
@@ -679,7 +679,7 @@ func (l *Link) waitFinish(rang bool) error {
 		readEventfd(l.eventfd, &l.eventBuf)
 	}
 	if l.closed.Load() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	if l.hold.n > 0 && l.serviceHold() {
 		l.finishTx()
@@ -710,11 +710,11 @@ func ppollUntil(fds []unix.PollFd, timeout time.Duration, ts *unix.Timespec, clo
 	}
 }
 
-// Watch implements transport.Watcher: a ppoll on the socket and the doorbell, which
+// Watch implements link.Watcher: a ppoll on the socket and the doorbell, which
 // touches no ring.
 func (l *Link) Watch(timeout time.Duration) error {
 	if !l.enter() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	defer l.exit()
 	var fds [2]unix.PollFd
@@ -728,12 +728,12 @@ func (l *Link) Watch(timeout time.Duration) error {
 		readEventfd(l.eventfd, &buf)
 	}
 	if l.closed.Load() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	return nil
 }
 
-// Wake implements transport.Link.
+// Wake implements link.Link.
 func (l *Link) Wake() {
 	// The guard keeps Close from closing the eventfd (whose number the process may then
 	// reuse) between the check and the write.
@@ -743,10 +743,10 @@ func (l *Link) Wake() {
 	}
 }
 
-// MaxPayload implements transport.Link.
+// MaxPayload implements link.Link.
 func (l *Link) MaxPayload() int { return l.maxPayload }
 
-// LocalAddr implements transport.Link.
+// LocalAddr implements link.Link.
 func (l *Link) LocalAddr() netip.AddrPort { return l.local }
 
 // Queue is the interface queue the link's socket is bound to.
@@ -755,9 +755,9 @@ func (l *Link) Queue() int { return l.queue }
 // Socket returns the link's AF_XDP socket (for its Mode and Statistics).
 func (l *Link) Socket() *Socket { return l.sock }
 
-// Stats implements transport.Link. RxDropped includes the kernel's drops for the socket.
-func (l *Link) Stats() transport.LinkStats {
-	s := transport.LinkStats{
+// Stats implements link.Link. RxDropped includes the kernel's drops for the socket.
+func (l *Link) Stats() link.Stats {
+	s := link.Stats{
 		RxPackets:  l.stats.rxPackets.Load(),
 		RxBytes:    l.stats.rxBytes.Load(),
 		TxPackets:  l.stats.txPackets.Load(),
@@ -782,7 +782,7 @@ func (l *Link) Stats() transport.LinkStats {
 	return s
 }
 
-// Close implements transport.Link. It waits for an engine call in progress to return
+// Close implements link.Link. It waits for an engine call in progress to return
 // (Wait is woken), then unmaps the rings and closes the socket.
 func (l *Link) Close() error {
 	var err error
@@ -802,7 +802,7 @@ func (l *Link) Close() error {
 }
 
 var (
-	_ transport.Link         = (*Link)(nil)
-	_ transport.PeerResolver = (*Link)(nil)
-	_ transport.Watcher      = (*Link)(nil)
+	_ link.Link         = (*Link)(nil)
+	_ link.PeerResolver = (*Link)(nil)
+	_ link.Watcher      = (*Link)(nil)
 )

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 const testPort = 4793
@@ -85,7 +85,7 @@ func newVerifier(count uint64, sizes []int) *verifier {
 }
 
 // check verifies one received datagram.
-func (v *verifier) check(p *transport.Packet) error {
+func (v *verifier) check(p *link.Packet) error {
 	data := v.gather[:0]
 	for j := range int(p.NSegs) {
 		data = append(data, p.Segs[j]...)
@@ -108,8 +108,8 @@ func (v *verifier) check(p *transport.Packet) error {
 
 func (s *streamer) run(deadline time.Time) {
 	var (
-		out  [32]transport.Packet
-		in   [64]transport.Packet
+		out  [32]link.Packet
+		in   [64]link.Packet
 		bufs = make([][]byte, len(out))
 		sent uint64
 		ver  = newVerifier(s.count, s.sizes)
@@ -130,7 +130,7 @@ func (s *streamer) run(deadline time.Time) {
 			b := bufs[n][:size]
 			fillPayload(b, seq)
 			p := &out[n]
-			*p = transport.Packet{Remote: s.peer}
+			*p = link.Packet{Remote: s.peer}
 			switch {
 			case size > 100 && seq%3 == 0:
 				p.Segs[0], p.Segs[1], p.Segs[2] = b[:8], b[8:size/2], b[size/2:]
@@ -267,10 +267,10 @@ func TestLinkSteadyStateNoAllocs(t *testing.T) {
 	cfg := Config{RingSize: 256, Frames: 512}
 	la, lb := openOn(t, bed.A, cfg).Links()[0], openOn(t, bed.B, cfg).Links()[0]
 	resolvePair(t, la, lb)
-	var out, in [8]transport.Packet
+	var out, in [8]link.Packet
 	payload := make([]byte, 1000)
 	for i := range out {
-		out[i] = transport.Packet{Remote: lb.LocalAddr()}
+		out[i] = link.Packet{Remote: lb.LocalAddr()}
 		out[i].Segs[0], out[i].Segs[1] = payload[:10], payload[10:]
 		out[i].NSegs = 2
 	}
@@ -311,27 +311,27 @@ func TestLinkSendErrors(t *testing.T) {
 	peer := lb.LocalAddr()
 	ok := make([]byte, 100)
 	big := make([]byte, la.MaxPayload()+1)
-	pkts := make([]transport.Packet, 3)
+	pkts := make([]link.Packet, 3)
 	for i := range pkts {
-		pkts[i] = transport.Packet{Remote: peer}
+		pkts[i] = link.Packet{Remote: peer}
 		pkts[i].SetData(ok)
 	}
 	pkts[1].SetData(big)
 	n, err := la.Send(pkts)
-	if n != 1 || !errors.Is(err, transport.ErrTooLarge) {
+	if n != 1 || !errors.Is(err, link.ErrTooLarge) {
 		t.Fatalf("Send with an oversized second datagram: n=%d err=%v, want 1 and ErrTooLarge", n, err)
 	}
-	empty := []transport.Packet{{Remote: peer}}
+	empty := []link.Packet{{Remote: peer}}
 	if n, err := la.Send(empty); n != 0 || err == nil {
 		t.Fatalf("Send of an empty datagram: n=%d err=%v", n, err)
 	}
-	tooMany := []transport.Packet{{Remote: peer, NSegs: transport.MaxSegments + 1}}
+	tooMany := []link.Packet{{Remote: peer, NSegs: link.MaxSegments + 1}}
 	if n, err := la.Send(tooMany); n != 0 || err == nil {
-		t.Fatalf("Send with %d segments: n=%d err=%v", transport.MaxSegments+1, n, err)
+		t.Fatalf("Send with %d segments: n=%d err=%v", link.MaxSegments+1, n, err)
 	}
 	// A peer nobody answers ARP for (inside the bed's own subnet): the datagram is taken
 	// and held at once, and dropped (counted) when the resolution fails.
-	nobody := []transport.Packet{{Remote: netip.AddrPortFrom(netip.MustParseAddr("198.18.0.99"), testPort)}}
+	nobody := []link.Packet{{Remote: netip.AddrPortFrom(netip.MustParseAddr("198.18.0.99"), testPort)}}
 	nobody[0].SetData(ok)
 	if n, err := la.Send(nobody); n != 1 || err != nil {
 		t.Fatalf("Send to an unresolvable peer: n=%d err=%v, want it taken (held)", n, err)
@@ -360,9 +360,9 @@ func TestLinkZeroCopyCookies(t *testing.T) {
 	la := openOn(t, bed.A, cfg).Links()[0]
 	lb := openOn(t, bed.B, cfg).Links()[0]
 	resolvePair(t, la, lb)
-	pkts := make([]transport.Packet, 10)
+	pkts := make([]link.Packet, 10)
 	for i := range pkts {
-		pkts[i] = transport.Packet{Remote: lb.LocalAddr(), Flags: transport.FlagZeroCopy, Cookie: uint64(100 + i)}
+		pkts[i] = link.Packet{Remote: lb.LocalAddr(), Flags: link.FlagZeroCopy, Cookie: uint64(100 + i)}
 		pkts[i].SetData([]byte{byte(i)})
 	}
 	if n, err := la.Send(pkts); n != len(pkts) || err != nil {
@@ -415,7 +415,7 @@ func TestLinkWaitWake(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, transport.ErrClosed) {
+		if !errors.Is(err, link.ErrClosed) {
 			t.Fatalf("Wait during Close returned %v, want ErrClosed", err)
 		}
 	case <-time.After(5 * time.Second):
@@ -446,7 +446,7 @@ func TestMultiQueueSharedUMEM(t *testing.T) {
 			t.Fatalf("link %d is on queue %d", q, la.Queue())
 		}
 		msg := []byte(fmt.Sprintf("queue %d", q))
-		p := []transport.Packet{{Remote: lb.LocalAddr()}}
+		p := []link.Packet{{Remote: lb.LocalAddr()}}
 		p[0].SetData(msg)
 		if n, err := la.Send(p); n != 1 || err != nil {
 			t.Fatalf("queue %d send: %d %v", q, n, err)

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // The hold area: where a link keeps datagrams to peers whose next hop is being resolved,
@@ -80,7 +80,7 @@ func (h *holdArea) data(i int) []byte {
 // add copies p (to ip, at most size bytes) into the area at clock now and reports whether
 // it dropped an older datagram to make room: the oldest of the same peer if that peer has
 // holdPerPeer held, else the oldest of all when the area is full.
-func (h *holdArea) add(p *transport.Packet, now int64) (dropped bool) {
+func (h *holdArea) add(p *link.Packet, now int64) (dropped bool) {
 	ip := p.Remote.Addr()
 	first, count := -1, 0
 	for i := range h.q[:h.n] {
@@ -103,7 +103,7 @@ func (h *holdArea) add(p *transport.Packet, now int64) (dropped bool) {
 	buf := h.free[h.nfree]
 	off := buf * h.size
 	n := 0
-	for j := 0; j < int(p.NSegs) && j < transport.MaxSegments; j++ {
+	for j := 0; j < int(p.NSegs) && j < link.MaxSegments; j++ {
 		n += copy(h.arena[off+n:off+h.size], p.Segs[j])
 	}
 	h.q[h.n] = heldDgram{ip: ip, port: p.Remote.Port(), srcPort: p.LocalPort, n: n, buf: buf, since: now}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // mustResolve resolves peer's next hop on l's device, so that the first datagram to it
@@ -66,8 +66,8 @@ func TestSendHoldsWhileResolving(t *testing.T) {
 	var hdr [8]byte
 	var trl [zcTrailer]byte
 	scratch := make([]byte, 4096)
-	pkts := make([]transport.Packet, 2)
-	pkts[0] = transport.Packet{Remote: lb.LocalAddr()}
+	pkts := make([]link.Packet, 2)
+	pkts[0] = link.Packet{Remote: lb.LocalAddr()}
 	pkts[0].SetData(first)
 	zcPacket(&pkts[1], lb.LocalAddr(), 1, 77, scratch, hdr[:], heap[:1200], trl[:])
 	want := bytes.Clone(scratch[:8+1200+zcTrailer])
@@ -95,7 +95,7 @@ func TestSendHoldsWhileResolving(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var in [4]transport.Packet
+	var in [4]link.Packet
 	if n, _ := lb.Receive(in[:]); n != 0 {
 		lb.Release(in[:n])
 		t.Fatalf("%d datagrams left while their peer was being resolved", n)
@@ -126,7 +126,7 @@ func TestSendToFailedPeer(t *testing.T) {
 	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, resolve: r.resolve, NegativeTTL: time.Minute})
 	la := a.Links()[0]
 	dead := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.201"), testPort)
-	p := []transport.Packet{{Remote: dead, Flags: transport.FlagZeroCopy, Cookie: 5}}
+	p := []link.Packet{{Remote: dead, Flags: link.FlagZeroCopy, Cookie: 5}}
 	p[0].SetData([]byte("hello?"))
 	if n, err := la.Send(p); n != 1 || err != nil {
 		t.Fatalf("Send: n=%d err=%v", n, err)
@@ -167,7 +167,7 @@ func TestSendInvalidPeer(t *testing.T) {
 		netip.AddrPortFrom(netip.MustParseAddr("::ffff:198.18.0.2"), testPort),
 		netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 0),
 	} {
-		p := []transport.Packet{{Remote: to}}
+		p := []link.Packet{{Remote: to}}
 		p[0].SetData([]byte("x"))
 		if n, err := la.Send(p); n != 0 || err == nil {
 			t.Errorf("Send to %v: n=%d err=%v, want refused", to, n, err)
@@ -188,10 +188,10 @@ func TestSendPortPerDatagram(t *testing.T) {
 	la, lb := a.Links()[0], b.Links()[0]
 	mustResolve(t, la, bed.B.Addr)
 	srv := listenUDP(t, bed.B, testPort+1)
-	p := make([]transport.Packet, 2)
-	p[0] = transport.Packet{Remote: lb.LocalAddr()}
+	p := make([]link.Packet, 2)
+	p[0] = link.Packet{Remote: lb.LocalAddr()}
 	p[0].SetData([]byte("to the xdp port"))
-	p[1] = transport.Packet{Remote: netip.AddrPortFrom(bed.B.Addr, testPort+1)}
+	p[1] = link.Packet{Remote: netip.AddrPortFrom(bed.B.Addr, testPort+1)}
 	p[1].SetData([]byte("to the kernel socket"))
 	if n, err := la.Send(p); n != 2 || err != nil {
 		t.Fatalf("Send: n=%d err=%v", n, err)
@@ -220,15 +220,15 @@ func TestSendResolvedNoAllocs(t *testing.T) {
 	if err := la.ResolvePeer(context.Background(), dead); !errors.Is(err, ErrNextHopUnresolved) {
 		t.Fatalf("resolve a silent address: %v", err)
 	}
-	var out [8]transport.Packet
-	var in [8]transport.Packet
+	var out [8]link.Packet
+	var in [8]link.Packet
 	payload := make([]byte, 500)
 	for i := range out {
 		to := lb.LocalAddr()
 		if i%2 == 1 {
 			to = netip.AddrPortFrom(dead, testPort)
 		}
-		out[i] = transport.Packet{Remote: to}
+		out[i] = link.Packet{Remote: to}
 		out[i].SetData(payload)
 	}
 	round := func() {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // TestDeviceResolvePeer resolves through the kernel from host A of a bed with an empty
@@ -78,7 +78,7 @@ func TestFirstContactHeld(t *testing.T) {
 	hostRun(t, bed.A, "ip", "neigh", "flush", "all")
 	la := openOn(t, bed.A, Config{RingSize: 256, Frames: 512}).Links()[0]
 	lb := openOn(t, bed.B, Config{RingSize: 256, Frames: 512}).Links()[0]
-	p := []transport.Packet{{Remote: lb.LocalAddr()}}
+	p := []link.Packet{{Remote: lb.LocalAddr()}}
 	p[0].SetData([]byte("hello B"))
 	if n, err := la.Send(p); n != 1 || err != nil {
 		t.Fatalf("first Send: n=%d err=%v", n, err)

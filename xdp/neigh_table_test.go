@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Unit tests of the next-hop table, its worker and the hold area, with an injected resolve
@@ -478,12 +478,12 @@ func TestNeighChangedEvent(t *testing.T) {
 }
 
 // testPacket is a datagram to ip:port of n bytes in two segments, bytes starting at seed.
-func testPacket(ip netip.Addr, port uint16, n int, seed byte) *transport.Packet {
+func testPacket(ip netip.Addr, port uint16, n int, seed byte) *link.Packet {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = seed + byte(i)
 	}
-	p := &transport.Packet{Remote: netip.AddrPortFrom(ip, port), LocalPort: 999}
+	p := &link.Packet{Remote: netip.AddrPortFrom(ip, port), LocalPort: 999}
 	p.Segs[0], p.Segs[1], p.NSegs = b[:n/2], b[n/2:], 2
 	return p
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/xdpndk/xdpndk/memreg"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // unwrapFixture is a Link with just the state unwrap reads: a small UMEM whose first frames
@@ -70,7 +70,7 @@ func FuzzUnwrap(f *testing.F) {
 		if len(in) < 1 {
 			return
 		}
-		nd := int(in[0])%(transport.MaxSegments+2) + 1
+		nd := int(in[0])%(link.MaxSegments+2) + 1
 		in = in[1:]
 		descs := make([]Desc, 0, nd)
 		for range nd {
@@ -90,11 +90,11 @@ func FuzzUnwrap(f *testing.F) {
 		if a := descs[0].Addr; a < uint64(len(l.mem)) {
 			copy(l.mem[a:], in)
 		}
-		var p transport.Packet
+		var p link.Packet
 		if !l.unwrap(descs, &p) {
 			return
 		}
-		if int(p.NSegs) != len(descs) || p.NSegs > transport.MaxSegments || p.Len() == 0 {
+		if int(p.NSegs) != len(descs) || p.NSegs > link.MaxSegments || p.Len() == 0 {
 			t.Fatalf("accepted %d descriptors as %d segments of %d bytes", len(descs), p.NSegs, p.Len())
 		}
 		if p.LocalPort != l.local.Port() || !p.Remote.IsValid() {
@@ -114,7 +114,7 @@ func FuzzUnwrap(f *testing.F) {
 func TestUnwrapRejects(t *testing.T) {
 	l := unwrapFixture(t)
 	n := seedFrame(t, l.mem, 256, 100)
-	var p transport.Packet
+	var p link.Packet
 	if !l.unwrap([]Desc{{Addr: 256, Len: uint32(n)}}, &p) || p.Len() != 100 {
 		t.Fatalf("valid datagram refused (len %d)", p.Len())
 	}

@@ -3,7 +3,7 @@ package xdp
 import (
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Zero-copy transmit: a FlagZeroCopy datagram's large segments that lie in the UMEM beyond
@@ -205,9 +205,9 @@ func (l *Link) refPiece(off, left uint64) uint64 {
 // segments go by reference (a bit per segment in refs), how many descriptors and frames it
 // takes. Without references it is the plain copy: the headers and payload packed into
 // whole frames.
-func (l *Link) plan(p *transport.Packet, hl, plen int) (descs, frames int, refs uint8) {
+func (l *Link) plan(p *link.Packet, hl, plen int) (descs, frames int, refs uint8) {
 	fs := int(l.fsize)
-	if p.Flags&transport.FlagZeroCopy != 0 && l.zc.enabled {
+	if p.Flags&link.FlagZeroCopy != 0 && l.zc.enabled {
 		run := hl // bytes of the copy run in progress
 		for j := 0; j < int(p.NSegs); j++ {
 			seg := p.Segs[j]
@@ -244,7 +244,7 @@ func (l *Link) plan(p *transport.Packet, hl, plen int) (descs, frames int, refs 
 // pool, segments in refs as descriptors pointing at them. It queues the descriptors
 // (descs of them) and returns the offset of the first frame. The pool holds enough
 // frames and the staging array enough room (Send checked).
-func (l *Link) build(p *transport.Packet, e *Encap, plen, descs int, refs uint8) (uint64, error) {
+func (l *Link) build(p *link.Packet, e *Encap, plen, descs int, refs uint8) (uint64, error) {
 	var sum Checksum
 	for j := 0; j < int(p.NSegs); j++ {
 		sum.Add(p.Segs[j])

@@ -14,7 +14,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/memreg"
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // heapOf returns the UMEM heap of d (its Config.HeapSize must be non-zero).
@@ -35,14 +35,14 @@ const zcTrailer = 4
 // engine lays out its packets: an 8-byte header segment in hdr, the payload in pay (UMEM
 // heap memory, say) and a trailer segment in trl. pay must be len(datagram)-8-zcTrailer
 // bytes long.
-func zcPacket(p *transport.Packet, to netip.AddrPort, seq, cookie uint64, scratch, hdr, pay, trl []byte) {
+func zcPacket(p *link.Packet, to netip.AddrPort, seq, cookie uint64, scratch, hdr, pay, trl []byte) {
 	size := 8 + len(pay) + zcTrailer
 	b := scratch[:size]
 	fillPayload(b, seq)
 	copy(hdr[:8], b)
 	copy(pay, b[8:size-zcTrailer])
 	copy(trl[:zcTrailer], b[size-zcTrailer:])
-	*p = transport.Packet{Remote: to, Flags: transport.FlagZeroCopy, Cookie: cookie}
+	*p = link.Packet{Remote: to, Flags: link.FlagZeroCopy, Cookie: cookie}
 	p.Segs[0], p.Segs[1], p.Segs[2] = hdr[:8], pay, trl[:zcTrailer]
 	p.NSegs = 3
 }
@@ -67,8 +67,8 @@ const cookieBase = 1 << 40
 
 func (s *zcStreamer) run(deadline time.Time) {
 	var (
-		out     [16]transport.Packet
-		in      [64]transport.Packet
+		out     [16]link.Packet
+		in      [64]link.Packet
 		cookies [64]uint64
 		hdrs    = make([][8]byte, len(s.slots))
 		trls    = make([][zcTrailer]byte, len(s.slots))
@@ -244,7 +244,7 @@ func TestZeroCopyToKernelSocket(t *testing.T) {
 			var trl [zcTrailer]byte
 			var done [4]uint64
 			for i, size := range tc.sizes {
-				var p [1]transport.Packet
+				var p [1]link.Packet
 				zcPacket(&p[0], dst, uint64(i), uint64(i), scratch, hdr[:], slots[i][:size-8-zcTrailer], trl[:])
 				before := l.Stats().TxZeroCopy
 				if n, err := l.Send(p[:]); n != 1 || err != nil {
@@ -331,7 +331,7 @@ func TestZeroCopyFallbacks(t *testing.T) {
 			if tc.setup != nil {
 				defer tc.setup()()
 			}
-			var p [1]transport.Packet
+			var p [1]link.Packet
 			zcPacket(&p[0], lb.LocalAddr(), uint64(i), uint64(500+i), scratch, hdr[:], tc.pay, trl[:])
 			want := append([]byte(nil), scratch[:8+len(tc.pay)+zcTrailer]...)
 			before := la.Stats().TxZeroCopy
@@ -375,7 +375,7 @@ func TestZeroCopyCookieWaitsForKernel(t *testing.T) {
 	var done [8]uint64
 
 	// Resolve the peer while the link is up.
-	var p [2]transport.Packet
+	var p [2]link.Packet
 	zcPacket(&p[0], lb.LocalAddr(), 0, 10, scratch, hdr[:], heap[:1400], trl[:])
 	if n, err := la.Send(p[:1]); n != 1 || err != nil {
 		t.Fatalf("send: %d %v", n, err)
@@ -446,11 +446,11 @@ func TestZeroCopySteadyStateNoAllocs(t *testing.T) {
 	la, lb := a.Links()[0], b.Links()[0]
 	resolvePair(t, la, lb)
 	slots := heapSlots(t, heapOf(t, a), 8, 1400)
-	var out, in [8]transport.Packet
+	var out, in [8]link.Packet
 	var hdr [8]byte
 	var trl [zcTrailer]byte
 	for i := range out {
-		out[i] = transport.Packet{Remote: lb.LocalAddr(), Flags: transport.FlagZeroCopy}
+		out[i] = link.Packet{Remote: lb.LocalAddr(), Flags: link.FlagZeroCopy}
 		out[i].Segs[0], out[i].Segs[1], out[i].Segs[2] = hdr[:], slots[i], trl[:]
 		out[i].NSegs = 3
 	}
@@ -500,7 +500,7 @@ func benchSend(b *testing.B, la, lb *Link, heap []byte, payload, minSeg int, zer
 	var received atomic.Uint64
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		var in [64]transport.Packet
+		var in [64]link.Packet
 		for {
 			select {
 			case <-stop:
@@ -519,13 +519,13 @@ func benchSend(b *testing.B, la, lb *Link, heap []byte, payload, minSeg int, zer
 		}
 	})
 	defer func() { close(stop); lb.Wake(); wg.Wait() }()
-	var out [32]transport.Packet
+	var out [32]link.Packet
 	var hdr [8]byte
 	var trl [zcTrailer]byte
 	for i := range out {
-		out[i] = transport.Packet{Remote: lb.LocalAddr()}
+		out[i] = link.Packet{Remote: lb.LocalAddr()}
 		if zeroCopy {
-			out[i].Flags = transport.FlagZeroCopy
+			out[i].Flags = link.FlagZeroCopy
 		}
 		out[i].Segs[0], out[i].Segs[1], out[i].Segs[2] = hdr[:], heap[:payload], trl[:]
 		out[i].NSegs = 3

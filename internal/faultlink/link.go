@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // chunk is the most datagrams of one Send handled per call of the inner link's Send:
@@ -61,12 +61,12 @@ type plan struct {
 	buf int32
 }
 
-// Link is a transport.Link that impairs the datagrams it transmits through an inner link
+// Link is a link.Link that impairs the datagrams it transmits through an inner link
 // (see the package documentation). Like every Link, Receive, Release, Send, TxDone and Wait
 // belong to one engine goroutine; Wake, Stats, Close, SetImpairments, Impairments,
 // FaultStats, Inject, Record and StopRecording are safe from any goroutine.
 type Link struct {
-	inner transport.Link
+	inner link.Link
 	cfg   Config
 	now   func() int64
 
@@ -79,9 +79,9 @@ type Link struct {
 	free    []int32
 	held    []int32 // reordered datagrams, oldest first
 	pending []int32 // copies the inner link refused for now, to be sent first
-	cookies transport.CookieQueue
+	cookies link.CookieQueue
 	planned int // cookies the current chunk pushes if its datagrams are accepted
-	out     []transport.Packet
+	out     []link.Packet
 	ent     []entry
 	plans   [chunk]plan
 
@@ -90,12 +90,12 @@ type Link struct {
 	ctr counters
 }
 
-var _ transport.Link = (*Link)(nil)
+var _ link.Link = (*Link)(nil)
 
 // Wrap returns a Link that impairs inner's transmissions as cfg says. The wrapper owns
 // inner from now on: Close closes it. Its buffers are allocated here, so nothing allocates
 // per datagram later.
-func Wrap(inner transport.Link, cfg Config) (*Link, error) {
+func Wrap(inner link.Link, cfg Config) (*Link, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("%w: nil inner link", ErrInvalid)
 	}
@@ -112,8 +112,8 @@ func Wrap(inner transport.Link, cfg Config) (*Link, error) {
 		free:    make([]int32, cfg.Buffers),
 		held:    make([]int32, 0, cfg.Buffers),
 		pending: make([]int32, 0, cfg.Buffers),
-		cookies: transport.NewCookieQueue(cfg.CookieQueue),
-		out:     make([]transport.Packet, 0, 2*chunk+cfg.Buffers),
+		cookies: link.NewCookieQueue(cfg.CookieQueue),
+		out:     make([]link.Packet, 0, 2*chunk+cfg.Buffers),
 		ent:     make([]entry, 0, 2*chunk+cfg.Buffers),
 	}
 	arena := make([]byte, cfg.Buffers*size)
@@ -127,7 +127,7 @@ func Wrap(inner transport.Link, cfg Config) (*Link, error) {
 }
 
 // Inner returns the wrapped link.
-func (l *Link) Inner() transport.Link { return l.inner }
+func (l *Link) Inner() link.Link { return l.inner }
 
 // SetImpairments changes the probabilities from the next datagram Send is given. Safe from
 // any goroutine.
@@ -169,12 +169,12 @@ func (l *Link) chance(i int) bool {
 	return p > 0 && float64(l.next()>>11)/(1<<53) < p
 }
 
-// Send implements transport.Link: it decides each datagram's fate and hands the inner
+// Send implements link.Link: it decides each datagram's fate and hands the inner
 // link what is to be sent now, in batches. It returns as the inner link would have for
 // pkts: n < len(pkts) with a nil error when the inner link is out of room for the rest,
 // and the inner link's error for a datagram it refuses (the caller accounts that
 // datagram's cookie, as with any link).
-func (l *Link) Send(pkts []transport.Packet) (int, error) {
+func (l *Link) Send(pkts []link.Packet) (int, error) {
 	now := l.now()
 	if len(pkts) == 0 {
 		l.flushBacklog(now)
@@ -207,10 +207,10 @@ func (l *Link) put(b int32) { l.free = append(l.free, b) }
 
 // decide draws the fate of p, taking the buffer and cookie room it needs; a fault that
 // cannot have them is skipped (the datagram passes).
-func (l *Link) decide(p *transport.Packet) plan {
-	pl := plan{act: actPass, buf: -1, zc: p.Flags&transport.FlagZeroCopy != 0}
+func (l *Link) decide(p *link.Packet) plan {
+	pl := plan{act: actPass, buf: -1, zc: p.Flags&link.FlagZeroCopy != 0}
 	plen := p.Len()
-	if p.NSegs == 0 || int(p.NSegs) > transport.MaxSegments || plen == 0 || plen > len(l.bufs[0]) {
+	if p.NSegs == 0 || int(p.NSegs) > link.MaxSegments || plen == 0 || plen > len(l.bufs[0]) {
 		return pl // the inner link refuses it
 	}
 	act := actPass
@@ -249,7 +249,7 @@ func (l *Link) decide(p *transport.Packet) plan {
 func (l *Link) cookieCap() int { return l.cfg.CookieQueue }
 
 // copyIn copies datagram p of plen bytes into buffer b.
-func (l *Link) copyIn(b int32, p *transport.Packet, plen int) {
+func (l *Link) copyIn(b int32, p *link.Packet, plen int) {
 	buf := l.bufs[b]
 	w := 0
 	for i := 0; i < int(p.NSegs); i++ {
@@ -260,14 +260,14 @@ func (l *Link) copyIn(b int32, p *transport.Packet, plen int) {
 }
 
 // copyPacket returns the datagram in buffer b as a packet without flags.
-func (l *Link) copyPacket(b int32) transport.Packet {
+func (l *Link) copyPacket(b int32) link.Packet {
 	m := &l.meta[b]
-	pk := transport.Packet{Remote: m.remote, LocalPort: m.localPort, NSegs: 1}
+	pk := link.Packet{Remote: m.remote, LocalPort: m.localPort, NSegs: 1}
 	pk.Segs[0] = l.bufs[b][:m.n]
 	return pk
 }
 
-func (l *Link) stage(pk *transport.Packet, e entry) {
+func (l *Link) stage(pk *link.Packet, e entry) {
 	l.out = append(l.out, *pk)
 	l.ent = append(l.ent, e)
 }
@@ -310,7 +310,7 @@ func (l *Link) wentOut() {
 }
 
 // sendChunk plans, transmits and accounts up to chunk datagrams.
-func (l *Link) sendChunk(in []transport.Packet, now int64) (int, error) {
+func (l *Link) sendChunk(in []link.Packet, now int64) (int, error) {
 	l.out, l.ent, l.planned = l.out[:0], l.ent[:0], 0
 	l.stageBacklog(now)
 	for i := range in {
@@ -386,7 +386,7 @@ func (l *Link) push() (int, error) {
 // settle accounts one input datagram: its fault happened (accepted), or is undone. An
 // undone datagram's copy is marked dead: freed here if it is still held, by settleCopies
 // if it was staged.
-func (l *Link) settle(p *transport.Packet, pl *plan, accepted bool) {
+func (l *Link) settle(p *link.Packet, pl *plan, accepted bool) {
 	if !accepted {
 		if pl.buf >= 0 {
 			l.meta[pl.buf].dead = true
@@ -473,7 +473,7 @@ func (l *Link) holdDue(now int64) bool {
 	return false
 }
 
-// TxDone implements transport.Link: the cookies of zero-copy datagrams the wrapper dropped,
+// TxDone implements link.Link: the cookies of zero-copy datagrams the wrapper dropped,
 // held or replaced by a copy first, then the inner link's.
 func (l *Link) TxDone(dst []uint64) int {
 	n := l.cookies.Pop(dst)
@@ -483,7 +483,7 @@ func (l *Link) TxDone(dst []uint64) int {
 	return n
 }
 
-// Wait implements transport.Link. It first sends held datagrams that are due and copies
+// Wait implements link.Link. It first sends held datagrams that are due and copies
 // waiting for room, and waits no longer than until the next held datagram is due (or
 // briefly while copies wait for room). It returns at once when TxDone has cookies of the
 // wrapper's to report or injected datagrams wait for Receive.
@@ -502,19 +502,19 @@ func (l *Link) Wait(timeout time.Duration) error {
 	return l.inner.Wait(timeout)
 }
 
-// Wake implements transport.Link.
+// Wake implements link.Link.
 func (l *Link) Wake() { l.inner.Wake() }
 
-// MaxPayload implements transport.Link: the inner link's.
+// MaxPayload implements link.Link: the inner link's.
 func (l *Link) MaxPayload() int { return l.inner.MaxPayload() }
 
-// LocalAddr implements transport.Link: the inner link's.
+// LocalAddr implements link.Link: the inner link's.
 func (l *Link) LocalAddr() netip.AddrPort { return l.inner.LocalAddr() }
 
-// Stats implements transport.Link: the inner link's counters (what it was given and
+// Stats implements link.Link: the inner link's counters (what it was given and
 // received); FaultStats counts what the wrapper did.
-func (l *Link) Stats() transport.LinkStats { return l.inner.Stats() }
+func (l *Link) Stats() link.Stats { return l.inner.Stats() }
 
-// Close implements transport.Link: it closes the inner link. Idempotent as the inner
+// Close implements link.Link: it closes the inner link. Idempotent as the inner
 // link's Close is.
 func (l *Link) Close() error { return l.inner.Close() }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 var peer = netip.MustParseAddrPort("198.18.0.2:4793")
@@ -55,16 +55,16 @@ func identify(b []byte) (uint64, int) {
 
 // packet makes a packet of datagram id; odd ids come in two segments, ids divisible by 3
 // are zero-copy with cookie 1000+id (all ids when allZeroCopy is set).
-func packet(id uint64) transport.Packet {
+func packet(id uint64) link.Packet {
 	d := datagram(id)
-	p := transport.Packet{Remote: peer, LocalPort: uint16(50000 + id%7)}
+	p := link.Packet{Remote: peer, LocalPort: uint16(50000 + id%7)}
 	if id%2 == 1 {
 		p.Segs[0], p.Segs[1], p.NSegs = d[:5], d[5:], 2
 	} else {
 		p.SetData(d)
 	}
 	if id%3 == 0 || allZeroCopy {
-		p.Flags, p.Cookie = transport.FlagZeroCopy, 1000+id
+		p.Flags, p.Cookie = link.FlagZeroCopy, 1000+id
 	}
 	return p
 }
@@ -111,7 +111,7 @@ func (d *driver) collect() {
 // stopped short (back-pressure) and must make room.
 func (d *driver) run(t *testing.T, ids []uint64, batch int, refill func()) {
 	t.Helper()
-	queue := make([]transport.Packet, 0, batch)
+	queue := make([]link.Packet, 0, batch)
 	qid := make([]uint64, 0, batch)
 	next := 0
 	for stalls := 0; next < len(ids) || len(queue) > 0; {
@@ -124,7 +124,7 @@ func (d *driver) run(t *testing.T, ids []uint64, batch int, refill func()) {
 		d.accepted = append(d.accepted, qid[:n]...)
 		if err != nil {
 			p := &queue[n]
-			if p.Flags&transport.FlagZeroCopy != 0 {
+			if p.Flags&link.FlagZeroCopy != 0 {
 				d.cookies[p.Cookie]++
 			}
 			d.refused = append(d.refused, qid[n])
@@ -331,7 +331,7 @@ func TestHoldTimeReleases(t *testing.T) {
 		t.Fatalf("Wait slept %v with a datagram due in 1 ms", w)
 	}
 	*now += int64(999 * time.Microsecond)
-	var rx [4]transport.Packet
+	var rx [4]link.Packet
 	if _, err := d.l.Receive(rx[:]); err != nil || len(d.stub.sent) != 0 {
 		t.Fatalf("released early (%d sent, err %v)", len(d.stub.sent), err)
 	}
@@ -348,7 +348,7 @@ func TestHoldTimeReleases(t *testing.T) {
 func TestWaitWithCookies(t *testing.T) {
 	d := newDriver(t, Config{Impairments: Impairments{Drop: 1}})
 	p := packet(3) // zero-copy
-	if n, err := d.l.Send([]transport.Packet{p}); n != 1 || err != nil {
+	if n, err := d.l.Send([]link.Packet{p}); n != 1 || err != nil {
 		t.Fatalf("Send = %d, %v", n, err)
 	}
 	if err := d.l.Wait(time.Second); err != nil || d.stub.waits[0] != 0 {
@@ -443,7 +443,7 @@ func TestCopyRefused(t *testing.T) {
 	calls := 0
 	inner := d.stub
 	d.l.inner = &refuseSecond{stubLink: inner, calls: &calls}
-	n, err := d.l.Send([]transport.Packet{packet(1)})
+	n, err := d.l.Send([]link.Packet{packet(1)})
 	if n != 1 || err != nil {
 		t.Fatalf("Send = %d, %v", n, err)
 	}
@@ -458,7 +458,7 @@ type refuseSecond struct {
 	calls *int
 }
 
-func (r *refuseSecond) Send(pkts []transport.Packet) (int, error) {
+func (r *refuseSecond) Send(pkts []link.Packet) (int, error) {
 	*r.calls++
 	if len(pkts) >= 2 && *r.calls == 1 {
 		n, _ := r.stubLink.Send(pkts[:1])

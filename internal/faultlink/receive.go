@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Datagram is one UDP payload with its addresses, as Inject takes it and a Recorder keeps
@@ -66,14 +66,14 @@ func (j *injector) owns(b []byte) (int32, bool) {
 // Inject queues a copy of d to be returned by Receive ahead of the inner link's datagrams,
 // as if it had arrived from d.Remote at d.LocalPort (0: the link's port). It wakes a
 // waiting engine. Safe from any goroutine. Errors: ErrInjectDisabled, ErrInjectFull, and
-// an error wrapping transport.ErrTooLarge for an empty datagram or one over MaxPayload.
+// an error wrapping link.ErrTooLarge for an empty datagram or one over MaxPayload.
 func (l *Link) Inject(d Datagram) error {
 	j := &l.inj
 	if len(j.arena) == 0 {
 		return ErrInjectDisabled
 	}
 	if len(d.Data) == 0 || len(d.Data) > j.size {
-		return fmt.Errorf("faultlink: inject %d bytes (max %d): %w", len(d.Data), j.size, transport.ErrTooLarge)
+		return fmt.Errorf("faultlink: inject %d bytes (max %d): %w", len(d.Data), j.size, link.ErrTooLarge)
 	}
 	if d.LocalPort == 0 {
 		d.LocalPort = l.inner.LocalAddr().Port()
@@ -96,9 +96,9 @@ func (l *Link) Inject(d Datagram) error {
 	return nil
 }
 
-// Receive implements transport.Link: injected datagrams first, then the inner link's (which
+// Receive implements link.Link: injected datagrams first, then the inner link's (which
 // a Recorder, if any, copies). It also sends held datagrams that are due.
-func (l *Link) Receive(pkts []transport.Packet) (int, error) {
+func (l *Link) Receive(pkts []link.Packet) (int, error) {
 	l.flushBacklog(l.now())
 	k := 0
 	if j := &l.inj; j.ready.Load() > 0 && len(pkts) > 0 {
@@ -109,7 +109,7 @@ func (l *Link) Receive(pkts []transport.Packet) (int, error) {
 			j.count--
 			m := &j.meta[b]
 			p := &pkts[k]
-			*p = transport.Packet{Remote: m.Remote, LocalPort: m.LocalPort, NSegs: 1}
+			*p = link.Packet{Remote: m.Remote, LocalPort: m.LocalPort, NSegs: 1}
 			p.Segs[0] = m.Data
 			k++
 		}
@@ -131,9 +131,9 @@ func (l *Link) Receive(pkts []transport.Packet) (int, error) {
 	return k + n, nil
 }
 
-// Release implements transport.Link: injected datagrams' buffers go back to the injection
+// Release implements link.Link: injected datagrams' buffers go back to the injection
 // queue, the others to the inner link.
-func (l *Link) Release(pkts []transport.Packet) {
+func (l *Link) Release(pkts []link.Packet) {
 	j := &l.inj
 	if j.out == 0 {
 		l.inner.Release(pkts)
@@ -154,7 +154,7 @@ func (l *Link) Release(pkts []transport.Packet) {
 		j.free = append(j.free, b)
 		j.mu.Unlock()
 		j.out--
-		*p = transport.Packet{}
+		*p = link.Packet{}
 	}
 	if start < len(pkts) {
 		l.inner.Release(pkts[start:])
@@ -191,7 +191,7 @@ func (l *Link) Record(capacity, stride int) *Recorder {
 func (l *Link) StopRecording() { l.rec.Store(nil) }
 
 // add copies what it keeps of pkts and returns how many. Engine goroutine.
-func (r *Recorder) add(pkts []transport.Packet) int {
+func (r *Recorder) add(pkts []link.Packet) int {
 	kept := 0
 	n := int(r.n.Load())
 	for i := range pkts {
@@ -206,7 +206,7 @@ func (r *Recorder) add(pkts []transport.Packet) int {
 		s := &r.slots[n]
 		s.Remote, s.LocalPort = p.Remote, p.LocalPort
 		s.Data = s.Data[:0]
-		for k := 0; k < int(p.NSegs) && k < transport.MaxSegments; k++ {
+		for k := 0; k < int(p.NSegs) && k < link.MaxSegments; k++ {
 			s.Data = append(s.Data, p.Segs[k]...)
 		}
 		n++

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 func TestInject(t *testing.T) {
@@ -25,10 +25,10 @@ func TestInject(t *testing.T) {
 	if err := l.Inject(Datagram{Remote: from, Data: []byte("three")}); !errors.Is(err, ErrInjectFull) {
 		t.Fatalf("third inject into two buffers: %v", err)
 	}
-	if err := l.Inject(Datagram{Remote: from}); !errors.Is(err, transport.ErrTooLarge) {
+	if err := l.Inject(Datagram{Remote: from}); !errors.Is(err, link.ErrTooLarge) {
 		t.Fatalf("empty inject: %v", err)
 	}
-	if err := l.Inject(Datagram{Remote: from, Data: make([]byte, s.MaxPayload()+1)}); !errors.Is(err, transport.ErrTooLarge) {
+	if err := l.Inject(Datagram{Remote: from, Data: make([]byte, s.MaxPayload()+1)}); !errors.Is(err, link.ErrTooLarge) {
 		t.Fatalf("oversized inject: %v", err)
 	}
 	if s.wakes != 2 {
@@ -36,7 +36,7 @@ func TestInject(t *testing.T) {
 	}
 	s.rx = [][]byte{[]byte("R-inner-1"), []byte("R-inner-2")}
 
-	var pkts [8]transport.Packet
+	var pkts [8]link.Packet
 	n, err := l.Receive(pkts[:3])
 	if err != nil || n != 3 {
 		t.Fatalf("Receive = %d, %v", n, err)
@@ -53,7 +53,7 @@ func TestInject(t *testing.T) {
 		}
 	}
 	// Released in two calls, out of order: the inner link gets back only its own.
-	l.Release([]transport.Packet{pkts[2], pkts[0]})
+	l.Release([]link.Packet{pkts[2], pkts[0]})
 	l.Release(pkts[1:2])
 	if s.rxOut != 0 || s.rxBad != 0 || l.inj.out != 0 {
 		t.Fatalf("inner link: %d not released, %d foreign packets released; %d injected not released", s.rxOut, s.rxBad, l.inj.out)
@@ -87,7 +87,7 @@ func TestRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pkts [4]transport.Packet
+	var pkts [4]link.Packet
 	s.rx = [][]byte{[]byte("R0")}
 	n, _ := l.Receive(pkts[:])
 	l.Release(pkts[:n]) // before recording: not kept

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
 
@@ -31,11 +31,11 @@ func TestOverSimlink(t *testing.T) {
 		Impairments: Impairments{Reorder: 0.1, Corrupt: 0.05, Duplicate: 0.05}})
 	to := peerLink.LocalAddr()
 	const n = 2000
-	var out [32]transport.Packet
+	var out [32]link.Packet
 	cookies := map[uint64]int{}
 	var done [64]uint64
 	got := map[uint64]int{}
-	var rx [64]transport.Packet
+	var rx [64]link.Packet
 	receive := func() {
 		for {
 			k, err := peerLink.Receive(rx[:])
@@ -129,14 +129,14 @@ func TestNoAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := peerLink.LocalAddr()
-	var out [16]transport.Packet
+	var out [16]link.Packet
 	for i := range out {
 		out[i] = packet(uint64(i))
 		out[i].Remote = to
 	}
-	var rx [32]transport.Packet
+	var rx [32]link.Packet
 	var done [32]uint64
-	reply := []transport.Packet{{Remote: l.LocalAddr(), NSegs: 1}}
+	reply := []link.Packet{{Remote: l.LocalAddr(), NSegs: 1}}
 	reply[0].Segs[0] = make([]byte, 200)
 	inj := Datagram{Remote: netip.MustParseAddrPort("198.18.0.9:1"), Data: make([]byte, 100)}
 	l.Record(4, 1)

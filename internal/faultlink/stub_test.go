@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // stubLink is an inner link for unit tests: Send copies what it accepts into sent (with
@@ -27,7 +27,7 @@ type stubLink struct {
 
 type sentDatagram struct {
 	data   []byte
-	flags  transport.PacketFlag
+	flags  link.PacketFlag
 	remote netip.AddrPort
 	lport  uint16
 }
@@ -38,7 +38,7 @@ var stubAddr = netip.MustParseAddrPort("198.18.0.1:4793")
 
 func newStub() *stubLink { return &stubLink{room: -1, failLen: -1} }
 
-func (s *stubLink) Send(pkts []transport.Packet) (int, error) {
+func (s *stubLink) Send(pkts []link.Packet) (int, error) {
 	s.sends++
 	for i := range pkts {
 		p := &pkts[i]
@@ -53,7 +53,7 @@ func (s *stubLink) Send(pkts []transport.Packet) (int, error) {
 			d = append(d, p.Segs[k]...)
 		}
 		s.sent = append(s.sent, sentDatagram{data: d, flags: p.Flags, remote: p.Remote, lport: p.LocalPort})
-		if p.Flags&transport.FlagZeroCopy != 0 {
+		if p.Flags&link.FlagZeroCopy != 0 {
 			s.cookies = append(s.cookies, p.Cookie)
 		}
 		if s.room > 0 {
@@ -69,10 +69,10 @@ func (s *stubLink) TxDone(dst []uint64) int {
 	return n
 }
 
-func (s *stubLink) Receive(pkts []transport.Packet) (int, error) {
+func (s *stubLink) Receive(pkts []link.Packet) (int, error) {
 	n := 0
 	for n < len(pkts) && len(s.rx) > 0 {
-		pkts[n] = transport.Packet{Remote: netip.MustParseAddrPort("198.18.0.2:4793"), LocalPort: 4793, NSegs: 1}
+		pkts[n] = link.Packet{Remote: netip.MustParseAddrPort("198.18.0.2:4793"), LocalPort: 4793, NSegs: 1}
 		pkts[n].Segs[0] = s.rx[0]
 		s.rx = s.rx[1:]
 		n++
@@ -81,7 +81,7 @@ func (s *stubLink) Receive(pkts []transport.Packet) (int, error) {
 	return n, nil
 }
 
-func (s *stubLink) Release(pkts []transport.Packet) {
+func (s *stubLink) Release(pkts []link.Packet) {
 	for i := range pkts {
 		if pkts[i].NSegs == 0 || len(pkts[i].Segs[0]) == 0 || pkts[i].Segs[0][0] != 'R' {
 			s.rxBad++
@@ -95,5 +95,5 @@ func (s *stubLink) Wait(d time.Duration) error { s.waits = append(s.waits, d); r
 func (s *stubLink) Wake()                      { s.wakes++ }
 func (s *stubLink) MaxPayload() int            { return 1400 }
 func (s *stubLink) LocalAddr() netip.AddrPort  { return stubAddr }
-func (s *stubLink) Stats() transport.LinkStats { return transport.LinkStats{} }
+func (s *stubLink) Stats() link.Stats { return link.Stats{} }
 func (s *stubLink) Close() error               { return nil }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Send, TxDone, Receive, Release and a polling Wait allocate nothing once warm, with every
@@ -27,13 +27,13 @@ func TestNoAllocsSteadyState(t *testing.T) {
 			a, b := Pair(c.cfg)
 			defer a.Network().Close()
 			data := make([]byte, 1000)
-			var tx [8]transport.Packet
+			var tx [8]link.Packet
 			for i := range tx {
-				tx[i] = transport.Packet{Remote: b.LocalAddr(), LocalPort: uint16(40000 + i), Cookie: uint64(i),
-					NSegs: 2, Flags: transport.FlagZeroCopy}
+				tx[i] = link.Packet{Remote: b.LocalAddr(), LocalPort: uint16(40000 + i), Cookie: uint64(i),
+					NSegs: 2, Flags: link.FlagZeroCopy}
 				tx[i].Segs[0], tx[i].Segs[1] = data[:24], data[24:24+i*100]
 			}
-			var rx [16]transport.Packet
+			var rx [16]link.Packet
 			var done [16]uint64
 			step := func() {
 				clk.Advance(50 * time.Microsecond)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // BenchmarkSendReceiveRelease measures one datagram's trip through a pair: Send, Receive
@@ -45,12 +45,12 @@ func benchTrip(b *testing.B, imp Impairments, real bool, size, batch int) {
 	x, y := Pair(cfg)
 	defer x.Network().Close()
 	data := make([]byte, size)
-	tx := make([]transport.Packet, batch)
+	tx := make([]link.Packet, batch)
 	for i := range tx {
-		tx[i] = transport.Packet{Remote: y.LocalAddr()}
+		tx[i] = link.Packet{Remote: y.LocalAddr()}
 		tx[i].SetData(data)
 	}
-	rx := make([]transport.Packet, 2*batch)
+	rx := make([]link.Packet, 2*batch)
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // everything turns every impairment on.
@@ -30,7 +30,7 @@ func scenario(t *testing.T, seed uint64) []string {
 	}
 	script := rand.New(rand.NewPCG(99, 99)) // the same sends and times in every run
 	var log []string
-	var pkts [4]transport.Packet
+	var pkts [4]link.Packet
 	for step := 0; step < 6000; step++ {
 		from, to := script.IntN(3), script.IntN(3)
 		send(t, hosts[from], hosts[to].LocalAddr(), payload(uint64(step), 8+script.IntN(1464)))

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
 
@@ -19,9 +19,9 @@ func ExamplePair_lossy() {
 	})
 	defer a.Network().Close()
 
-	var tx [1]transport.Packet
+	var tx [1]link.Packet
 	for i := 0; i < 1000; i++ {
-		tx[0] = transport.Packet{Remote: b.LocalAddr()}
+		tx[0] = link.Packet{Remote: b.LocalAddr()}
 		tx[0].SetData([]byte(fmt.Sprintf("datagram %d", i)))
 		if _, err := a.Send(tx[:]); err != nil {
 			fmt.Println(err)
@@ -29,7 +29,7 @@ func ExamplePair_lossy() {
 		}
 	}
 
-	var rx [64]transport.Packet
+	var rx [64]link.Packet
 	early, _ := b.Receive(rx[:]) // nothing yet: the latency has not passed
 	next, _ := a.Network().NextDelivery()
 	clk.Set(next)

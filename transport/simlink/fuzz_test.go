@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // FuzzOperations decodes the input into a sequence of link and network operations (any
@@ -23,7 +23,7 @@ func FuzzOperations(f *testing.F) {
 		for i := range hosts {
 			hosts[i], _ = n.AddHost(hostAddr(byte(i + 1)))
 		}
-		var held [3][]transport.Packet
+		var held [3][]link.Packet
 		data := make([]byte, 2*MaxMaxPayload)
 		next := func() byte {
 			if len(ops) == 0 {
@@ -38,19 +38,19 @@ func FuzzOperations(f *testing.F) {
 			l := hosts[h]
 			switch next() % 10 {
 			case 0: // send
-				var p [2]transport.Packet
+				var p [2]link.Packet
 				for i := range p {
 					to := hostAddr(1 + next()%4) // host 4 does not exist
-					p[i] = transport.Packet{Remote: to, LocalPort: uint16(next()) * 300,
-						NSegs: next() % 6, Flags: transport.PacketFlag(next() % 2), Cookie: uint64(i)}
-					for j := 0; j < int(p[i].NSegs) && j < transport.MaxSegments; j++ {
+					p[i] = link.Packet{Remote: to, LocalPort: uint16(next()) * 300,
+						NSegs: next() % 6, Flags: link.PacketFlag(next() % 2), Cookie: uint64(i)}
+					for j := 0; j < int(p[i].NSegs) && j < link.MaxSegments; j++ {
 						length := int(next()) * int(next()) / 8
 						p[i].Segs[j] = data[:length]
 					}
 				}
 				_, _ = l.Send(p[:])
 			case 1: // receive
-				var p [4]transport.Packet
+				var p [4]link.Packet
 				k, _ := l.Receive(p[:1+next()%4])
 				held[h] = append(held[h], p[:k]...)
 			case 2: // release, after mangling the segments as an engine might
@@ -95,12 +95,12 @@ func FuzzOperations(f *testing.F) {
 				_ = l.Wait(0)
 				l.Wake()
 			case 9: // releases that must be ignored
-				var junk [3]transport.Packet
+				var junk [3]link.Packet
 				junk[0].SetData(data[:10])
 				junk[1].NSegs = 255
 				l.Release(junk[:])
 				if o := (h + 1) % 3; len(held[o]) > 0 {
-					cp := append([]transport.Packet(nil), held[o]...)
+					cp := append([]link.Packet(nil), held[o]...)
 					l.Release(cp)
 				}
 			}

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Test hosts live in 198.18.0.0/15, the benchmarking range.
@@ -53,7 +53,7 @@ func (g got) intact() bool {
 func recvAll(t testing.TB, l *Link) []got {
 	t.Helper()
 	var out []got
-	var pkts [16]transport.Packet
+	var pkts [16]link.Packet
 	for {
 		n, err := l.Receive(pkts[:])
 		if err != nil {
@@ -110,7 +110,7 @@ func runUntil(t testing.TB, n *Network, clk *ManualClock, until int64, out map[*
 // send sends one single-segment datagram and fails the test on error.
 func send(t testing.TB, l *Link, to netip.AddrPort, data []byte) {
 	t.Helper()
-	var p [1]transport.Packet
+	var p [1]link.Packet
 	p[0].Remote = to
 	p[0].SetData(data)
 	if n, err := l.Send(p[:]); n != 1 || err != nil {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // within fails unless got is within k standard deviations of a binomial(n, p) mean.
@@ -446,7 +446,7 @@ func TestCountersAddUp(t *testing.T) {
 		Bandwidth: 100_000_000, QueueBytes: 20_000, MTU: 1000}})
 	a, _ := n.AddHost(hostAddr(1))
 	b, _ := n.AddHost(hostAddr(2))
-	var pkts [1]transport.Packet
+	var pkts [1]link.Packet
 	for i := 0; i < 5000; i++ {
 		send(t, a, b.LocalAddr(), payload(uint64(i), 8+i%1200))
 		if i%7 == 0 {

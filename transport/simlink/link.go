@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
-// Link is one simulated host's transport.Link. It is created by Network.AddHost (or Pair)
+// Link is one simulated host's link.Link. It is created by Network.AddHost (or Pair)
 // and behaves as the contract in package transport says, so an engine cannot tell it from
 // the AF_XDP link:
 //
@@ -22,8 +22,8 @@ import (
 //     or two (Config.SplitRx), valid until Release. Remote is the sender's address with
 //     the port it sent from (its Packet.LocalPort, or its link's port when that was 0);
 //     LocalPort is this link's port.
-//   - Send refuses with transport.ErrTooLarge a datagram longer than MaxPayload, empty, or
-//     with more than transport.MaxSegments segments (as the AF_XDP link does); datagrams
+//   - Send refuses with link.ErrTooLarge a datagram longer than MaxPayload, empty, or
+//     with more than link.MaxSegments segments (as the AF_XDP link does); datagrams
 //     to an address no host has are accepted and dropped (counted in TxDropped and
 //     Network.Stats).
 //
@@ -37,7 +37,7 @@ type Link struct {
 
 	// Guarded by net.mu.
 	q     rxQueue
-	stats transport.LinkStats
+	stats link.Stats
 
 	// Engine-owned (only Send and TxDone touch them; Send also holds net.mu).
 	route struct {
@@ -46,7 +46,7 @@ type Link struct {
 		to   *Link
 		path *path
 	}
-	done  transport.CookieQueue // FlagZeroCopy cookies for TxDone
+	done  link.CookieQueue // FlagZeroCopy cookies for TxDone
 	fate  fate
 	timer *time.Timer
 
@@ -61,7 +61,7 @@ func newLink(n *Network, id int32, addr netip.AddrPort) *Link {
 		net:      n,
 		id:       id,
 		addr:     addr,
-		done:     transport.NewCookieQueue(n.cfg.TxDoneQueue),
+		done:     link.NewCookieQueue(n.cfg.TxDoneQueue),
 		closedCh: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
@@ -76,15 +76,15 @@ func newLink(n *Network, id int32, addr netip.AddrPort) *Link {
 // Network returns the network the link belongs to.
 func (l *Link) Network() *Network { return l.net }
 
-// Receive implements transport.Link: it fills pkts with the datagrams due by the
+// Receive implements link.Link: it fills pkts with the datagrams due by the
 // network's clock (never blocking) and returns how many. After Close it returns
-// transport.ErrClosed.
-func (l *Link) Receive(pkts []transport.Packet) (int, error) {
+// link.ErrClosed.
+func (l *Link) Receive(pkts []link.Packet) (int, error) {
 	n := l.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if l.closed.Load() {
-		return 0, transport.ErrClosed
+		return 0, link.ErrClosed
 	}
 	if len(pkts) == 0 || l.q.len() == 0 {
 		return 0, nil
@@ -109,7 +109,7 @@ func (l *Link) Receive(pkts []transport.Packet) (int, error) {
 				p.Segs[1] = nil
 			}
 		}
-		for j := 2; j < transport.MaxSegments; j++ {
+		for j := 2; j < link.MaxSegments; j++ {
 			if p.Segs[j] != nil {
 				p.Segs[j] = nil
 			}
@@ -123,18 +123,18 @@ func (l *Link) Receive(pkts []transport.Packet) (int, error) {
 	return k, nil
 }
 
-// Release implements transport.Link: it gives the buffers of received packets back to the
+// Release implements link.Link: it gives the buffers of received packets back to the
 // network and clears the packets' segments. A segment may have been trimmed or resliced
 // (it still finds its buffer); anything that is not a buffer this link received and has
 // not released yet is ignored. Release still works after Close, for packets received
 // before it.
-func (l *Link) Release(pkts []transport.Packet) {
+func (l *Link) Release(pkts []link.Packet) {
 	n := l.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for i := range pkts {
 		p := &pkts[i]
-		for j := 0; j < int(p.NSegs) && j < transport.MaxSegments; j++ {
+		for j := 0; j < int(p.NSegs) && j < link.MaxSegments; j++ {
 			if b, ok := n.pool.find(p.Segs[j]); ok && n.pool.owner[b] == l.id {
 				n.pool.put(b)
 			}
@@ -144,16 +144,16 @@ func (l *Link) Release(pkts []transport.Packet) {
 	}
 }
 
-// Send implements transport.Link: it copies pkts into network buffers and decides each
+// Send implements link.Link: it copies pkts into network buffers and decides each
 // one's fate (see Impairments). It stops with a nil error at a FlagZeroCopy packet while
-// TxDoneQueue cookies wait for TxDone, and with an error wrapping transport.ErrTooLarge at a
-// datagram it cannot send at all; after Close it returns transport.ErrClosed.
-func (l *Link) Send(pkts []transport.Packet) (int, error) {
+// TxDoneQueue cookies wait for TxDone, and with an error wrapping link.ErrTooLarge at a
+// datagram it cannot send at all; after Close it returns link.ErrClosed.
+func (l *Link) Send(pkts []link.Packet) (int, error) {
 	n := l.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if l.closed.Load() {
-		return 0, transport.ErrClosed
+		return 0, link.ErrClosed
 	}
 	if len(pkts) == 0 {
 		return 0, nil
@@ -161,20 +161,20 @@ func (l *Link) Send(pkts []transport.Packet) (int, error) {
 	now := n.clock.Now()
 	for i := range pkts {
 		p := &pkts[i]
-		zc := p.Flags&transport.FlagZeroCopy != 0
+		zc := p.Flags&link.FlagZeroCopy != 0
 		if zc && l.done.Full() {
 			return i, nil // the caller must collect TxDone first
 		}
 		to, pa := l.lookup(p.Remote)
 		plen := p.Len()
-		if int(p.NSegs) > transport.MaxSegments || plen > n.cfg.MaxPayload || plen == 0 {
+		if int(p.NSegs) > link.MaxSegments || plen > n.cfg.MaxPayload || plen == 0 {
 			if pa != nil {
 				pa.stats.TooLarge++
 			} else {
 				n.other.TooLarge++
 			}
 			return i, fmt.Errorf("simlink: send %d-byte datagram in %d segments (max %d bytes): %w",
-				plen, p.NSegs, n.cfg.MaxPayload, transport.ErrTooLarge)
+				plen, p.NSegs, n.cfg.MaxPayload, link.ErrTooLarge)
 		}
 		l.stats.TxPackets++
 		l.stats.TxBytes += uint64(plen)
@@ -212,7 +212,7 @@ func (l *Link) lookup(dst netip.AddrPort) (*Link, *path) {
 
 // transmit decides the fate of one datagram on path pa to link to, queues the copies that
 // survive, and returns how many it queued. Called with net.mu held.
-func (l *Link) transmit(p *transport.Packet, plen int, to *Link, pa *path, now int64) int {
+func (l *Link) transmit(p *link.Packet, plen int, to *Link, pa *path, now int64) int {
 	n := l.net
 	f := &l.fate
 	pa.stats.Sent++
@@ -268,7 +268,7 @@ func (l *Link) transmit(p *transport.Packet, plen int, to *Link, pa *path, now i
 	return queued
 }
 
-// TxDone implements transport.Link: it reports the cookies of FlagZeroCopy packets, all of
+// TxDone implements link.Link: it reports the cookies of FlagZeroCopy packets, all of
 // which were copied (so done) by the Send that took them. It returns 0 after Close.
 func (l *Link) TxDone(dst []uint64) int {
 	if l.closed.Load() {
@@ -277,16 +277,16 @@ func (l *Link) TxDone(dst []uint64) int {
 	return l.done.Pop(dst)
 }
 
-// Wait implements transport.Link. On a network with a RealClock it sleeps (on a timer to
+// Wait implements link.Link. On a network with a RealClock it sleeps (on a timer to
 // the next delivery time and the doorbells, never spinning) until a datagram is due, Wake
 // is called, TxDone has cookies to report, the link is closed, or timeout passes. With any
 // other clock it returns at once: virtual time moves only when the test moves it. It
-// returns transport.ErrClosed after Close.
+// returns link.ErrClosed after Close.
 func (l *Link) Wait(timeout time.Duration) error {
 	n := l.net
 	defer l.drainWake()
 	if l.closed.Load() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	if !n.sleeps || timeout <= 0 || l.done.Len() > 0 {
 		return nil
@@ -296,7 +296,7 @@ func (l *Link) Wait(timeout time.Duration) error {
 		n.mu.Lock()
 		if l.closed.Load() {
 			n.mu.Unlock()
-			return transport.ErrClosed
+			return link.ErrClosed
 		}
 		now := n.clock.Now()
 		next, pending := int64(0), l.q.len() > 0
@@ -321,7 +321,7 @@ func (l *Link) Wait(timeout time.Duration) error {
 			return nil
 		case <-l.closedCh:
 			l.timer.Stop()
-			return transport.ErrClosed
+			return link.ErrClosed
 		case <-l.kick:
 			l.timer.Stop()
 		case <-l.timer.C:
@@ -329,14 +329,14 @@ func (l *Link) Wait(timeout time.Duration) error {
 	}
 }
 
-// Watch implements transport.Watcher: Wait without the engine's own state (its timer and
+// Watch implements link.Watcher: Wait without the engine's own state (its timer and
 // its finished zero-copy cookies), for a goroutine that watches the link while another
 // polls the engine. It allocates a timer per call.
 func (l *Link) Watch(timeout time.Duration) error {
 	n := l.net
 	defer l.drainWake()
 	if l.closed.Load() {
-		return transport.ErrClosed
+		return link.ErrClosed
 	}
 	if !n.sleeps || timeout <= 0 {
 		return nil
@@ -352,7 +352,7 @@ func (l *Link) Watch(timeout time.Duration) error {
 		n.mu.Lock()
 		if l.closed.Load() {
 			n.mu.Unlock()
-			return transport.ErrClosed
+			return link.ErrClosed
 		}
 		now := n.clock.Now()
 		next, pending := int64(0), l.q.len() > 0
@@ -379,7 +379,7 @@ func (l *Link) Watch(timeout time.Duration) error {
 		case <-l.wake:
 			return nil
 		case <-l.closedCh:
-			return transport.ErrClosed
+			return link.ErrClosed
 		case <-l.kick:
 		case <-timer.C:
 		}
@@ -394,7 +394,7 @@ func (l *Link) drainWake() {
 	}
 }
 
-// Wake implements transport.Link: it makes a Wait in progress, or the next one, return at
+// Wake implements link.Link: it makes a Wait in progress, or the next one, return at
 // once. Safe from any goroutine, also after Close.
 func (l *Link) Wake() {
 	select {
@@ -403,26 +403,26 @@ func (l *Link) Wake() {
 	}
 }
 
-// MaxPayload implements transport.Link: the network's Config.MaxPayload.
+// MaxPayload implements link.Link: the network's Config.MaxPayload.
 func (l *Link) MaxPayload() int { return l.net.cfg.MaxPayload }
 
-// LocalAddr implements transport.Link: the address the host was added with.
+// LocalAddr implements link.Link: the address the host was added with.
 func (l *Link) LocalAddr() netip.AddrPort { return l.addr }
 
-// Stats implements transport.Link: TxPackets and TxBytes count what Send accepted;
+// Stats implements link.Link: TxPackets and TxBytes count what Send accepted;
 // TxDropped those of them of which no copy reached the destination's queue (any
 // impairment, unknown or closed destination, full receiver); RxDropped the copies refused
 // because this link's queue was full. TxZeroCopy and Kicks stay 0. Safe from any
 // goroutine.
-func (l *Link) Stats() transport.LinkStats {
+func (l *Link) Stats() link.Stats {
 	l.net.mu.Lock()
 	defer l.net.mu.Unlock()
 	return l.stats
 }
 
-// Close implements transport.Link: it drops the datagrams queued for the link
+// Close implements link.Link: it drops the datagrams queued for the link
 // (PathStats.DroppedClosed), wakes a Wait, and makes the engine methods return
-// transport.ErrClosed; datagrams sent to it from then on are dropped. Buffers the engine
+// link.ErrClosed; datagrams sent to it from then on are dropped. Buffers the engine
 // still holds from Receive stay valid until it releases them. Idempotent; safe from any
 // goroutine.
 func (l *Link) Close() error {
@@ -448,6 +448,6 @@ func (l *Link) Close() error {
 }
 
 var (
-	_ transport.Link    = (*Link)(nil)
-	_ transport.Watcher = (*Link)(nil)
+	_ link.Link    = (*Link)(nil)
+	_ link.Watcher = (*Link)(nil)
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Every datagram arrives exactly once, byte for byte, in the order sent, whatever the
@@ -20,7 +20,7 @@ func TestDeliversExactlyOnceInOrder(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		const total = 3000
 		var sent [][]byte
-		pkts := make([]transport.Packet, 8)
+		pkts := make([]link.Packet, 8)
 		for seq := 0; seq < total; {
 			batch := 1 + rng.IntN(len(pkts))
 			batch = min(batch, total-seq)
@@ -28,9 +28,9 @@ func TestDeliversExactlyOnceInOrder(t *testing.T) {
 				data := payload(uint64(seq+i), 8+rng.IntN(a.MaxPayload()-7))
 				sent = append(sent, data)
 				p := &pkts[i]
-				*p = transport.Packet{Remote: b.LocalAddr()}
+				*p = link.Packet{Remote: b.LocalAddr()}
 				// Gather from 1..4 segments, some of them empty.
-				nseg := 1 + rng.IntN(transport.MaxSegments)
+				nseg := 1 + rng.IntN(link.MaxSegments)
 				rest := data
 				for s := 0; s < nseg-1; s++ {
 					k := rng.IntN(len(rest) + 1)
@@ -82,7 +82,7 @@ func TestSplitRxSegments(t *testing.T) {
 	for _, n := range []int{8, 64, 65, 1472} {
 		send(t, a, b.LocalAddr(), payload(uint64(n), n))
 	}
-	var pkts [8]transport.Packet
+	var pkts [8]link.Packet
 	k, err := b.Receive(pkts[:])
 	if err != nil || k != 4 {
 		t.Fatalf("receive: %d, %v", k, err)
@@ -111,11 +111,11 @@ func TestAddressesAndRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p [2]transport.Packet
-	p[0] = transport.Packet{Remote: h2.LocalAddr(), LocalPort: 50000}
+	var p [2]link.Packet
+	p[0] = link.Packet{Remote: h2.LocalAddr(), LocalPort: 50000}
 	p[0].SetData(payload(1, 20))
 	// An IPv4-mapped IPv6 destination reaches the IPv4 host.
-	p[1] = transport.Packet{Remote: netip.AddrPortFrom(netip.AddrFrom16(h3.LocalAddr().Addr().As16()), 9999)}
+	p[1] = link.Packet{Remote: netip.AddrPortFrom(netip.AddrFrom16(h3.LocalAddr().Addr().As16()), 9999)}
 	p[1].SetData(payload(2, 20))
 	if k, err := h1.Send(p[:]); k != 2 || err != nil {
 		t.Fatalf("send: %d, %v", k, err)
@@ -166,7 +166,7 @@ func TestAddHost(t *testing.T) {
 	}
 	_ = n.Close()
 	_ = n.Close()
-	if _, err := n.AddHost(hostAddr(2)); !errors.Is(err, transport.ErrClosed) {
+	if _, err := n.AddHost(hostAddr(2)); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("AddHost on a closed network: %v", err)
 	}
 }
@@ -176,7 +176,7 @@ func TestReleaseReusesBuffers(t *testing.T) {
 	clk := NewManualClock(0)
 	a, b := Pair(Config{Clock: clk, Buffers: 4, SplitRx: SplitRandom})
 	n := a.Network()
-	var pkts [4]transport.Packet
+	var pkts [4]link.Packet
 	for round := 0; round < 1000; round++ {
 		for i := 0; i < 4; i++ {
 			send(t, a, b.LocalAddr(), payload(uint64(round*4+i), 100))
@@ -212,13 +212,13 @@ func TestReleaseIgnoresForeign(t *testing.T) {
 	a, b := Pair(Config{Clock: clk, Buffers: 2})
 	n := a.Network()
 	send(t, a, b.LocalAddr(), payload(1, 50))
-	var pkts [1]transport.Packet
+	var pkts [1]link.Packet
 	if k, _ := b.Receive(pkts[:]); k != 1 {
 		t.Fatal("nothing received")
 	}
 	kept := pkts[0]
 	a.Release(pkts[:]) // not a's
-	var foreign [3]transport.Packet
+	var foreign [3]link.Packet
 	foreign[0].SetData(make([]byte, 10))
 	foreign[1].NSegs = 200
 	foreign[2].NSegs = 1
@@ -245,7 +245,7 @@ func TestTooLarge(t *testing.T) {
 	if max != DefaultMaxPayload {
 		t.Fatalf("MaxPayload %d", max)
 	}
-	pkts := make([]transport.Packet, 3)
+	pkts := make([]link.Packet, 3)
 	for i := range pkts {
 		pkts[i].Remote = b.LocalAddr()
 	}
@@ -253,19 +253,19 @@ func TestTooLarge(t *testing.T) {
 	pkts[1].SetData(payload(1, 8))
 	cases := []struct {
 		name string
-		set  func(p *transport.Packet)
+		set  func(p *link.Packet)
 	}{
-		{"longer than MaxPayload", func(p *transport.Packet) { p.SetData(make([]byte, max+1)) }},
-		{"longer in segments", func(p *transport.Packet) {
+		{"longer than MaxPayload", func(p *link.Packet) { p.SetData(make([]byte, max+1)) }},
+		{"longer in segments", func(p *link.Packet) {
 			p.Segs[0], p.Segs[1], p.NSegs = make([]byte, max), make([]byte, 1), 2
 		}},
-		{"empty", func(p *transport.Packet) { p.SetData(nil) }},
-		{"too many segments", func(p *transport.Packet) { p.SetData(make([]byte, 8)); p.NSegs = transport.MaxSegments + 1 }},
+		{"empty", func(p *link.Packet) { p.SetData(nil) }},
+		{"too many segments", func(p *link.Packet) { p.SetData(make([]byte, 8)); p.NSegs = link.MaxSegments + 1 }},
 	}
 	for _, c := range cases {
 		c.set(&pkts[2])
 		n, err := a.Send(pkts)
-		if n != 2 || !errors.Is(err, transport.ErrTooLarge) {
+		if n != 2 || !errors.Is(err, link.ErrTooLarge) {
 			t.Fatalf("%s: Send = %d, %v; want 2, ErrTooLarge", c.name, n, err)
 		}
 		if got := recvAll(t, b); len(got) != 2 || !got[0].intact() || len(got[0].data) != max {
@@ -287,7 +287,7 @@ func TestClose(t *testing.T) {
 	send(t, a, b.LocalAddr(), payload(1, 10))
 	send(t, a, b.LocalAddr(), payload(2, 10))
 	clk.Advance(time.Millisecond)
-	var pkts [1]transport.Packet
+	var pkts [1]link.Packet
 	if k, _ := b.Receive(pkts[:]); k != 1 {
 		t.Fatal("nothing received")
 	}
@@ -296,13 +296,13 @@ func TestClose(t *testing.T) {
 			t.Fatalf("Close %d: %v", i, err)
 		}
 	}
-	if _, err := b.Receive(pkts[:]); !errors.Is(err, transport.ErrClosed) {
+	if _, err := b.Receive(pkts[:]); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("Receive after Close: %v", err)
 	}
-	if _, err := b.Send(pkts[:]); !errors.Is(err, transport.ErrClosed) {
+	if _, err := b.Send(pkts[:]); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("Send after Close: %v", err)
 	}
-	if err := b.Wait(time.Second); !errors.Is(err, transport.ErrClosed) {
+	if err := b.Wait(time.Second); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("Wait after Close: %v", err)
 	}
 	if b.TxDone(make([]uint64, 4)) != 0 {
@@ -344,12 +344,12 @@ func TestClose(t *testing.T) {
 func TestTxDoneCookies(t *testing.T) {
 	clk := NewManualClock(0)
 	a, b := Pair(Config{Clock: clk, TxDoneQueue: 4})
-	pkts := make([]transport.Packet, 6)
+	pkts := make([]link.Packet, 6)
 	for i := range pkts {
-		pkts[i] = transport.Packet{Remote: b.LocalAddr(), Cookie: uint64(100 + i)}
+		pkts[i] = link.Packet{Remote: b.LocalAddr(), Cookie: uint64(100 + i)}
 		pkts[i].SetData(payload(uint64(i), 16))
 		if i != 1 {
-			pkts[i].Flags = transport.FlagZeroCopy
+			pkts[i].Flags = link.FlagZeroCopy
 		}
 	}
 	// Five zero-copy packets, room for four cookies: Send stops at the fifth.
@@ -519,7 +519,7 @@ func TestWaitRealClock(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		_ = b.Close()
 	}()
-	if err := b.Wait(time.Minute); !errors.Is(err, transport.ErrClosed) {
+	if err := b.Wait(time.Minute); !errors.Is(err, link.ErrClosed) {
 		t.Fatalf("Wait across Close: %v", err)
 	}
 }

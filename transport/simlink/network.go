@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // ErrAddressInUse is returned by AddHost for an address an open link already has.
@@ -87,7 +87,7 @@ func canon(a netip.AddrPort) netip.AddrPort {
 // AddHost adds a host that receives at addr and returns its link. The address needs an IP
 // and a non-zero port; it may be that of a closed link (the host "restarts": its paths and
 // their counters carry on), but not that of an open one (ErrAddressInUse). After Close it
-// returns transport.ErrClosed.
+// returns link.ErrClosed.
 func (n *Network) AddHost(addr netip.AddrPort) (*Link, error) {
 	if !addr.Addr().IsValid() || addr.Port() == 0 {
 		return nil, fmt.Errorf("simlink: add host %v: need an IP address and a non-zero port", addr)
@@ -96,7 +96,7 @@ func (n *Network) AddHost(addr netip.AddrPort) (*Link, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
-		return nil, transport.ErrClosed
+		return nil, link.ErrClosed
 	}
 	if old := n.hosts[addr]; old != nil && !old.closed.Load() {
 		return nil, fmt.Errorf("simlink: add host %v: %w", addr, ErrAddressInUse)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Two engines on their own goroutines exchange datagrams both ways on a real clock while a
@@ -23,8 +23,8 @@ func TestConcurrentEngines(t *testing.T) {
 	errs := make(chan string, 8)
 	engine := func(self, peer *Link) {
 		defer wg.Done()
-		var tx [16]transport.Packet
-		var rx [32]transport.Packet
+		var tx [16]link.Packet
+		var rx [32]link.Packet
 		buf := make([]byte, 16*64)
 		sent, next := 0, uint64(0)
 		deadline := time.Now().Add(time.Minute)
@@ -38,7 +38,7 @@ func TestConcurrentEngines(t *testing.T) {
 				for i := range tx[:k] {
 					d := buf[i*64 : i*64+8+(sent+i)%56]
 					fillPayload(d, uint64(sent+i))
-					tx[i] = transport.Packet{Remote: peer.LocalAddr()}
+					tx[i] = link.Packet{Remote: peer.LocalAddr()}
 					tx[i].SetData(d)
 				}
 				m, err := self.Send(tx[:k])
@@ -114,12 +114,12 @@ func TestConcurrentImpaired(t *testing.T) {
 	var wg sync.WaitGroup
 	run := func(self, peer *Link) {
 		defer wg.Done()
-		var tx [4]transport.Packet
-		var rx [8]transport.Packet
+		var tx [4]link.Packet
+		var rx [8]link.Packet
 		data := payload(1, 300)
 		for i := 0; i < 5000; i++ {
 			for j := range tx {
-				tx[j] = transport.Packet{Remote: peer.LocalAddr()}
+				tx[j] = link.Packet{Remote: peer.LocalAddr()}
 				tx[j].SetData(data)
 			}
 			if _, err := self.Send(tx[:]); err != nil {

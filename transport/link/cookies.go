@@ -1,4 +1,4 @@
-package transport
+package link
 
 // CookieQueue is a fixed-capacity FIFO of FlagZeroCopy cookies waiting to be reported by a
 // Link's TxDone. Links use it to keep the contract: Send stops at a zero-copy packet while

@@ -1,0 +1,11 @@
+// Package link is the contract between xdpndk's protocol engine (package transport) and
+// what moves its datagrams: the Link interface, the Packet it moves, the counters and errors
+// of a link, and the CookieQueue that links use to report zero-copy transmissions.
+//
+//	transport (the engine) ──uses──▶ link.Link ◀──implements── xdp (AF_XDP), transport/simlink
+//
+// It is a leaf: it imports only the standard library, so a link implementation depends on
+// the contract and never on the engine (as wireguard-go's device depends on conn.Bind, which
+// its bind implementations provide). Package transport re-exports every name here
+// (transport.Link is link.Link), so code written against either name works.
+package link
