@@ -31,8 +31,8 @@ type DeviceLink struct {
 	links []*Link
 
 	// engine-owned state
-	next    int               // the queue Receive starts at
-	ranges  []rxRange         // what the last Receive took from each queue, in order
+	next    int          // the queue Receive starts at
+	ranges  []rxRange    // what the last Receive took from each queue, in order
 	lastRx  *link.Packet // the first packet of the last Receive's slice
 	lastN   int
 	pollfds []unix.PollFd // every socket, then every doorbell

@@ -68,11 +68,11 @@ type Link struct {
 	lastEntry *neighEntry
 	cache     map[netip.Addr]*neighEntry
 	hold      holdArea
-	holdGen   uint64           // table generation the hold was last serviced at
-	holdRetry bool             // the last service found no room: try again at the next call
-	holdCheck int64            // table clock of the next recheck of held datagrams
-	holdMax   time.Duration    // age at which a held datagram without an entry is dropped
-	heldPkt   link.Packet // scratch for sending a held datagram
+	holdGen   uint64        // table generation the hold was last serviced at
+	holdRetry bool          // the last service found no room: try again at the next call
+	holdCheck int64         // table clock of the next recheck of held datagrams
+	holdMax   time.Duration // age at which a held datagram without an entry is dropped
+	heldPkt   link.Packet   // scratch for sending a held datagram
 	acc       txAcc
 
 	// shared with other goroutines

@@ -95,5 +95,5 @@ func (s *stubLink) Wait(d time.Duration) error { s.waits = append(s.waits, d); r
 func (s *stubLink) Wake()                      { s.wakes++ }
 func (s *stubLink) MaxPayload() int            { return 1400 }
 func (s *stubLink) LocalAddr() netip.AddrPort  { return stubAddr }
-func (s *stubLink) Stats() link.Stats { return link.Stats{} }
+func (s *stubLink) Stats() link.Stats          { return link.Stats{} }
 func (s *stubLink) Close() error               { return nil }
