@@ -24,7 +24,7 @@
 //
 // Every send loop is bounded in packet count and in time, and traffic only flows between
 // the two namespaces of the bed. Run creates and removes its own bed; RunBed measures on a
-// bed the caller owns (the demo's), which BedOptions describes.
+// bed the caller owns (bench/cmd/rawdemo's), which BedOptions describes.
 //
 // The asavie/xdp baseline keeps its socket on its own queue of the veth pair for the whole
 // run: its Socket.Close does not unmap the rings, so the kernel socket stays bound to its

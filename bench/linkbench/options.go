@@ -117,7 +117,7 @@ func DefaultOptions() Options {
 	}
 }
 
-// QuickOptions returns a short run for the demo and CI smoke tests: 300 ms windows after
+// QuickOptions returns a short run for bench/cmd/rawdemo and CI smoke tests: 300 ms windows after
 // 100 ms of warm-up, one run, 2000 round trips.
 func QuickOptions() Options {
 	o := DefaultOptions()

@@ -114,7 +114,7 @@ func DefaultOptions() Options {
 	}
 }
 
-// QuickOptions returns a short pass for the demo and the smoke test: one repetition, the
+// QuickOptions returns a short pass for bench/cmd/rawdemo and the smoke test: one repetition, the
 // inline mode only, 2000 round trips and latency samples, 300 ms windows.
 func QuickOptions() Options {
 	o := DefaultOptions()

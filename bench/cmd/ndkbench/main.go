@@ -5,7 +5,7 @@
 // root.
 //
 //	go run ./bench/cmd/ndkbench              # full run, about a minute (make bench)
-//	go run ./bench/cmd/ndkbench -quick       # a few seconds (make demo runs it)
+//	go run ./bench/cmd/ndkbench -quick       # a few seconds (bench/cmd/rawdemo runs it)
 //	go run ./bench/cmd/ndkbench -modes inline -runs 5 -cpuprofile cpu.out
 package main
 

@@ -9,7 +9,7 @@
 // kernel TCP). Everything it creates is removed when it ends, also on Ctrl-C. It needs root
 // and takes about 25 seconds.
 //
-//	go run ./cmd/rawdemo        (make demo)
+//	go run ./bench/cmd/rawdemo
 package main
 
 import (
