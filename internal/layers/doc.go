@@ -1,0 +1,15 @@
+// Package layers holds the test that enforces the import rules of docs/ARCHITECTURE.md over
+// the module's packages (their non-test dependencies, as `go list -deps` reports them):
+//
+//   - transport/link and bpf import nothing of the module: they are leaves;
+//   - transport and its subpackages never import xdp, bpf, ndk, cmd or bench (the engine runs on
+//     any link and knows no AF_XDP);
+//   - memreg imports nothing of transport, xdp, bpf or ndk (memory is below the engine);
+//   - xdp imports of the engine only its link contract (transport/link), and xdp's lower
+//     layer (its subpackages: sockets, rings, framing) imports neither transport nor any
+//     netlink package;
+//   - commands (cmd/...) never import bench/..., and nothing imports cmd/...;
+//   - ndk imports nothing of bench, cmd or the test helpers.
+//
+// It has no code of its own to import.
+package layers
