@@ -39,7 +39,7 @@ help:
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
 	@echo "make cross           go build ./... for $(CROSS_PLATFORMS), and go vet for linux/386"
-	@echo "make check-generate  regenerate and fail if bpf/ differs from git"
+	@echo "make check-generate  regenerate and fail if the BPF objects differ from git"
 	@echo "make fuzz            every fuzz target for FUZZTIME each (default $(FUZZTIME); FUZZ=regexp narrows)"
 	@echo "make lint            gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
 	@echo "make clean           remove build outputs and cached test results"
@@ -135,20 +135,24 @@ SOAK_TIMEOUT ?= 60m
 soak:
 	XDPNDK_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./internal/workload
 
+# The BPF programs: the steering program (bpf/) and the test beds' random-loss classifier
+# (internal/tcloss/).
+BPF_DIRS := bpf internal/tcloss
+
 generate: prereq-generate
-	$(GO) generate ./bpf/...
+	$(GO) generate $(foreach d,$(BPF_DIRS),./$(d)/...)
 
 check-generate: generate
-	@if ! git diff --exit-code --stat -- bpf/; then \
-		echo "bpf/: regenerated files differ from the committed ones: run 'make generate' and commit the result"; \
+	@if ! git diff --exit-code --stat -- $(BPF_DIRS); then \
+		echo "$(BPF_DIRS): regenerated files differ from the committed ones: run 'make generate' and commit the result"; \
 		exit 1; \
 	fi
-	@untracked="$$(git ls-files --others --exclude-standard -- bpf/)"; \
+	@untracked="$$(git ls-files --others --exclude-standard -- $(BPF_DIRS))"; \
 	if [ -n "$$untracked" ]; then \
-		echo "bpf/: generated files not committed: $$untracked"; \
+		echo "generated files not committed: $$untracked"; \
 		exit 1; \
 	fi
-	@echo "bpf/: generated files match the committed ones"
+	@echo "$(BPF_DIRS): generated files match the committed ones"
 
 lint: staticcheck-install
 	@unformatted="$$(gofmt -l .)"; \

@@ -3,6 +3,7 @@ package testbed
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -58,6 +59,7 @@ type Bed struct {
 	nsMade []bool   // which of nss New created and Close has not yet removed
 	pairs  []vethPair
 	closed bool
+	losses [2]io.Closer // the router's loss programs towards B and towards A (SetRouterLoss)
 }
 
 // vethPair is one veth pair of a bed: its two ends and the interface indexes they get.
@@ -351,6 +353,15 @@ func (b *Bed) Close() error {
 		return nil
 	}
 	var errs []error
+	for i, l := range b.losses {
+		if l == nil {
+			continue
+		}
+		if err := l.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("remove the router's loss program: %w", err))
+		}
+		b.losses[i] = nil
+	}
 	anyMade := false
 	for i, ns := range b.nss {
 		if b.nsMade[i] {

@@ -767,3 +767,41 @@ func tcpTransfer(from, to *Host, size int, limit time.Duration) (time.Duration, 
 	}
 	return time.Since(start), nil
 }
+
+// The router's random loss: everything towards B dropped at 1, nothing at 0, the programs
+// counted; refused on the plain bed and for a probability out of range; gone with Close.
+func TestRouterLoss(t *testing.T) {
+	b := NewT(t, Options{Routed: true})
+	ping := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return b.A.Command(ctx, "ping", "-c", "3", "-i", "0.05", "-W", "1", b.B.Addr.String()).Run()
+	}
+	if err := b.SetRouterLoss(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(); err == nil {
+		t.Fatal("ping crossed a router dropping everything towards B")
+	}
+	toB, toA, err := b.RouterLoss()
+	// The echoes, and the router's own ARP requests for B, are dropped: nothing passes.
+	if err != nil || toB.Dropped == 0 || toB.Passed != 0 || toA != (LossStats{}) {
+		t.Fatalf("counters towards B %+v, towards A %+v (%v)", toB, toA, err)
+	}
+	if err := b.SetRouterLoss(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(); err != nil {
+		t.Fatalf("ping with no loss: %v", err)
+	}
+	if toB, _, _ := b.RouterLoss(); toB.Passed < 3 {
+		t.Fatalf("counters after a clean ping %+v", toB)
+	}
+	if err := b.SetRouterLoss(1.5, 0); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("loss 1.5: %v", err)
+	}
+	plain := NewT(t, Options{})
+	if err := plain.SetRouterLoss(0.1, 0); err == nil {
+		t.Fatal("router loss on the plain bed")
+	}
+}
