@@ -834,16 +834,16 @@ func (c *cmState) packet(op wire.Opcode, destQPN uint32, cookie uint64) *wire.Pa
 
 func (c *cmState) send(to netip.AddrPort, p *wire.Packet) {
 	e := c.e
-	i := e.txSlot()
+	i := e.tx.slot()
 	if i < 0 {
 		return // the link is full: the retransmission timer sends it again
 	}
 	p.CM.PrivateLen = uint16(len(p.PrivateData))
-	hl, err := wire.Encode(e.txHdr[i][:], p)
+	hl, err := wire.Encode(e.tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding a connection-management message failed: " + err.Error())
 	}
-	e.emit(i, to, 0, hl)
+	e.tx.emit(i, to, 0, hl)
 }
 
 func (c *cmState) sendRequest(cn *Connector) {

@@ -37,7 +37,7 @@ func (q *QP) poll(now int64) (next int64, busy bool) {
 			return 0, busy
 		}
 		busy = q.cancelPosts() || busy
-		if q.resp.nakSend && q.e.canTransmit() {
+		if q.resp.nakSend && q.e.tx.ok() {
 			q.sendAck(now, 0)
 		}
 		return 0, busy
@@ -199,7 +199,7 @@ func (q *QP) probeRead(now int64) {
 	}
 	r.rto.Backoff()
 	r.rtoAt = now + r.rto.Timeout()
-	if !q.e.canTransmit() {
+	if !q.e.tx.ok() {
 		return // the link is full: the next expiry probes
 	}
 	q.sendAck(now, wire.FlagAckReq)
@@ -284,14 +284,14 @@ func (q *QP) transmit(now int64, next *int64) bool {
 		r.rnrAt = 0
 	}
 	done := 0
-	for done < len(r.retx) && q.e.canTransmit() {
+	for done < len(r.retx) && q.e.tx.ok() {
 		if q.resend(now, r.retx[done]) {
 			sent = true
 		}
 		done++
 	}
 	r.retx = r.retx[:copy(r.retx, r.retx[done:])]
-	for q.e.canTransmit() {
+	for q.e.tx.ok() {
 		if !q.windowOpen(now, next) {
 			break
 		}
@@ -461,7 +461,7 @@ func msnBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
 // resend retransmits the packet info describes, if what it carries still exists.
 func (q *QP) resend(now int64, info ack.PacketInfo) bool {
-	if !q.e.canTransmit() {
+	if !q.e.tx.ok() {
 		return false
 	}
 	job, idx, off := splitTag(info.Tag)
@@ -494,8 +494,8 @@ func (q *QP) header(p *wire.Packet, op wire.Opcode, psn wire.PSN, now int64, ret
 // buildWRPacket encodes and queues the packet of work request s at byte offset off.
 func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx bool) {
 	e := q.e
-	i := e.txSlot()
-	p := &e.txWire
+	i := e.tx.slot()
+	p := &e.tx.wire
 	*p = wire.Packet{}
 	total := s.total
 	n := q.payloadAt(s, off)
@@ -538,14 +538,14 @@ func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx
 		p.Flags |= wire.FlagAckReq // the request completes on this packet's ack: don't delay it
 	}
 	q.piggyback(now, p, int(n))
-	hl, err := wire.Encode(e.txHdr[i][:], p)
+	hl, err := wire.Encode(e.tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding a valid request failed: " + err.Error())
 	}
-	a, b := gather(&s.wr.SGL, s.wr.NSGE, off, n, e.txBounce[i])
-	e.emit(i, q.peer, q.srcPort, hl, a, b)
-	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.txBounce[i]) { // a bounced copy is ours
-		e.markZeroCopy(zcCookie(q.qpn, wrTag(s.seq, off)))
+	a, b := gather(&s.wr.SGL, s.wr.NSGE, off, n, e.tx.bounce[i])
+	e.tx.emit(i, q.peer, q.srcPort, hl, a, b)
+	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.tx.bounce[i]) { // a bounced copy is ours
+		e.tx.markZeroCopy(zcCookie(q.qpn, wrTag(s.seq, off)))
 		s.zc++
 	}
 	q.ctr.txPackets.Add(1)
@@ -556,8 +556,8 @@ func (q *QP) buildWRPacket(now int64, s *wrState, psn wire.PSN, off uint32, retx
 func (q *QP) buildJobPacket(now int64, i int, psn wire.PSN, off uint32, retx bool) {
 	e := q.e
 	j := &q.req.jobs[i]
-	slot := e.txSlot()
-	p := &e.txWire
+	slot := e.tx.slot()
+	p := &e.tx.wire
 	*p = wire.Packet{}
 	total := uint32(j.mem.Len())
 	n := min(uint32(q.mss), total-off)
@@ -567,14 +567,14 @@ func (q *QP) buildJobPacket(now int64, i int, psn wire.PSN, off uint32, retx boo
 		p.Flags |= wire.FlagLast | wire.FlagAckReq
 	}
 	q.piggyback(now, p, int(n))
-	hl, err := wire.Encode(e.txHdr[slot][:], p)
+	hl, err := wire.Encode(e.tx.hdr[slot][:], p)
 	if err != nil {
 		panic("transport: encoding a read response failed: " + err.Error())
 	}
-	a, b := spanPieces(&j.mem, off, n, e.txBounce[slot])
-	e.emit(slot, q.peer, q.srcPort, hl, a, b)
-	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.txBounce[slot]) {
-		e.markZeroCopy(zcCookie(q.qpn, jobTag(i, off)))
+	a, b := spanPieces(&j.mem, off, n, e.tx.bounce[slot])
+	e.tx.emit(slot, q.peer, q.srcPort, hl, a, b)
+	if n > 0 && e.cfg.ZeroCopyTx && !sameBuffer(a, e.tx.bounce[slot]) {
+		e.tx.markZeroCopy(zcCookie(q.qpn, jobTag(i, off)))
 		j.zc++
 	}
 	q.ctr.txPackets.Add(1)

@@ -340,7 +340,7 @@ func (q *QP) maybeAck(now int64) int64 {
 	soon := (rs.ackSoon && e.round != rs.ackSoonRound) || (credits && e.round != rs.credRound)
 	due := rs.nakSend || rs.ackNow || soon || rs.ackPending >= e.cfg.AckEvery ||
 		(rs.ackPending > 0 && now-rs.ackFirst >= int64(e.cfg.AckDelay))
-	if due && e.canTransmit() {
+	if due && e.tx.ok() {
 		q.sendAck(now, 0)
 		return 0
 	}
@@ -397,8 +397,8 @@ func (q *QP) piggyback(now int64, p *wire.Packet, n int) {
 func (q *QP) sendAck(now int64, flags wire.Flags) {
 	e := q.e
 	rs := &q.resp
-	i := e.txSlot()
-	p := &e.txWire
+	i := e.tx.slot()
+	p := &e.tx.wire
 	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: wire.OpAck, Flags: flags, DestQPN: q.peerQPN, Cookie: q.cookie, TS: uint32(now / 1000)}
 	p.Ack = q.ackExt(now)
@@ -416,11 +416,11 @@ func (q *QP) sendAck(now int64, flags wire.Flags) {
 	} else {
 		q.ctr.acksSent.Add(1)
 	}
-	hl, err := wire.Encode(e.txHdr[i][:], p)
+	hl, err := wire.Encode(e.tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding an ack failed: " + err.Error())
 	}
-	e.emit(i, q.peer, q.srcPort, hl)
+	e.tx.emit(i, q.peer, q.srcPort, hl)
 	q.ackSent()
 }
 
