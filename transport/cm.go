@@ -250,33 +250,33 @@ func (c *cmState) packet(op wire.Opcode, destQPN uint32, cookie uint64) *wire.Pa
 }
 
 func (c *cmState) send(to netip.AddrPort, p *wire.Packet) {
-	e := c.e
-	i := e.tx.slot()
+	tx := &c.e.tx
+	i := tx.slot()
 	if i < 0 {
 		return // the link is full: the retransmission timer sends it again
 	}
 	p.CM.PrivateLen = uint16(len(p.PrivateData))
-	hl, err := wire.Encode(e.tx.hdr[i][:], p)
+	hl, err := wire.Encode(tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding a connection-management message failed: " + err.Error())
 	}
-	e.tx.emit(i, to, 0, hl)
+	tx.emit(i, to, 0, hl)
 }
 
 func (c *cmState) sendRequest(cn *Connector) {
 	q := cn.qp
 	p := c.packet(wire.OpConnRequest, 0, 0)
 	p.CM = wire.CMExt{ServiceID: cn.service, ConnID: cn.connID, SrcQPN: q.qpn, InitialPSN: cn.ourPSN,
-		MaxPayload: c.maxPayload(), IRD: uint8(q.cfg.IRD), ORD: uint8(q.cfg.ORD), DataPort: q.srcPort}
+		MaxPayload: c.maxPayload(), IRD: uint8(q.cfg.IRD), ORD: uint8(q.cfg.ORD), DataPort: q.conn.srcPort}
 	p.PrivateData = cn.private
 	c.send(cn.peer, p)
 }
 
 func (c *cmState) sendReply(r *ConnRequest) {
 	q := r.qp
-	p := c.packet(wire.OpConnReply, r.peerQPN, q.cookie)
-	p.CM = wire.CMExt{ServiceID: r.l.service, ConnID: r.connID, SrcQPN: q.qpn, InitialPSN: q.req.sent.NextPSN(),
-		Cookie: q.cookie, MaxPayload: c.maxPayload(), IRD: uint8(q.ird), ORD: uint8(q.ord), DataPort: q.srcPort}
+	p := c.packet(wire.OpConnReply, r.peerQPN, q.conn.cookie)
+	p.CM = wire.CMExt{ServiceID: r.l.service, ConnID: r.connID, SrcQPN: q.qpn, InitialPSN: q.snd.NextPSN(),
+		Cookie: q.conn.cookie, MaxPayload: c.maxPayload(), IRD: uint8(q.resp.ird), ORD: uint8(q.req.ord), DataPort: q.conn.srcPort}
 	p.PrivateData = r.private
 	c.send(r.Peer, p)
 }
@@ -287,7 +287,7 @@ func (c *cmState) maxPayload() uint16 { return uint16(min(c.e.link.MaxPayload(),
 
 func (c *cmState) sendRTU(cn *Connector) {
 	p := c.packet(wire.OpReadyToUse, cn.peerQPN, cn.cookie)
-	p.CM = wire.CMExt{ConnID: cn.connID, SrcQPN: cn.qp.qpn, DataPort: cn.qp.srcPort}
+	p.CM = wire.CMExt{ConnID: cn.connID, SrcQPN: cn.qp.qpn, DataPort: cn.qp.conn.srcPort}
 	c.send(cn.peer, p)
 }
 
@@ -299,7 +299,7 @@ func (c *cmState) sendReject(to netip.AddrPort, connID uint64, reason uint16, pr
 }
 
 func (c *cmState) sendDisconnect(q *QP, op wire.Opcode) {
-	p := c.packet(op, q.peerQPN, q.cookie)
-	p.CM = wire.CMExt{SrcQPN: q.qpn, DataPort: q.srcPort}
-	c.send(q.peer, p)
+	p := c.packet(op, q.conn.peerQPN, q.conn.cookie)
+	p.CM = wire.CMExt{SrcQPN: q.qpn, DataPort: q.conn.srcPort}
+	c.send(q.conn.peer, p)
 }

@@ -6,12 +6,11 @@ import (
 	"net/netip"
 	"sync/atomic"
 
-	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
 // The active side of connection setup (Connect, the peer's reply, Complete or Reject,
-// Cancel), and what both sides do once connected: give the QP its connection (setup).
+// Cancel), and what both sides do once connected: give the QP its connection (connectQP).
 
 // Connector is an outgoing connection attempt.
 type Connector struct {
@@ -105,7 +104,7 @@ func (c *Connector) Complete() error {
 			return
 		}
 		ird, ord := min(q.cfg.IRD, c.peerORD), min(q.cfg.ORD, c.peerIRD)
-		q.setup(c.peer, c.peerPort, c.peerQPN, c.cookie, c.ourPSN, c.peerPSN, c.peerMax, ird, ord)
+		e.cm.connectQP(q, c.peer, c.peerPort, c.peerQPN, c.cookie, c.ourPSN, c.peerPSN, c.peerMax, ird, ord)
 		q.state.Store(uint32(QPConnected))
 		e.activate(q)
 		e.cm.sendRTU(c)
@@ -168,21 +167,20 @@ func (c *Connector) Reject(private []byte) error {
 // engine polls it already, so that what is posted to it completes cancelled.
 func (q *QP) leaveConnecting() { q.state.CompareAndSwap(uint32(QPConnecting), uint32(QPIdle)) }
 
-// setup gives a QP its connection: peer addresses, QPN, cookie, both streams' initial PSNs,
-// the payload size and read limits. Engine goroutine.
-func (q *QP) setup(peer netip.AddrPort, peerPort uint16, peerQPN uint32, cookie uint64, ourPSN, peerPSN wire.PSN, peerMax, ird, ord int) {
-	e := q.e
-	q.peer = peer
-	q.peerSrc = netip.AddrPortFrom(peer.Addr(), peerPort)
-	q.peerQPN, q.cookie = peerQPN, cookie
-	q.ird, q.ord = ird, ord
+// connectQP gives a QP its connection: peer addresses, QPN, cookie, both streams' initial
+// PSNs, the payload size and read limits. Engine goroutine.
+func (c *cmState) connectQP(q *QP, peer netip.AddrPort, peerPort uint16, peerQPN uint32, cookie uint64, ourPSN, peerPSN wire.PSN, peerMax, ird, ord int) {
+	e := c.e
+	q.conn.peer = peer
+	q.conn.peerSrc = netip.AddrPortFrom(peer.Addr(), peerPort)
+	q.conn.peerQPN, q.conn.cookie = peerQPN, cookie
 	maxp := min(e.link.MaxPayload(), peerMax)
-	q.mss = maxp - wire.HeaderLen - maxDataExt - wire.TrailerLen
-	q.req.sent = ack.NewSentHistory(ourPSN, e.cfg.Window)
-	q.resp.rx = ack.NewReceiveTracker(peerPSN, e.cfg.Window)
-	q.req.cc = e.cfg.NewController(q.mss)
-	q.req.jobs = q.req.jobs[:min(len(q.req.jobs), 2*ird)] // IRD 0: the peer may not read
-	q.publishStats()
+	q.conn.mss = maxp - wire.HeaderLen - maxDataExt - wire.TrailerLen
+	q.resp.ird, q.req.ord = ird, ord
+	q.snd.connect(ourPSN, e.cfg.NewController(q.conn.mss))
+	q.rcv.connect(peerPSN, e.cfg.Window)
+	q.resp.jobs = q.resp.jobs[:min(len(q.resp.jobs), 2*ird)] // IRD 0: the peer may not read
+	q.snd.publishStats()
 }
 
 // lingerConn keeps an attempt that completed or was abandoned listed until

@@ -74,7 +74,7 @@ func (c *cmState) finishDisconnect(d *disconnectState, err error) {
 // message). A message for no QP matches: it is dropped as such.
 func (c *cmState) disconnectMatches(p *wire.Packet) bool {
 	q := c.e.lookupQP(p.DestQPN)
-	return q == nil || (p.CM.SrcQPN == q.peerQPN && p.CM.DataPort == q.peerSrc.Port())
+	return q == nil || (p.CM.SrcQPN == q.conn.peerQPN && p.CM.DataPort == q.conn.peerSrc.Port())
 }
 
 // onDisconnect handles a DisconnectReq (answered, and the QP is disconnected without a
@@ -86,7 +86,7 @@ func (c *cmState) onDisconnect(from netip.AddrPort, p *wire.Packet) {
 		return
 	}
 	q := e.lookupQP(p.DestQPN)
-	if q == nil || q.cookie == 0 || p.Cookie != q.cookie || from != q.peer {
+	if q == nil || q.conn.cookie == 0 || p.Cookie != q.conn.cookie || from != q.conn.peer {
 		e.ctr.cmDrops.Add(1)
 		return
 	}

@@ -109,7 +109,7 @@ func (r *ConnRequest) Accept(qp *QP, private []byte) error {
 	e.command(func(now int64) {
 		r.qp, r.private, r.replied = qp, priv, true
 		ird, ord := min(qp.cfg.IRD, r.ORD), min(qp.cfg.ORD, r.IRD)
-		qp.setup(r.Peer, r.peerPort, r.peerQPN, randUint64()|1, wire.PSN(randUint64()), r.peerPSN, r.peerMax, ird, ord)
+		e.cm.connectQP(qp, r.Peer, r.peerPort, r.peerQPN, randUint64()|1, wire.PSN(randUint64()), r.peerPSN, r.peerMax, ird, ord)
 		r.tries, r.nextAt = 1, now+int64(e.cfg.CMTimeout)
 		e.cm.sendReply(r)
 	})
@@ -236,7 +236,7 @@ func (c *cmState) onRequest(now int64, from netip.AddrPort, p *wire.Packet) {
 func (c *cmState) onReadyToUse(now int64, from netip.AddrPort, p *wire.Packet) {
 	m := &p.CM
 	for _, r := range c.halfOpen {
-		if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() && p.Cookie == r.qp.cookie &&
+		if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() && p.Cookie == r.qp.conn.cookie &&
 			m.SrcQPN == r.peerQPN && m.DataPort == r.peerPort {
 			c.established(now, r.qp)
 			return

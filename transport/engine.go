@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
@@ -89,7 +88,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, link: cfg.Link, now: cfg.Now, qps: make(map[uint32]*QP)}
 	e.nextQPN = uint32(randUint64()>>40) | 1 // random start: QPNs of a restarted engine differ
 	e.tx.link, e.tx.ctr = cfg.Link, &e.ctr
-	e.tx.refused = func(cookie uint64) { e.txFinished(e.now(), cookie) }
+	e.tx.refused = e.txFinished
 	for i := range e.tx.bounce {
 		e.tx.bounce[i] = make([]byte, cfg.Link.MaxPayload())
 	}
@@ -132,25 +131,7 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.SRQ != nil && cfg.SRQ.e != e {
 		return nil, errors.New("qp config: the srq belongs to another engine")
 	}
-	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1, maxORD: cfg.ORD, srq: cfg.SRQ}
-	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth)
-	if q.srq != nil {
-		q.recvQ = newSPSC[Receive](1) // never posted to: receives come from the SRQ
-	} else {
-		q.recvQ = newSPSC[Receive](cfg.RecvDepth)
-	}
-	sd, rd := len(q.sendQ.slots), ceilPow2(cfg.RecvDepth) // the receive ring: RecvDepth rounded up, as recvQ
-	q.req.wrs = make([]wrState, sd)
-	q.req.mask = uint32(sd - 1)
-	// Twice IRD job slots: a read whose responses were all sent stops counting against IRD
-	// but keeps its slot until they are acknowledged (they may need retransmission).
-	q.req.jobs = make([]readJob, 2*cfg.IRD)
-	q.resp.recvs = make([]recvState, rd)
-	q.resp.mask = uint32(rd - 1)
-	q.req.scratch = make([]ack.PacketInfo, 0, e.cfg.Window)
-	q.req.retx = make([]ack.PacketInfo, 0, e.cfg.Window)
-	q.req.rto = ack.NewRTO(e.cfg.RTO)
-	q.srcPort = uint16(49152 + randUint64()%16384)
+	q := newQP(e, cfg)
 	e.mu.Lock()
 	if len(e.qps) >= e.cfg.MaxQPs {
 		e.mu.Unlock()
@@ -163,6 +144,7 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 		}
 	}
 	q.qpn = e.nextQPN
+	q.conn.qpn = q.qpn
 	e.qps[q.qpn] = q
 	e.publishQPs()
 	e.mu.Unlock()
@@ -187,11 +169,12 @@ func (q *QP) Close(ctx context.Context) error {
 		}
 		// Requests and read jobs whose zero-copy packets the link still transmits complete
 		// (and release their memory) when it is done with them; give it closeDrain.
-		if q.zcPending() && now-since < int64(closeDrain) {
+		if (q.req.zcPending() || q.resp.zcPending()) && now-since < int64(closeDrain) {
 			q.e.command(remove)
 			return
 		}
-		q.forceDrain()
+		q.req.forceDrain()
+		q.resp.forceDrain()
 		q.e.deactivate(q)
 		q.e.mu.Lock()
 		delete(q.e.qps, q.qpn)
@@ -342,7 +325,7 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	}
 	// Idle QPs may have receives posted before they connected.
 	e.tx.flush()
-	if e.cfg.ZeroCopyTx && e.collectTxDone(now) {
+	if e.cfg.ZeroCopyTx && e.collectTxDone() {
 		busy = true
 	}
 	return next, busy
@@ -355,12 +338,12 @@ func zcCookie(qpn uint32, tag uint64) uint64 { return uint64(qpn)<<32 | tag>>32 
 
 // collectTxDone takes the link's finished zero-copy transmissions and lets the work
 // requests and read jobs they belong to complete. It reports whether there were any.
-func (e *Engine) collectTxDone(now int64) bool {
+func (e *Engine) collectTxDone() bool {
 	any := false
 	for {
 		n := e.link.TxDone(e.txDone[:])
 		for _, c := range e.txDone[:n] {
-			e.txFinished(now, c)
+			e.txFinished(c)
 		}
 		any = any || n > 0
 		if n < len(e.txDone) {
@@ -370,10 +353,17 @@ func (e *Engine) collectTxDone(now int64) bool {
 }
 
 // txFinished accounts one zero-copy packet whose bytes the link no longer reads.
-func (e *Engine) txFinished(now int64, cookie uint64) {
-	if q := e.lookupQP(uint32(cookie >> 32)); q != nil {
-		job, idx, _ := splitTag(cookie << 32) // the tag half zcCookie kept
-		q.zcDone(now, job, idx)
+func (e *Engine) txFinished(cookie uint64) {
+	q := e.lookupQP(uint32(cookie >> 32))
+	if q == nil {
+		return
+	}
+	// A request waiting only for the link completes now: in order with the others, or,
+	// when the QP failed, as the failure drains its ring.
+	if job, idx, _ := splitTag(cookie << 32); job { // the tag half zcCookie kept
+		q.resp.zcDone(idx)
+	} else {
+		q.req.zcDone(idx, q.flushed())
 	}
 }
 
@@ -430,11 +420,11 @@ func (e *Engine) input(now int64, pkt *Packet) {
 	}
 	q := e.lookupQP(p.DestQPN)
 	switch {
-	case q == nil || q.cookie == 0:
+	case q == nil || q.conn.cookie == 0:
 		e.ctr.noQP.Add(1)
-	case pkt.Remote != q.peerSrc:
+	case pkt.Remote != q.conn.peerSrc:
 		e.ctr.badSource.Add(1)
-	case p.Cookie != q.cookie:
+	case p.Cookie != q.conn.cookie:
 		e.ctr.badCookie.Add(1)
 	default:
 		q.input(now, p)
