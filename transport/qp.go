@@ -94,7 +94,7 @@ type QP struct {
 	// indicated: the disconnect event fired (engine goroutine only)
 	indicated bool
 
-	// The parts, wired by NewQP: each reaches the others it needs by pointer, and the QP
+	// The parts, wired by newQP: each reaches the others it needs by pointer, and the QP
 	// through qpHooks (deliver, fail) only.
 	conn conn       // the connection: addresses, cookie, MSS, the way out; set up by the CM
 	snd  sender     // reliability of our stream: history, RTO, congestion control, loss
