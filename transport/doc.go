@@ -6,21 +6,48 @@
 //	  QP.PostSend / PostReceive ──SPSC rings──▶  Engine.Poll / Run
 //	  Engine.Connect, Listener, ConnRequest      ├─ Receive a batch → wire.Parse → QP or CM
 //	                                             │    checks: QPN, source, cookie, PSN window
-//	                                             │    places payload out of order (receives,
-//	                                             │    remote memory via MemoryResolver)
-//	                                             ├─ per QP: posted work, timers (RTO, RACK,
-//	                                             │    RNR, credits), acks (SACK, credits)
-//	                                             ├─ transmit new packets within the congestion
-//	                                             │    window, retransmit exactly what is lost
+//	                                             ├─ CM (cmState): handshake, disconnect, tables
+//	                                             ├─ per QP, its coordinator runs its parts:
+//	                                             │    requester  our work requests → packets
+//	                                             │    responder  the peer's Sends, Writes, Reads
+//	                                             │    sender     our stream: in flight, RTO,
+//	                                             │               loss, RNR, window, pacing
+//	                                             │    receiver   the peer's stream: acks, SACK,
+//	                                             │               NAKs, credits, piggyback
+//	                                             ├─ conn → txBatch: encode, CRC, Link.Send
 //	  CompletionSink.Complete ◀───────────────── └─ completions in posting order per queue
-//	                                                  Link.Send (batched)
 //	Link: xdp.Link (AF_XDP, production) or transport/simlink (in-memory, tests and bench)
 //
-// Each direction of a connection is one reliable stream of PSNs (ack.SentHistory and
-// ack.ReceiveTracker), paced by a congestion.Controller (Swift by default). Time is read
-// through Config.Now and passed down as an argument, so tests run whole scenarios in virtual
-// time over simlink. Posting never blocks and never allocates; neither does the engine in
-// steady state.
+// A QP (qp.go, qp_flow.go) is a thin coordinator: the posting API, its state, its counters,
+// and each engine round the order in which its parts run (poll), what arrived for them
+// (input, onAck), what leaves (transmit). The parts own their state:
+//
+//   - sender (sender.go) is the reliability of our stream of PSNs: ack.SentHistory,
+//     ack.RTO, the congestion.Controller, the retransmission list, the RNR wait and the Read
+//     probe. It decides whether a packet may leave (CanSend: window, cwnd, pacing), what to
+//     retransmit (OnAck, DetectLoss, OnNak, OnTimer) and when to give up; it is the one
+//     place where window, pacing, loss and timeout decisions meet. What it cannot know
+//     (which request a packet belongs to) it asks through senderHooks.
+//   - receiver (receiver.go) is the reliability of the peer's stream: ack.ReceiveTracker,
+//     when an acknowledgement is due (AckDue), whether a data packet carries it
+//     (piggyback), the credits it advertises and the NAK waiting to be sent.
+//   - requester (requester.go) takes our work requests from the send queue to their
+//     completion: admission (credits, ORD, fences), packets, Read responses placed,
+//     completion in posting order.
+//   - responder (responder.go) serves the peer: posted receives (or an SRQ's), Send and
+//     Write placement through the MemoryResolver, read jobs answered in our stream.
+//   - conn (conn.go) is the connection as packets need it (addresses, cookie, MSS) and the
+//     way out through the engine's txBatch (txbatch.go).
+//
+// The requester and the responder reach their QP only through qpHooks (deliver a
+// completion, fail the connection); the sender and the receiver never see it. Time is read
+// through Config.Now and passed down as an argument, so the handlers are tested event by
+// event and whole scenarios run in virtual time over simlink. Posting never blocks and
+// never allocates; neither does the engine in steady state.
+//
+// Connection management is split by concept: the state machine (cm.go), the passive side
+// (cm_listen.go), the active side and QP setup (cm_connect.go), graceful disconnect
+// (cm_disconnect.go).
 //
 // A Link moves UDP datagrams only: it frames them in Ethernet/IP/UDP (or whatever its medium
 // needs) below this interface, so the engine sees payload bytes and peer addresses and cannot

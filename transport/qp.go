@@ -5,11 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
-
-	"github.com/xdpndk/xdpndk/memreg"
-	"github.com/xdpndk/xdpndk/transport/ack"
-	"github.com/xdpndk/xdpndk/transport/congestion"
-	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
 // QPState is where a queue pair is in its life.
@@ -92,14 +87,6 @@ type QP struct {
 	flushReq atomic.Bool
 	maxORD   int // QPConfig.ORD at creation: the most SetReadLimits may set
 
-	// Connection, set by the connection manager before the state becomes connected.
-	peer      netip.AddrPort // where the peer receives: its IP and its link's port
-	peerSrc   netip.AddrPort // where the peer's data comes from: its IP and its QP's source port
-	peerQPN   uint32
-	cookie    uint64
-	srcPort   uint16 // UDP source port: per-QP flow entropy
-	mss       int    // payload bytes per data packet
-	ird, ord  int
 	connIndex int // index in the engine's connected list, -1 when not in it
 	// held: the peer disconnected and the application has not flushed yet, so posted
 	// receives and outstanding requests stay as they are (engine goroutine only)
@@ -107,8 +94,13 @@ type QP struct {
 	// indicated: the disconnect event fired (engine goroutine only)
 	indicated bool
 
-	req  requester
-	resp responder
+	// The parts, wired by newQP: each reaches the others it needs by pointer, and the QP
+	// through qpHooks (deliver, fail) only.
+	conn conn       // the connection: addresses, cookie, MSS, the way out; set up by the CM
+	snd  sender     // reliability of our stream: history, RTO, congestion control, loss
+	rcv  receiver   // reliability of the peer's stream: what arrived, acks, NAKs, credits
+	req  requester  // our work requests
+	resp responder  // the peer's requests: receives, Writes, read jobs
 	comp Completion // the completion being delivered: Complete gets a pointer to it
 
 	// counters (read by Stats from any goroutine)
@@ -125,18 +117,18 @@ func (q *QP) Context() any { return q.cfg.Context }
 func (q *QP) State() QPState { return QPState(q.state.Load()) }
 
 // Peer returns the connected peer's address (zero before connect).
-func (q *QP) Peer() netip.AddrPort { return q.peer }
+func (q *QP) Peer() netip.AddrPort { return q.conn.peer }
 
 // SourcePort is the UDP source port the QP's data packets leave from: random per QP, so that
 // RSS and ECMP spread QPs over queues and paths. It does not change.
-func (q *QP) SourcePort() uint16 { return q.srcPort }
+func (q *QP) SourcePort() uint16 { return q.conn.srcPort }
 
 // PostSend queues a Send, SendAndInvalidate, Write or Read. It returns ErrNotConnected
 // unless the QP is connected or in error (an errored QP takes the request and completes it
 // cancelled), ErrInvalidRequest for a malformed request, ErrQueueFull when SendDepth
 // requests are outstanding.
 func (q *QP) PostSend(wr *WorkRequest) error {
-	if err := q.checkSend(wr); err != nil {
+	if err := checkSend(q.State(), wr); err != nil {
 		// NDKPI Deferred Processing Scheme: a failing post releases what was deferred
 		// before it.
 		q.Publish()
@@ -157,9 +149,9 @@ func (q *QP) PostSend(wr *WorkRequest) error {
 	return nil
 }
 
-// checkSend validates a work request for PostSend.
-func (q *QP) checkSend(wr *WorkRequest) error {
-	switch QPState(q.state.Load()) {
+// checkSend validates a work request for PostSend on a QP in state st.
+func checkSend(st QPState, wr *WorkRequest) error {
+	switch st {
 	case QPConnected, QPError:
 	default:
 		return ErrNotConnected
@@ -195,8 +187,8 @@ func (q *QP) SetReadLimits(ird, ord int) error {
 	if q.State() != QPIdle {
 		return fmt.Errorf("read limits of a %v qp: %w", q.State(), ErrBadState)
 	}
-	if ird < 0 || ord < 0 || 2*ird > len(q.req.jobs) || ord > q.maxORD {
-		return fmt.Errorf("read limits %d/%d over the qp's %d/%d: %w", ird, ord, len(q.req.jobs)/2, q.maxORD, ErrInvalidRequest)
+	if ird < 0 || ord < 0 || 2*ird > len(q.resp.jobs) || ord > q.maxORD {
+		return fmt.Errorf("read limits %d/%d over the qp's %d/%d: %w", ird, ord, len(q.resp.jobs)/2, q.maxORD, ErrInvalidRequest)
 	}
 	q.cfg.IRD, q.cfg.ORD = ird, ord
 	return nil
@@ -226,10 +218,10 @@ func (q *QP) PostReceive(r *Receive) error {
 	return nil
 }
 
-// deliver hands a completion to the sink. The sink sees a pointer into the QP (so the
-// completion does not escape to the heap); it is valid only during the call.
-func (q *QP) deliver(c *Completion) {
-	q.comp = *c
+// deliver hands a completion to the sink (qpHooks). The sink sees a pointer into the QP
+// (so the completion does not escape to the heap); it is valid only during the call.
+func (q *QP) deliver(c Completion) {
+	q.comp = c
 	q.sink.Complete(q, &q.comp)
 }
 
@@ -246,14 +238,6 @@ func (q *QP) Flush() {
 	})
 }
 
-// abort fails a QP the engine may not be polling, and starts polling it so that what is
-// posted to it completes cancelled. Engine goroutine.
-func (q *QP) abort(now int64) {
-	q.takeReceives(now)
-	q.flush(now, StatusCancelled, -1)
-	q.e.activate(q)
-}
-
 // nakKinds bounds the syndromes counted per kind.
 const nakKinds = 8
 
@@ -265,116 +249,6 @@ const MaxMessage uint64 = 1 << 31
 // MaxQueueDepth is the deepest send or receive queue of a QP (QPConfig.SendDepth,
 // RecvDepth).
 const MaxQueueDepth = 1 << 16
-
-// requester is the QP's initiator side: its work requests, its PSN stream, reliability and
-// congestion state. Engine goroutine only.
-type requester struct {
-	wrs      []wrState // ring of SendDepth active requests, indexed by seq & mask
-	mask     uint32
-	head     uint32 // oldest request not yet completed
-	next     uint32 // next request to start transmitting
-	tail     uint32 // next free slot
-	sendOff  uint32 // bytes of wrs[next] already transmitted (first transmission)
-	nextMSN  uint32 // MSN of the next Send message
-	credits  uint32 // peer's MSN limit, as last advertised
-	credKnow bool   // the peer has advertised credits at least once
-	reads    int    // Reads outstanding (ORD)
-
-	sent  *ack.SentHistory
-	rto   *ack.RTO
-	rtoAt int64 // when the retransmission timer fires; 0 when not armed
-	// Read probes (probeRead): sent since the peer was last heard from, and since when
-	probes     int
-	probeSince int64
-	cc         congestion.Controller
-	rnrAt      int64    // when the RNR-NAKed packet may be retried; 0 when none waits
-	credWait   int64    // since when a Send waits for credits; 0 when none waits
-	gbnUntil   wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
-	gbnOn      bool
-	rnrPSN     wire.PSN // the RNR-NAKed packet
-	rnrSet     bool     // rnrPSN names a packet (it may have been acknowledged since)
-	scratch    []ack.PacketInfo
-	retx       []ack.PacketInfo // packets waiting for retransmission (lost)
-
-	// read responses this QP owes the peer (the peer's Reads), in our stream
-	jobs       []readJob
-	activeJobs int // jobs with active set
-
-	// after a failure: the status for the request failTarget (sequence number, -1 none)
-	// while the ring drains (a request completes only once the link is done with its
-	// zero-copy packets)
-	failSt     Status
-	failTarget int64
-}
-
-// wrState is one active work request.
-// maxDataExt is the longest opcode extension of a data packet; a QP's MSS leaves room for it.
-const maxDataExt = max(wire.SendExtLen, wire.RDMAExtLen, wire.ReadRespLen)
-
-type wrState struct {
-	wr       WorkRequest
-	total    uint32   // wr.Len(), summed once when the request is taken
-	seq      uint32   // position in the request sequence (for tags)
-	firstPSN wire.PSN // PSN of its first packet
-	npkts    uint32   // packets it has (known once fully transmitted)
-	acked    uint32   // packets acknowledged
-	sentAll  bool     // every packet transmitted once
-	msn      uint32   // Send: its message sequence number
-	readGot  uint32   // Read: response bytes placed
-	rnr      int      // RNR retries used
-	zc       uint32   // zero-copy packets of it the link has not reported done
-	done     bool
-}
-
-// readJob is a Read the peer asked of us: its response packets are sent in our stream.
-type readJob struct {
-	active  bool
-	reqPSN  wire.PSN
-	mem     memreg.Span // the resolved memory (and the region hold, released by endJob)
-	sentOff uint32      // bytes transmitted once
-	npkts   uint32
-	acked   uint32
-	sentAll bool
-	zc      uint32 // zero-copy packets of it the link has not reported done
-}
-
-// responder is the QP's target side: the peer's PSN stream, receives, acks to send.
-type responder struct {
-	rx       *ack.ReceiveTracker
-	recvs    []recvState // ring of RecvDepth receives, indexed by MSN & mask
-	mask     uint32
-	base     uint32 // MSN of the oldest receive not completed
-	posted   uint32 // MSN limit: receives posted so far (base + outstanding)
-	lastCred uint32 // credits last advertised
-
-	ackPending int   // new packets not yet acknowledged
-	ackFirst   int64 // arrival of the oldest unacknowledged packet
-	ackNow     bool  // acknowledge at the next opportunity (gap, duplicate)
-	// ackSoon: acknowledge in the next poll round after ackSoonRound (an AckReq), unless
-	// data carries the ack first; credRound: the round new receives were first seen
-	// unadvertised (0: none)
-	ackSoon      bool
-	ackSoonRound uint64
-	credRound    uint64
-	ackEchoTS    uint32 // TS of the packet the next ack answers
-	ackArrival   int64  // its arrival time
-	nakSyn       wire.Syndrome
-	nakPSN       wire.PSN
-	nakSend      bool // a NAK is waiting to be sent
-}
-
-// recvState is one posted receive and the message being placed into it.
-type recvState struct {
-	r         Receive
-	got       uint32 // bytes placed
-	total     uint32 // message length (known from the first packet seen)
-	started   bool
-	solicited bool
-	invToken  uint32
-	inv       bool
-	lastPSN   wire.PSN // PSN of the message's last packet, once it arrived
-	haveLast  bool
-}
 
 // qpCounters are a QP's cumulative counters.
 type qpCounters struct {

@@ -2,175 +2,158 @@ package transport
 
 import (
 	"github.com/xdpndk/xdpndk/memreg"
-	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
-// takeReceives moves posted receives into the receive ring (or, in the error state,
-// completes them cancelled).
-func (q *QP) takeReceives(now int64) bool {
-	rs := &q.resp
+// responder is the QP's target side: what the peer asks of it. It holds the posted
+// receives (its own ring, or taken from an SRQ) and places Send messages into them,
+// completing them in MSN order; places Writes into the memory the MemoryResolver grants;
+// and answers the peer's Reads with read jobs, whose response packets it builds in our
+// stream when the sender lets them leave. What it refuses becomes a NAK (receiver.Nak) and,
+// when fatal, a failure (qpHooks.fail). Engine goroutine only.
+type responder struct {
+	h     qpHooks
+	rcv   *receiver
+	snd   *sender
+	out   *conn
+	recvQ *spsc[Receive] // consumer side: the application posts
+	srq   *SRQ           // QPConfig.SRQ: where receives come from instead of recvQ
+	res   MemoryResolver
+	pd    uint32
+	ird   int // Reads the peer may have outstanding here (negotiated)
+
+	recvs  []recvState // ring of RecvDepth receives, indexed by MSN & mask
+	mask   uint32
+	base   uint32 // MSN of the oldest receive not completed
+	posted uint32 // MSN limit: receives posted so far (base + outstanding)
+
+	// read responses this QP owes the peer (the peer's Reads), in our stream
+	jobs       []readJob
+	activeJobs int // jobs with active set
+}
+
+// recvState is one posted receive and the message being placed into it.
+type recvState struct {
+	r         Receive
+	got       uint32 // bytes placed
+	total     uint32 // message length (known from the first packet seen)
+	started   bool
+	solicited bool
+	invToken  uint32
+	inv       bool
+	lastPSN   wire.PSN // PSN of the message's last packet, once it arrived
+	haveLast  bool
+}
+
+// readJob is a Read the peer asked of us: its response packets are sent in our stream.
+type readJob struct {
+	active  bool
+	reqPSN  wire.PSN
+	mem     memreg.Span // the resolved memory (and the region hold, released by endJob)
+	sentOff uint32      // bytes transmitted once
+	npkts   uint32
+	acked   uint32
+	sentAll bool
+	zc      uint32 // zero-copy packets of it the link has not reported done
+}
+
+// takeReceives moves posted receives into the receive ring, or, when cancel (the QP was
+// flushed), completes them cancelled.
+func (rs *responder) takeReceives(cancel bool) bool {
 	moved := false
-	// Cancelled once the QP is flushed; a QP whose peer disconnected keeps them posted.
-	errored := (q.State() == QPError || q.State() == QPDisconnected) && !q.held
 	for rs.posted-rs.base < uint32(len(rs.recvs)) {
-		r := q.recvQ.peek()
+		r := rs.recvQ.peek()
 		if r == nil {
 			break
 		}
-		if errored {
+		if cancel {
 			c := Completion{Context: r.Context, Op: OpReceive, Status: StatusCancelled}
-			q.recvQ.pop()
-			q.deliver(&c)
+			rs.recvQ.pop()
+			rs.h.deliver(c)
 			moved = true
 			continue
 		}
 		rs.recvs[rs.posted&rs.mask] = recvState{r: *r}
-		q.recvQ.pop()
+		rs.recvQ.pop()
 		rs.posted++
 		moved = true
 	}
 	return moved
 }
 
-// input handles a data packet or an acknowledgement that matched this QP.
-func (q *QP) input(now int64, p *wire.Packet) {
-	switch q.State() {
-	case QPConnecting:
-		// A packet with the right cookie means the peer got our reply: an implicit
-		// ready-to-use.
-		if !q.e.cm.established(now, q) {
-			return
-		}
-	case QPError, QPDisconnected:
-		if p.Opcode != wire.OpAck || p.Flags&wire.FlagAckReq != 0 {
-			// The peer keeps retransmitting, or probes whether we are there: tell it
-			// (again) that this QP failed.
-			q.resp.nakSend = true
-			if q.resp.nakSyn == wire.SynAck {
-				q.resp.nakSyn, q.resp.nakPSN = wire.SynNakRemoteOp, p.PSN
-			}
-		}
-		return
+// creditLimit is the MSN limit the QP advertises in its acknowledgements (creditSource).
+func (rs *responder) creditLimit() uint32 {
+	if rs.srq != nil {
+		return rs.base + srqCredit
 	}
-	if p.Opcode == wire.OpAck {
-		if p.Flags&wire.FlagAckReq != 0 {
-			q.resp.ackNow = true // a probe (probeRead): answer it
-		}
-		q.onAck(now, p)
-		return
-	}
-	if p.Flags&wire.FlagAck != 0 {
-		// A piggybacked acknowledgement of our stream (always positive): take it first, as
-		// if it had come on its own just before this packet.
-		q.onAck(now, p)
-		if q.State() != QPConnected {
-			return
-		}
-	}
-	rs := &q.resp
-	if q.e.cfg.GoBackN && p.PSN != rs.rx.Cumulative() && rs.rx.Check(p.PSN) == ack.New {
-		// A go-back-N receiver (as RoCE NICs are) takes packets only in order: anything
-		// after a gap is dropped and the sender learns where to go back to.
-		q.e.ctr.outOfWindow.Add(1)
-		q.nak(wire.SynNakSeq, rs.rx.Cumulative())
-		return
-	}
-	switch rs.rx.Check(p.PSN) {
-	case ack.Duplicate:
-		q.ctr.dupRecv.Add(1)
-		rs.ackNow = true // our ack was probably lost: repeat it
-		return
-	case ack.TooOld, ack.TooNew:
-		// No sender that respects the window sends these: stale or forged. Not answered.
-		q.e.ctr.outOfWindow.Add(1)
-		return
-	}
-	if !q.accept(now, p) {
-		return
-	}
-	rs.rx.Receive(p.PSN)
-	// A receive completes only once every earlier packet of the peer arrived: a receive
-	// completion promises that what the peer posted before that Send (Writes) has landed.
-	q.completeReceives(now)
-	n := p.PayloadLen()
-	q.ctr.rxPackets.Add(1)
-	q.ctr.rxBytes.Add(uint64(n))
-	if rs.ackPending == 0 {
-		rs.ackFirst = now
-	}
-	rs.ackPending++
-	rs.ackEchoTS, rs.ackArrival = p.TS, now
-	switch {
-	case rs.rx.HasGap():
-		rs.ackNow = true // loss recovery waits for this: at once
-	case p.Flags&wire.FlagAckReq != 0 && !rs.ackSoon:
-		// Acknowledged in the next poll round, so that a reply posted in the meantime (a
-		// ping-pong's answer) carries the ack instead of a packet of its own.
-		rs.ackSoon, rs.ackSoonRound = true, q.e.round
-	}
+	return rs.posted
 }
 
-// accept places a new data packet. It reports false when the packet is refused and must not
-// count as received (no receive posted: RNR; or the QP failed).
-func (q *QP) accept(now int64, p *wire.Packet) bool {
+// accept places a new data packet of the peer (Send, Write, ReadRequest). It reports false
+// when the packet is refused and must not count as received (no receive posted: RNR; or
+// the QP failed).
+func (rs *responder) accept(now int64, p *wire.Packet) bool {
 	switch p.Opcode {
 	case wire.OpSendFirst, wire.OpSendMiddle, wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
-		return q.acceptSend(now, p)
+		return rs.acceptSend(now, p)
 	case wire.OpWrite:
-		// Every packet checks the whole Write, so a refused Write writes nothing, in
-		// whatever order its packets arrive.
-		total := p.RDMA.Length
-		if total == 0 {
-			return true
-		}
-		if uint64(total) > MaxMessage {
-			// Longer than any message may be (no requester posts one): invalid.
-			q.nak(wire.SynNakInvalid, p.PSN)
-			q.fail(now, StatusCancelled, -1)
-			return false
-		}
-		var dst memreg.Span
-		var err error
-		if p.RDMA.Addr > ^uint64(0)-uint64(total) {
-			err = ErrAccess // the range wraps past 2^64
-		} else {
-			dst, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
-		}
-		if err == nil && uint64(dst.Len()) < uint64(total) {
-			releaseSpan(&dst)
-			err = ErrAccess
-		}
-		if err != nil {
-			q.nak(wire.SynNakAccess, p.PSN)
-			q.fail(now, StatusCancelled, -1)
-			return false
-		}
-		copyPayload(&dst, uint64(p.RDMA.Offset), p)
-		releaseSpan(&dst)
-		return true
+		return rs.acceptWrite(now, p)
 	case wire.OpReadRequest:
-		return q.acceptRead(now, p)
-	case wire.OpReadResponse:
-		return q.acceptReadResponse(now, p)
+		return rs.acceptRead(now, p)
 	}
 	return false
 }
 
+// refuse answers the packet psn with a NAK of syn and fails the connection.
+func (rs *responder) refuse(now int64, syn wire.Syndrome, psn wire.PSN) bool {
+	rs.rcv.Nak(syn, psn)
+	rs.h.fail(now, StatusCancelled, -1)
+	return false
+}
+
+// acceptWrite places a Write packet. Every packet checks the whole Write, so a refused
+// Write writes nothing, in whatever order its packets arrive.
+func (rs *responder) acceptWrite(now int64, p *wire.Packet) bool {
+	total := p.RDMA.Length
+	if total == 0 {
+		return true
+	}
+	if uint64(total) > MaxMessage {
+		// Longer than any message may be (no requester posts one): invalid.
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
+	}
+	var dst memreg.Span
+	var err error
+	if p.RDMA.Addr > ^uint64(0)-uint64(total) {
+		err = ErrAccess // the range wraps past 2^64
+	} else {
+		dst, err = rs.res.Resolve(rs.pd, p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
+	}
+	if err == nil && uint64(dst.Len()) < uint64(total) {
+		releaseSpan(&dst)
+		err = ErrAccess
+	}
+	if err != nil {
+		return rs.refuse(now, wire.SynNakAccess, p.PSN)
+	}
+	copyPayload(&dst, uint64(p.RDMA.Offset), p)
+	releaseSpan(&dst)
+	return true
+}
+
 // acceptSend places a Send packet into the receive its MSN names.
-func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
-	rs := &q.resp
+func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
 	msn := p.Send.MSN
 	if msnBefore(msn, rs.base) {
 		return true // its message completed already: a late copy
 	}
-	if !msnBefore(msn, rs.posted) && q.srq == nil {
+	if !msnBefore(msn, rs.posted) && rs.srq == nil {
 		// Received packets are handled before the QPs take what was posted in this poll
 		// round: a receive posted before the Send arrived must take it, not an RNR NAK.
-		q.takeReceives(now)
+		rs.takeReceives(false)
 	}
-	if !msnBefore(msn, rs.posted) && (q.srq == nil || !q.takeSRQ(msn)) {
-		q.nak(wire.SynNakRNR, p.PSN) // no receive posted for it yet
+	if !msnBefore(msn, rs.posted) && (rs.srq == nil || !rs.takeSRQ(msn)) {
+		rs.rcv.Nak(wire.SynNakRNR, p.PSN) // no receive posted for it yet
 		return false
 	}
 	r := &rs.recvs[msn&rs.mask]
@@ -180,37 +163,31 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 			// Too large for the receive: the receive completes with data overrun, the
 			// sender's request with data error, and both QPs fail. In MSN order: the
 			// receives before it are cancelled first.
-			q.nak(wire.SynNakInvalid, p.PSN)
+			rs.rcv.Nak(wire.SynNakInvalid, p.PSN)
 			for rs.base != msn {
-				q.cancelReceive()
+				rs.cancelReceive()
 			}
 			c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusDataOverrun}
 			*r = recvState{}
 			rs.base++
-			q.deliver(&c)
-			q.fail(now, StatusCancelled, -1)
+			rs.h.deliver(c)
+			rs.h.fail(now, StatusCancelled, -1)
 			return false
 		}
 	} else if r.total != p.Send.Total {
-		q.nak(wire.SynNakInvalid, p.PSN)
-		q.fail(now, StatusCancelled, -1)
-		return false
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
 	}
 	if p.Opcode == wire.OpSendLastInv || p.Opcode == wire.OpSendOnlyInv {
 		// Invalidate when the packet carrying the token is taken, so that a token that
 		// cannot be invalidated refuses this very packet: the connection is aborted and the
 		// sender's SendAndInvalidate fails, not a later request (NDKPI: "the receiving
 		// provider must abort the connection if the token is invalid").
-		if err := q.e.cfg.Resolver.Invalidate(q.cfg.PD, p.Send.InvToken); err != nil {
-			q.nak(wire.SynNakInvalToken, p.PSN)
-			q.fail(now, StatusCancelled, -1)
-			return false
+		if err := rs.res.Invalidate(rs.pd, p.Send.InvToken); err != nil {
+			return rs.refuse(now, wire.SynNakInvalToken, p.PSN)
 		}
 	}
 	if !scatter(&r.r.SGL, r.r.NSGE, p.Send.Offset, p) {
-		q.nak(wire.SynNakInvalid, p.PSN)
-		q.fail(now, StatusCancelled, -1)
-		return false
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
 	}
 	r.got += uint32(p.PayloadLen())
 	if p.Send.Offset+uint32(p.PayloadLen()) == r.total {
@@ -226,14 +203,14 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 	return true
 }
 
-// completeReceives completes, in MSN order, every receive at the head whose message has fully
-// arrived. A SendAndInvalidate invalidates its token first; a token that cannot be
-// invalidated aborts the connection.
-func (q *QP) completeReceives(now int64) {
-	rs := &q.resp
+// completeReceives completes, in MSN order, every receive at the head whose message has
+// fully arrived and whose last packet the peer's stream has passed (cum, the receiver's
+// cumulative point): a receive completion promises that what the peer posted before that
+// Send (Writes) has landed.
+func (rs *responder) completeReceives(cum wire.PSN) {
 	for rs.base != rs.posted {
 		r := &rs.recvs[rs.base&rs.mask]
-		if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(rs.rx.Cumulative()) {
+		if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(cum) {
 			return
 		}
 		c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusSuccess, Bytes: r.total, Solicited: r.solicited}
@@ -242,15 +219,35 @@ func (q *QP) completeReceives(now int64) {
 		}
 		*r = recvState{}
 		rs.base++
-		q.deliver(&c)
+		rs.h.deliver(c)
+	}
+}
+
+// cancelReceive completes the oldest outstanding receive cancelled.
+func (rs *responder) cancelReceive() {
+	r := &rs.recvs[rs.base&rs.mask]
+	c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusCancelled}
+	*r = recvState{}
+	rs.base++
+	rs.h.deliver(c)
+}
+
+// abandon ends the peer's requests of a failed QP: read jobs end (their holds released
+// once the link is done), outstanding receives complete cancelled, in MSN order.
+func (rs *responder) abandon() {
+	for i := range rs.jobs {
+		rs.endJob(&rs.jobs[i])
+	}
+	for rs.base != rs.posted {
+		rs.cancelReceive()
 	}
 }
 
 // acceptRead starts a read job for the peer's ReadRequest.
-func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
+func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 	free, busy := -1, 0
-	for i := range q.req.jobs {
-		j := &q.req.jobs[i]
+	for i := range rs.jobs {
+		j := &rs.jobs[i]
 		switch {
 		case !j.active:
 			if free < 0 && j.zc == 0 { // a slot still transmitting keeps its hold
@@ -260,10 +257,8 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 			busy++ // only reads still being answered count against IRD
 		}
 	}
-	if busy >= q.ird {
-		q.nak(wire.SynNakInvalid, p.PSN) // more Reads than the negotiated IRD
-		q.fail(now, StatusCancelled, -1)
-		return false
+	if busy >= rs.ird {
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN) // more Reads than the negotiated IRD
 	}
 	if free < 0 {
 		// Every slot holds answered reads waiting for their acks: not recorded, so the
@@ -273,172 +268,93 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 	length := uint64(p.RDMA.Length) // at least 1 (wire.Parse)
 	if length > MaxMessage {
 		// Longer than any message may be (no requester posts one): invalid.
-		q.nak(wire.SynNakInvalid, p.PSN)
-		q.fail(now, StatusCancelled, -1)
-		return false
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
 	}
 	var src memreg.Span
 	err := ErrAccess // a range that wraps past 2^64
 	if p.RDMA.Addr <= ^uint64(0)-length {
-		src, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
+		src, err = rs.res.Resolve(rs.pd, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
 	}
 	if err == nil && uint64(src.Len()) != length {
 		releaseSpan(&src)
 		err = ErrAccess
 	}
 	if err != nil {
-		q.nak(wire.SynNakAccess, p.PSN)
-		q.fail(now, StatusCancelled, -1)
-		return false
+		return rs.refuse(now, wire.SynNakAccess, p.PSN)
 	}
-	mss := uint64(q.mss) // at least 1: both sides' MaxPayload are at least wire.MinMaxPayload
-	q.req.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: uint32((length + mss - 1) / mss)}
-	q.req.activeJobs++
+	mss := uint64(rs.out.mss) // at least 1: both sides' MaxPayload are at least wire.MinMaxPayload
+	rs.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: uint32((length + mss - 1) / mss)}
+	rs.activeJobs++
 	return true
 }
 
-// acceptReadResponse places response bytes into the Read that asked for them.
-func (q *QP) acceptReadResponse(now int64, p *wire.Packet) bool {
-	r := &q.req
-	for seq := r.head; seq != r.next; seq++ {
-		s := &r.wrs[seq&r.mask]
-		if s.wr.Kind != OpRead || s.done || s.firstPSN != p.ReadResp.ReqPSN {
+// answering reports whether read jobs are active (their packets count as full ones in the
+// window).
+func (rs *responder) answering() bool { return rs.activeJobs > 0 }
+
+// sendNew sends the next new packet of a read response, if one is waiting. A read executes
+// only after every earlier request of the peer arrived, so that it sees the Writes posted
+// before it. The caller checked that the sender lets a packet leave.
+func (rs *responder) sendNew(now int64) bool {
+	if rs.activeJobs == 0 {
+		return false // the common case: no Read of the peer to answer, no slot to scan
+	}
+	cum := rs.rcv.Cumulative()
+	for i := range rs.jobs {
+		j := &rs.jobs[i]
+		if !j.active || j.sentAll || !j.reqPSN.Less(cum) {
 			continue
 		}
-		if !scatter(&s.wr.SGL, s.wr.NSGE, p.ReadResp.Offset, p) {
-			q.fail(now, StatusRemoteError, int64(s.seq))
+		off := j.sentOff
+		n := min(uint32(rs.out.mss), uint32(j.mem.Len())-off)
+		psn, ok := rs.snd.OnSent(now, int(n), jobTag(i, off))
+		if !ok {
 			return false
 		}
-		s.readGot += uint32(p.PayloadLen())
-		q.readHeard(now)
-		q.completeSends(now)
+		rs.build(now, i, psn, off, false)
+		j.sentOff += n
+		if j.sentOff == uint32(j.mem.Len()) {
+			j.sentAll = true
+		}
 		return true
 	}
-	return true // for a Read that completed or failed already: nothing to place
+	return false
 }
 
-// nak schedules a negative acknowledgement. Of several RNR refusals before the NAK leaves,
-// the earliest is kept: the sender retries from it, and the later packets come again anyway.
-func (q *QP) nak(syn wire.Syndrome, psn wire.PSN) {
-	rs := &q.resp
-	if syn == wire.SynNakRNR && rs.nakSend && rs.nakSyn == wire.SynNakRNR && rs.nakPSN.Less(psn) {
-		return
+// resend rebuilds the packet of read job i at byte offset off with its PSN, as a
+// retransmission; false when the job has ended since.
+func (rs *responder) resend(now int64, i uint32, psn wire.PSN, off uint32) bool {
+	if int(i) >= len(rs.jobs) || !rs.jobs[i].active {
+		return false
 	}
-	rs.nakSyn, rs.nakPSN, rs.nakSend = syn, psn, true
+	rs.build(now, int(i), psn, off, true)
+	return true
 }
 
-// maybeAck sends an acknowledgement when one is due and returns when the next one will be.
-func (q *QP) maybeAck(now int64) int64 {
-	rs := &q.resp
-	e := q.e
-	// New receives are advertised, and requested acks sent, one poll round later: data
-	// leaving in that round (the application's answer) carries them (piggyback).
-	credits := q.creditsDue()
-	if credits && rs.credRound == 0 {
-		rs.credRound = e.round
+// build encodes and queues the read-response packet of job i at offset off.
+func (rs *responder) build(now int64, i int, psn wire.PSN, off uint32, retx bool) {
+	j := &rs.jobs[i]
+	total := uint32(j.mem.Len())
+	n := min(uint32(rs.out.mss), total-off)
+	p, bounce := rs.out.begin(now, wire.OpReadResponse, psn, retx)
+	p.ReadResp = wire.ReadRespExt{ReqPSN: j.reqPSN, Offset: off}
+	if off+n >= total {
+		p.Flags |= wire.FlagLast | wire.FlagAckReq
 	}
-	soon := (rs.ackSoon && e.round != rs.ackSoonRound) || (credits && e.round != rs.credRound)
-	due := rs.nakSend || rs.ackNow || soon || rs.ackPending >= e.cfg.AckEvery ||
-		(rs.ackPending > 0 && now-rs.ackFirst >= int64(e.cfg.AckDelay))
-	if due && e.canTransmit() {
-		q.sendAck(now, 0)
-		return 0
-	}
-	if rs.ackSoon || credits {
-		return now // the next round: do not sleep
-	}
-	if rs.ackPending > 0 {
-		return rs.ackFirst + int64(e.cfg.AckDelay)
-	}
-	return 0
-}
-
-// ackExt is the acknowledgement of the peer's stream as it stands now.
-func (q *QP) ackExt(now int64) wire.AckExt {
-	rs := &q.resp
-	return wire.AckExt{
-		AckPSN: rs.rx.Cumulative(), SACK: rs.rx.SACK(), Credits: q.creditLimit(),
-		EchoTS: rs.ackEchoTS, Delay: uint32(max(now-rs.ackArrival, 0) / 1000),
+	a, b := spanPieces(&j.mem, off, n, bounce)
+	if rs.out.finish(now, p, n, a, b, jobTag(i, off)) {
+		j.zc++
 	}
 }
 
-// ackSent records that the current acknowledgement went out.
-func (q *QP) ackSent() {
-	rs := &q.resp
-	rs.ackPending, rs.ackNow, rs.ackSoon, rs.lastCred, rs.credRound = 0, false, false, rs.posted, 0
-}
-
-// creditsDue reports whether receives were posted since the last credit limit went out.
-// An SRQ's QP advertises no limit: it never has one to update.
-func (q *QP) creditsDue() bool { return q.srq == nil && q.resp.posted != q.resp.lastCred }
-
-// piggyback makes data packet p (with n payload bytes) carry the pending acknowledgement
-// of the peer's stream, if there is one, no NAK is waiting (those go on their own) and the
-// datagram has room for it. Engine goroutine, while p is built.
-func (q *QP) piggyback(now int64, p *wire.Packet, n int) {
-	rs := &q.resp
-	credits := q.creditsDue()
-	if rs.nakSend || (rs.ackPending == 0 && !rs.ackNow && !rs.ackSoon && !credits) {
-		return
-	}
-	// The datagram must fit the size agreed at setup (the smaller of both links'), whose
-	// room for extension and payload is q.mss+maxDataExt.
-	if ext, _ := wire.ExtLen(p.Opcode); ext+wire.AckExtLen+n > q.mss+maxDataExt {
-		return // a full-size packet: the ack goes on its own
-	}
-	p.Flags |= wire.FlagAck
-	p.Ack = q.ackExt(now)
-	q.ackSent()
-	q.ctr.acksPiggybacked.Add(1)
-}
-
-// sendAck queues an Ack (or the pending NAK) for the peer's stream, with flags (FlagAckReq
-// makes it a probe).
-func (q *QP) sendAck(now int64, flags wire.Flags) {
-	e := q.e
-	rs := &q.resp
-	i := e.txSlot()
-	p := &e.txWire
-	*p = wire.Packet{}
-	p.Header = wire.Header{Opcode: wire.OpAck, Flags: flags, DestQPN: q.peerQPN, Cookie: q.cookie, TS: uint32(now / 1000)}
-	p.Ack = q.ackExt(now)
-	if rs.nakSend {
-		p.Ack.Syndrome, p.Ack.NakPSN = rs.nakSyn, rs.nakPSN
-		if rs.nakSyn == wire.SynNakRNR {
-			p.Ack.Value = uint16(min(q.e.cfg.RNRDelay/16/1000, 0xffff)) // the field's largest delay
+// onAcked counts one acknowledged packet of read job i; the job ends with its last.
+func (rs *responder) onAcked(i uint32) {
+	if int(i) < len(rs.jobs) && rs.jobs[i].active {
+		j := &rs.jobs[i]
+		if j.acked++; j.sentAll && j.acked >= j.npkts {
+			rs.endJob(j)
 		}
-		q.ctr.naksSent.Add(1)
-		q.ctr.naksSentBy[int(rs.nakSyn)%nakKinds].Add(1)
-		rs.nakSend = false
-		if rs.nakSyn == wire.SynNakRNR {
-			rs.nakSyn = wire.SynAck
-		}
-	} else {
-		q.ctr.acksSent.Add(1)
 	}
-	hl, err := wire.Encode(e.txHdr[i][:], p)
-	if err != nil {
-		panic("transport: encoding an ack failed: " + err.Error())
-	}
-	e.emit(i, q.peer, q.srcPort, hl)
-	q.ackSent()
-}
-
-// cancelReceives completes every outstanding receive cancelled, in MSN order.
-func (q *QP) cancelReceives() {
-	for q.resp.base != q.resp.posted {
-		q.cancelReceive()
-	}
-}
-
-// cancelReceive completes the oldest outstanding receive cancelled.
-func (q *QP) cancelReceive() {
-	rs := &q.resp
-	r := &rs.recvs[rs.base&rs.mask]
-	c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusCancelled}
-	*r = recvState{}
-	rs.base++
-	q.deliver(&c)
 }
 
 // copyPayload copies a packet's payload segments into dst at byte offset off.

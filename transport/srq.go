@@ -168,19 +168,10 @@ func (s *SRQ) Close(ctx context.Context, drop func(r *Receive)) error {
 // with an RNR NAK. See docs/TRANSPORT.md.
 const srqCredit = 1 << 30
 
-// creditLimit is the MSN limit the QP advertises in its acknowledgements.
-func (q *QP) creditLimit() uint32 {
-	if q.srq != nil {
-		return q.resp.base + srqCredit
-	}
-	return q.resp.posted
-}
-
 // takeSRQ takes receives from the QP's SRQ for every message up to and including msn that
 // has none yet, in message order. It reports false when the SRQ ran out (or the QP holds
 // as many receives as its ring takes) before msn had one. Engine goroutine.
-func (q *QP) takeSRQ(msn uint32) bool {
-	rs := &q.resp
+func (rs *responder) takeSRQ(msn uint32) bool {
 	if msn-rs.base >= uint32(len(rs.recvs)) {
 		return false // beyond the ring: take nothing for it (the sender retries later)
 	}
@@ -188,13 +179,13 @@ func (q *QP) takeSRQ(msn uint32) bool {
 		if rs.posted-rs.base >= uint32(len(rs.recvs)) {
 			return false
 		}
-		r := q.srq.take()
+		r := rs.srq.take()
 		if r == nil {
 			return false
 		}
 		rs.recvs[rs.posted&rs.mask] = recvState{r: *r}
 		rs.posted++
-		q.srq.taken()
+		rs.srq.taken()
 	}
 	return true
 }

@@ -9,42 +9,62 @@ import "github.com/xdpndk/xdpndk/memreg"
 // may still read it; a read job releases its region hold on the same condition. A failed QP
 // completes its requests in posting order as each becomes done.
 
-// zcDone accounts one finished zero-copy packet of work request seq (job false) or read
-// job idx. Engine goroutine, outside packet building.
-func (q *QP) zcDone(now int64, job bool, idx uint32) {
-	r := &q.req
-	if job {
-		if int(idx) >= len(r.jobs) {
-			return
-		}
-		j := &r.jobs[idx]
-		if j.zc == 0 {
-			return
-		}
-		if j.zc--; j.zc == 0 && !j.active {
-			q.endJob(j) // ended already: this releases its region
-		}
-		return
-	}
-	s := q.liveWR(idx)
+// zcDone accounts one finished zero-copy packet of work request idx. A request that was
+// waiting only for the link completes now: in order with the others (completeSends), or,
+// when the QP failed (failed), as the failure drains the ring (drainFailed).
+func (r *requester) zcDone(idx uint32, failed bool) {
+	s := r.liveWR(idx)
 	if s == nil || s.zc == 0 {
 		return
 	}
 	if s.zc--; s.zc > 0 {
 		return
 	}
-	if (q.State() == QPError || q.State() == QPDisconnected) && !q.held {
-		q.drainFailed()
+	if failed {
+		r.drainFailed()
 	} else {
-		q.completeSends(now)
+		r.completeSends()
+	}
+}
+
+// zcPending reports whether the link still transmits zero-copy packets of the requester.
+func (r *requester) zcPending() bool {
+	for seq := r.head; seq != r.tail; seq++ {
+		if s := &r.wrs[seq&r.mask]; !s.done && s.zc > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// forceDrain completes every request of a QP being removed, transmitting or not.
+func (r *requester) forceDrain() {
+	for seq := r.head; seq != r.tail; seq++ {
+		r.wrs[seq&r.mask].zc = 0
+	}
+	r.drainFailed()
+}
+
+// zcDone accounts one finished zero-copy packet of read job i; a job that ended already
+// releases its region with its last one.
+func (rs *responder) zcDone(i uint32) {
+	if int(i) >= len(rs.jobs) {
+		return
+	}
+	j := &rs.jobs[i]
+	if j.zc == 0 {
+		return
+	}
+	if j.zc--; j.zc == 0 && !j.active {
+		rs.endJob(j) // ended already: this releases its region
 	}
 }
 
 // endJob ends read job j (answered and acknowledged, or the QP failed): its region hold is
 // released now, or when the link reports its last zero-copy packet done.
-func (q *QP) endJob(j *readJob) {
+func (rs *responder) endJob(j *readJob) {
 	if j.active {
-		q.req.activeJobs--
+		rs.activeJobs--
 	}
 	j.active = false
 	if j.zc == 0 {
@@ -53,52 +73,21 @@ func (q *QP) endJob(j *readJob) {
 	}
 }
 
-// drainFailed completes, in posting order, the requests of a failed QP whose packets the
-// link no longer reads: the one the failure names with its status, the rest cancelled.
-func (q *QP) drainFailed() {
-	r := &q.req
-	for r.head != r.tail {
-		s := &r.wrs[r.head&r.mask]
-		if !s.done {
-			if s.zc > 0 {
-				return
-			}
-			st := StatusCancelled
-			if int64(s.seq) == r.failTarget {
-				st = r.failSt
-			}
-			q.completeWR(s, st)
-		}
-		r.head++
-	}
-}
-
-// zcPending reports whether the link still transmits zero-copy packets of the QP.
-func (q *QP) zcPending() bool {
-	r := &q.req
-	for seq := r.head; seq != r.tail; seq++ {
-		if s := &r.wrs[seq&r.mask]; !s.done && s.zc > 0 {
-			return true
-		}
-	}
-	for i := range r.jobs {
-		if r.jobs[i].zc > 0 {
+// zcPending reports whether the link still transmits zero-copy packets of read jobs.
+func (rs *responder) zcPending() bool {
+	for i := range rs.jobs {
+		if rs.jobs[i].zc > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// forceDrain completes and releases everything of a QP being removed, transmitting or not.
-func (q *QP) forceDrain() {
-	r := &q.req
-	for seq := r.head; seq != r.tail; seq++ {
-		r.wrs[seq&r.mask].zc = 0
-	}
-	q.drainFailed()
-	for i := range r.jobs {
-		r.jobs[i].zc = 0
-		q.endJob(&r.jobs[i])
+// forceDrain ends and releases every read job of a QP being removed, transmitting or not.
+func (rs *responder) forceDrain() {
+	for i := range rs.jobs {
+		rs.jobs[i].zc = 0
+		rs.endJob(&rs.jobs[i])
 	}
 }
 

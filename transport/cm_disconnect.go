@@ -1,0 +1,111 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// Graceful disconnect: DisconnectReq, answered by DisconnectRep (NDKPI NdkDisconnect, the
+// NetworkDirect Disconnect Scheme).
+
+// disconnectState is a graceful disconnect in progress.
+type disconnectState struct {
+	q      *QP
+	tries  int
+	nextAt int64
+	done   chan error
+}
+
+// Disconnect closes the connection gracefully: everything outstanding completes cancelled
+// (the implicit flush of NDKPI NdkDisconnect), the peer is told, and the call returns when
+// it answers (nil), the retry budget runs out (ErrConnectTimeout), or ctx ends. The QP
+// cannot be connected again.
+func (q *QP) Disconnect(ctx context.Context) error { return q.StartDisconnect().Wait(ctx) }
+
+// StartDisconnect begins Disconnect without waiting for it.
+func (q *QP) StartDisconnect() *Disconnecting {
+	d := &disconnectState{q: q, done: make(chan error, 1)}
+	e := q.e
+	e.command(func(now int64) {
+		switch q.State() {
+		case QPConnected, QPError:
+		case QPDisconnected:
+			// After the peer's own disconnect: the implicit flush of what it left posted.
+			q.flush(now, StatusCancelled, -1)
+			d.done <- nil
+			return
+		default:
+			d.done <- fmt.Errorf("disconnect a %v qp: %w", q.State(), ErrBadState)
+			return
+		}
+		q.flush(now, StatusCancelled, -1)
+		q.state.Store(uint32(QPDisconnected))
+		d.tries, d.nextAt = 1, now+int64(e.cfg.CMTimeout)
+		e.cm.discs = append(e.cm.discs, d)
+		e.cm.sendDisconnect(q, wire.OpDisconnectReq)
+	})
+	return &Disconnecting{done: d.done}
+}
+
+// Disconnecting is a graceful disconnect in progress.
+type Disconnecting struct{ done chan error }
+
+// Wait waits until the peer answered (nil), the retry budget ran out, or ctx ends.
+func (d *Disconnecting) Wait(ctx context.Context) error { return waitResult(ctx, d.done) }
+
+// Done reports, without blocking, whether the disconnect finished, and how.
+func (d *Disconnecting) Done() (bool, error) { return pollResult(d.done) }
+
+func (c *cmState) finishDisconnect(d *disconnectState, err error) {
+	for i, x := range c.discs {
+		if x == d {
+			c.discs = append(c.discs[:i], c.discs[i+1:]...)
+			break
+		}
+	}
+	d.done <- err
+}
+
+// disconnectMatches reports whether a disconnect message for a QP names the connection's
+// peer QP and data port (the QP itself, its cookie and peer address are checked with the
+// message). A message for no QP matches: it is dropped as such.
+func (c *cmState) disconnectMatches(p *wire.Packet) bool {
+	q := c.e.lookupQP(p.DestQPN)
+	return q == nil || (p.CM.SrcQPN == q.conn.peerQPN && p.CM.DataPort == q.conn.peerSrc.Port())
+}
+
+// onDisconnect handles a DisconnectReq (answered, and the QP is disconnected without a
+// flush) or a DisconnectRep (our disconnect is done), if it names the connection exactly.
+func (c *cmState) onDisconnect(from netip.AddrPort, p *wire.Packet) {
+	e := c.e
+	if !c.disconnectMatches(p) {
+		e.ctr.cmDrops.Add(1)
+		return
+	}
+	q := e.lookupQP(p.DestQPN)
+	if q == nil || q.conn.cookie == 0 || p.Cookie != q.conn.cookie || from != q.conn.peer {
+		e.ctr.cmDrops.Add(1)
+		return
+	}
+	if p.Opcode == wire.OpDisconnectRep {
+		for _, d := range c.discs {
+			if d.q == q {
+				c.finishDisconnect(d, nil)
+				return
+			}
+		}
+		return
+	}
+	c.sendDisconnect(q, wire.OpDisconnectRep)
+	if st := q.State(); st == QPConnected || st == QPError || st == QPConnecting {
+		// Peer-initiated: no flush (NetworkDirect Disconnect Scheme); outstanding
+		// requests and posted receives stay until the application flushes, disconnects
+		// or closes. A QP that failed before was flushed already.
+		q.held = st != QPError
+		q.state.Store(uint32(QPDisconnected))
+		q.indicateDisconnect()
+	}
+}

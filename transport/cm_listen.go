@@ -1,0 +1,246 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// The passive side of connection setup: listeners, the requests they deliver, and the
+// half-open table those wait in until they are accepted and established.
+
+// Listener receives connection requests for one service.
+type Listener struct {
+	e       *Engine
+	service uint64
+	reqs    chan *ConnRequest
+	closed  atomic.Bool
+}
+
+// Listen starts accepting connection requests for service; at most backlog wait for Accept
+// or Reject at a time (more are rejected busy).
+func (e *Engine) Listen(service uint64, backlog int) (*Listener, error) {
+	if backlog < 1 {
+		backlog = 1
+	}
+	l := &Listener{e: e, service: service, reqs: make(chan *ConnRequest, backlog)}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cm.listeners[service] != nil {
+		return nil, ErrListening
+	}
+	e.cm.listeners[service] = l
+	return l, nil
+}
+
+// Requests delivers incoming connection requests. Each must be answered with Accept or
+// Reject; unanswered ones are rejected after the connection manager's retry budget.
+func (l *Listener) Requests() <-chan *ConnRequest { return l.reqs }
+
+// Next waits for the next connection request or for ctx to end.
+func (l *Listener) Next(ctx context.Context) (*ConnRequest, error) {
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops the listener: new requests are rejected at once (NDKPI Listeners, Connectors,
+// and Endpoints). Requests already delivered stay answerable.
+func (l *Listener) Close() {
+	if l.closed.Swap(true) {
+		return
+	}
+	l.e.mu.Lock()
+	if l.e.cm.listeners[l.service] == l {
+		delete(l.e.cm.listeners, l.service)
+	}
+	l.e.mu.Unlock()
+}
+
+// ConnRequest is an incoming connection request.
+type ConnRequest struct {
+	// Peer is the requester's address; PrivateData its private data; IRD and ORD its read
+	// limits.
+	Peer        netip.AddrPort
+	PrivateData []byte
+	IRD, ORD    int
+
+	l        *Listener
+	connID   uint64
+	peerQPN  uint32
+	peerPSN  wire.PSN
+	peerMax  int
+	peerPort uint16
+	qp       *QP
+	replied  bool
+	private  []byte
+	tries    int
+	nextAt   int64
+	expireAt int64
+	done     chan error // established (nil) or failed
+	answered atomic.Bool
+}
+
+// Accept connects qp (idle, on the listener's engine) to the requester with private data,
+// answering with a reply. It returns at once; Wait reports when the requester's
+// ready-to-use arrives.
+func (r *ConnRequest) Accept(qp *QP, private []byte) error {
+	if len(private) > wire.MaxPrivateData {
+		return ErrPrivateData
+	}
+	if qp.e != r.l.e {
+		return fmt.Errorf("qp of another engine: %w", ErrBadState)
+	}
+	if !qp.state.CompareAndSwap(uint32(QPIdle), uint32(QPConnecting)) {
+		return fmt.Errorf("accept on a %v qp: %w", qp.State(), ErrBadState)
+	}
+	if r.answered.Swap(true) {
+		qp.leaveConnecting()
+		return fmt.Errorf("request already answered: %w", ErrBadState)
+	}
+	priv := append([]byte(nil), private...)
+	e := r.l.e
+	e.command(func(now int64) {
+		r.qp, r.private, r.replied = qp, priv, true
+		ird, ord := min(qp.cfg.IRD, r.ORD), min(qp.cfg.ORD, r.IRD)
+		e.cm.connectQP(qp, r.Peer, r.peerPort, r.peerQPN, randUint64()|1, wire.PSN(randUint64()), r.peerPSN, r.peerMax, ird, ord)
+		r.tries, r.nextAt = 1, now+int64(e.cfg.CMTimeout)
+		e.cm.sendReply(r)
+	})
+	return nil
+}
+
+// Reject refuses the request with private data.
+func (r *ConnRequest) Reject(private []byte) error {
+	if len(private) > wire.MaxPrivateData {
+		return ErrPrivateData
+	}
+	if r.answered.Swap(true) {
+		return fmt.Errorf("request already answered: %w", ErrBadState)
+	}
+	priv := append([]byte(nil), private...)
+	e := r.l.e
+	e.command(func(int64) {
+		e.cm.sendReject(r.Peer, r.connID, RejectByPeer, priv)
+		e.cm.dropHalfOpen(r, ErrRejected)
+	})
+	return nil
+}
+
+// Wait waits until an accepted connection is established (nil), fails, or ctx ends.
+func (r *ConnRequest) Wait(ctx context.Context) error { return waitResult(ctx, r.done) }
+
+// Established reports, without blocking, whether the accepted connection has been
+// established (done, nil) or has failed (done, error).
+func (r *ConnRequest) Established() (done bool, err error) { return pollResult(r.done) }
+
+// established marks a replied passive connection as established (on its ready-to-use, or
+// on the first packet that carries its cookie). It reports whether q is now connected.
+func (c *cmState) established(now int64, q *QP) bool {
+	for _, r := range c.halfOpen {
+		if r.qp == q && r.replied {
+			if q.State() != QPConnecting {
+				c.dropHalfOpen(r, ErrConnectCancelled) // flushed while connecting: it stays failed
+				return false
+			}
+			q.state.Store(uint32(QPConnected))
+			c.e.activate(q)
+			if len(c.recent) >= maxRecent {
+				// The oldest goes: every entry lives as long, so the first expires first.
+				c.recent = append(c.recent[:0], c.recent[1:]...)
+			}
+			c.recent = append(c.recent, recentConn{peer: r.Peer.Addr(), connID: r.connID,
+				until: now + int64(c.e.cfg.CMTimeout)*int64(c.e.cfg.CMRetries)})
+			c.dropHalfOpen(r, nil)
+			return true
+		}
+	}
+	return q.State() == QPConnected
+}
+
+func (c *cmState) dropHalfOpen(r *ConnRequest, err error) {
+	for i, x := range c.halfOpen {
+		if x == r {
+			c.halfOpen = append(c.halfOpen[:i], c.halfOpen[i+1:]...)
+			break
+		}
+	}
+	select {
+	case r.done <- err:
+	default:
+	}
+}
+
+// onRequest handles a ConnRequest: a new request is offered to the service's listener
+// (bounded by Config.MaxHalfOpen), a copy of one half open is answered again, a late copy
+// of one established is dropped.
+func (c *cmState) onRequest(now int64, from netip.AddrPort, p *wire.Packet) {
+	e := c.e
+	m := &p.CM
+	if p.DestQPN != 0 || p.Cookie != 0 {
+		e.ctr.cmDrops.Add(1)
+		return
+	}
+	if !wire.ValidConnFields(p) {
+		// Refused before anything is kept: the requester learns why at once.
+		e.ctr.cmDrops.Add(1)
+		c.sendReject(from, m.ConnID, RejectInvalid, nil)
+		return
+	}
+	for _, r := range c.halfOpen {
+		if r.connID == m.ConnID && r.Peer.Addr() == from.Addr() {
+			if r.replied {
+				c.sendReply(r) // our reply was lost
+			}
+			return
+		}
+	}
+	for _, r := range c.recent {
+		if r.connID == m.ConnID && r.peer == from.Addr() {
+			e.ctr.cmDrops.Add(1) // a late copy of a request already established
+			return
+		}
+	}
+	e.mu.Lock()
+	l := c.listeners[m.ServiceID]
+	e.mu.Unlock()
+	if l == nil {
+		c.sendReject(from, m.ConnID, RejectNoListener, nil)
+		return
+	}
+	if len(c.halfOpen) >= e.cfg.MaxHalfOpen {
+		e.ctr.halfOpenFull.Add(1)
+		return
+	}
+	r := &ConnRequest{
+		Peer: from, PrivateData: append([]byte(nil), p.PrivateData...), IRD: int(m.IRD), ORD: int(m.ORD),
+		l: l, connID: m.ConnID, peerQPN: m.SrcQPN, peerPSN: m.InitialPSN, peerMax: int(m.MaxPayload),
+		peerPort: m.DataPort, done: make(chan error, 1),
+		expireAt: now + int64(e.cfg.CMTimeout)*int64(e.cfg.CMRetries)*4,
+	}
+	select {
+	case l.reqs <- r:
+		c.halfOpen = append(c.halfOpen, r)
+	default:
+		c.sendReject(from, m.ConnID, RejectBusy, nil)
+	}
+}
+
+// onReadyToUse handles a ReadyToUse: the replied request it names is established.
+func (c *cmState) onReadyToUse(now int64, from netip.AddrPort, p *wire.Packet) {
+	m := &p.CM
+	for _, r := range c.halfOpen {
+		if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() && p.Cookie == r.qp.conn.cookie &&
+			m.SrcQPN == r.peerQPN && m.DataPort == r.peerPort {
+			c.established(now, r.qp)
+			return
+		}
+	}
+	c.e.ctr.cmDrops.Add(1)
+}

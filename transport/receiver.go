@@ -1,0 +1,208 @@
+package transport
+
+import (
+	"github.com/xdpndk/xdpndk/transport/ack"
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// receiver is the reliability handler of the peer's stream, the receiving half of a
+// connection: which of the peer's PSNs arrived (ack.ReceiveTracker), when to acknowledge
+// them (every AckEvery packets, AckDelay after the oldest unacknowledged one, at once on a
+// gap, a duplicate or a probe, one poll round later for AckReq and for new credits), whether
+// a data packet of ours carries the acknowledgement (piggyback), the credits advertised,
+// and the NAK waiting to be sent. It decides; the QP sends (conn.sendAck).
+//
+// Time (now) and the engine's poll round (round) are arguments: the receiver reads no
+// clock. Engine goroutine only.
+type receiver struct {
+	cfg receiverConfig
+	cr  creditSource // the credit limit to advertise
+	ctr *qpCounters
+
+	rx       *ack.ReceiveTracker // nil until the QP connects
+	lastCred uint32              // credits last advertised
+
+	pending int   // new packets not yet acknowledged
+	first   int64 // arrival of the oldest unacknowledged packet
+	now     bool  // acknowledge at the next opportunity (gap, duplicate, probe)
+	// soon: acknowledge in the next poll round after soonRound (an AckReq), unless data
+	// carries the ack first; credRound: the round new receives were first seen
+	// unadvertised (0: none)
+	soon      bool
+	soonRound uint64
+	credRound uint64
+	echoTS    uint32 // TS of the packet the next ack answers
+	arrival   int64  // its arrival time
+	nakSyn    wire.Syndrome
+	nakPSN    wire.PSN
+	nakSend   bool // a NAK is waiting to be sent
+}
+
+// receiverConfig is what a receiver takes of the engine's Config.
+type receiverConfig struct {
+	ackEvery int   // Config.AckEvery
+	ackDelay int64 // Config.AckDelay, ns
+	rnrDelay int64 // Config.RNRDelay, ns: the delay an RNR NAK names
+	goBackN  bool  // Config.GoBackN: take packets only in order
+	// advertise: credit changes are acknowledged (false on an SRQ's QP, whose limit is no
+	// promise and changes nothing for the sender)
+	advertise bool
+}
+
+// creditSource is where the receiver reads the credit limit it advertises: the responder
+// (the MSN limit of the receives posted).
+type creditSource interface {
+	creditLimit() uint32
+}
+
+// newReceiver returns a receiver that is not yet connected.
+func newReceiver(cfg receiverConfig, cr creditSource, ctr *qpCounters) receiver {
+	return receiver{cfg: cfg, cr: cr, ctr: ctr}
+}
+
+// connect starts tracking the peer's stream from its initial PSN, with a window of
+// packets.
+func (r *receiver) connect(peerPSN wire.PSN, window int) {
+	r.rx = ack.NewReceiveTracker(peerPSN, window)
+}
+
+// Cumulative is the PSN of the peer's stream not yet received: every one before it was.
+func (r *receiver) Cumulative() wire.PSN { return r.rx.Cumulative() }
+
+// Arrive classifies a data packet of the peer's stream before it is placed: ack.New (place
+// it, then call OnReceived), ack.Duplicate (arrived before: the acknowledgement was
+// probably lost and is repeated at once), ack.TooOld or ack.TooNew (outside the window:
+// stale or forged, not answered). A go-back-N receiver also refuses as ack.TooNew a new
+// packet after a gap, and NAKs the gap (NakSeq).
+func (r *receiver) Arrive(psn wire.PSN) ack.Verdict {
+	if r.cfg.goBackN && psn != r.rx.Cumulative() && r.rx.Check(psn) == ack.New {
+		// A go-back-N receiver (as RoCE NICs are) takes packets only in order: anything
+		// after a gap is dropped and the sender learns where to go back to.
+		r.Nak(wire.SynNakSeq, r.rx.Cumulative())
+		return ack.TooNew
+	}
+	v := r.rx.Check(psn)
+	if v == ack.Duplicate {
+		r.now = true // our ack was probably lost: repeat it
+	}
+	return v
+}
+
+// OnReceived records that the new packet psn (timestamp ts, AckReq flag ackReq) was
+// placed at now, in poll round round, and schedules its acknowledgement: at once if it
+// leaves a gap (loss recovery waits for it), in the next round for AckReq (so that a reply
+// the application posts meanwhile carries it), else by AckEvery and AckDelay.
+func (r *receiver) OnReceived(now int64, round uint64, psn wire.PSN, ts uint32, ackReq bool) {
+	r.rx.Receive(psn)
+	if r.pending == 0 {
+		r.first = now
+	}
+	r.pending++
+	r.echoTS, r.arrival = ts, now
+	switch {
+	case r.rx.HasGap():
+		r.now = true
+	case ackReq && !r.soon:
+		r.soon, r.soonRound = true, round
+	}
+}
+
+// OnProbe answers an Ack with AckReq (the peer's Read probe) at the next opportunity.
+func (r *receiver) OnProbe() { r.now = true }
+
+// Nak schedules a negative acknowledgement for psn. Of several RNR refusals before the NAK
+// leaves, the earliest is kept: the sender retries from it, and the later packets come
+// again anyway.
+func (r *receiver) Nak(syn wire.Syndrome, psn wire.PSN) {
+	if syn == wire.SynNakRNR && r.nakSend && r.nakSyn == wire.SynNakRNR && r.nakPSN.Less(psn) {
+		return
+	}
+	r.nakSyn, r.nakPSN, r.nakSend = syn, psn, true
+}
+
+// NakFailed answers a packet (psn) that arrived at a QP that failed: the peer is told
+// (again) with NakRemoteOp, unless a fatal NAK is already what it will hear.
+func (r *receiver) NakFailed(psn wire.PSN) {
+	r.nakSend = true
+	if r.nakSyn == wire.SynAck {
+		r.nakSyn, r.nakPSN = wire.SynNakRemoteOp, psn
+	}
+}
+
+// NakPending reports whether a NAK waits to be sent.
+func (r *receiver) NakPending() bool { return r.nakSend }
+
+// AckDue reports whether an acknowledgement (or the pending NAK) should leave now, in poll
+// round round, and, for when none leaves, when one will be due (0: none pending; now: the
+// next round).
+func (r *receiver) AckDue(now int64, round uint64) (due bool, next int64) {
+	// New receives are advertised, and requested acks sent, one poll round later: data
+	// leaving in that round (the application's answer) carries them (piggyback).
+	credits := r.creditsDue()
+	if credits && r.credRound == 0 {
+		r.credRound = round
+	}
+	soon := (r.soon && round != r.soonRound) || (credits && round != r.credRound)
+	due = r.nakSend || r.now || soon || r.pending >= r.cfg.ackEvery ||
+		(r.pending > 0 && now-r.first >= r.cfg.ackDelay)
+	switch {
+	case r.soon || credits:
+		next = now // the next round: do not sleep
+	case r.pending > 0:
+		next = r.first + r.cfg.ackDelay
+	}
+	return due, next
+}
+
+// creditsDue reports whether the credit limit changed since it was last advertised.
+func (r *receiver) creditsDue() bool { return r.cfg.advertise && r.cr.creditLimit() != r.lastCred }
+
+// piggyback makes data packet p (with n payload bytes, in a datagram whose extension and
+// payload may take room bytes) carry the pending acknowledgement of the peer's stream, if
+// one is pending, no NAK is waiting (those go on their own) and it fits.
+func (r *receiver) piggyback(now int64, p *wire.Packet, n, room int) {
+	if r.nakSend || (r.pending == 0 && !r.now && !r.soon && !r.creditsDue()) {
+		return
+	}
+	if ext, _ := wire.ExtLen(p.Opcode); ext+wire.AckExtLen+n > room {
+		return // a full-size packet: the ack goes on its own
+	}
+	p.Flags |= wire.FlagAck
+	p.Ack = r.ackExt(now)
+	r.ackSent()
+	r.ctr.acksPiggybacked.Add(1)
+}
+
+// writeAck fills the acknowledgement of Ack packet p, with the pending NAK if there is
+// one, and counts it sent.
+func (r *receiver) writeAck(now int64, p *wire.Packet) {
+	p.Ack = r.ackExt(now)
+	if r.nakSend {
+		p.Ack.Syndrome, p.Ack.NakPSN = r.nakSyn, r.nakPSN
+		if r.nakSyn == wire.SynNakRNR {
+			p.Ack.Value = uint16(min(r.cfg.rnrDelay/16/1000, 0xffff)) // the field's largest delay
+		}
+		r.ctr.naksSent.Add(1)
+		r.ctr.naksSentBy[int(r.nakSyn)%nakKinds].Add(1)
+		r.nakSend = false
+		if r.nakSyn == wire.SynNakRNR {
+			r.nakSyn = wire.SynAck
+		}
+	} else {
+		r.ctr.acksSent.Add(1)
+	}
+	r.ackSent()
+}
+
+// ackExt is the acknowledgement of the peer's stream as it stands now.
+func (r *receiver) ackExt(now int64) wire.AckExt {
+	return wire.AckExt{
+		AckPSN: r.rx.Cumulative(), SACK: r.rx.SACK(), Credits: r.cr.creditLimit(),
+		EchoTS: r.echoTS, Delay: uint32(max(now-r.arrival, 0) / 1000),
+	}
+}
+
+// ackSent records that the current acknowledgement went out.
+func (r *receiver) ackSent() {
+	r.pending, r.now, r.soon, r.lastCred, r.credRound = 0, false, false, r.cr.creditLimit(), 0
+}

@@ -1,0 +1,475 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/xdpndk/xdpndk/transport/ack"
+	"github.com/xdpndk/xdpndk/transport/congestion"
+	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// sender is the reliability handler of the QP's own stream of PSNs, the sending half of a
+// connection: what is in flight (ack.SentHistory), the retransmission timer (ack.RTO), the
+// congestion controller, the packets queued for retransmission, the RNR wait and the Read
+// probe. It is the one place where the window, pacing, loss and timeout decisions meet;
+// the requester and the responder only ask it whether a packet may leave (CanSend) and
+// tell it what left (OnSent, OnRetransmitted).
+//
+// Time is always an argument (now): the sender reads no clock, so a test drives it event
+// by event. What it cannot decide alone (which request a packet belongs to, how often
+// that request was refused, whether a Read waits for its response; failing the
+// connection, sending a probe) it asks through senderHooks. Engine goroutine only.
+type sender struct {
+	cfg senderConfig
+	h   senderHooks
+	ctr *qpCounters
+
+	sent  *ack.SentHistory // nil until the QP connects
+	rto   *ack.RTO
+	cc    congestion.Controller
+	rtoAt int64 // when the retransmission timer fires; 0 when not armed
+	// Read probes (probeRead): sent since the peer was last heard from, and since when
+	probes     int
+	probeSince int64
+	rnrAt      int64    // when the RNR-NAKed packet may be retried; 0 when none waits
+	rnrPSN     wire.PSN // the RNR-NAKed packet
+	rnrSet     bool     // rnrPSN names a packet (it may have been acknowledged since)
+	gbnUntil   wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
+	gbnOn      bool
+	scratch    []ack.PacketInfo // what the latest OnAck acknowledged
+	retx       []ack.PacketInfo // packets waiting for retransmission (lost)
+}
+
+// senderConfig is what a sender takes of the engine's Config.
+type senderConfig struct {
+	retryLimit    int   // Config.RetryLimit
+	rnrRetryLimit int   // Config.RNRRetryLimit
+	rnrDelay      int64 // Config.RNRDelay, ns
+	window        int   // Config.Window: packets in flight at most
+	goBackN       bool  // Config.GoBackN
+}
+
+// senderHooks is what a sender asks of the side that knows what its packets carry (the
+// requester: packets are tagged with their work request, or with a read job).
+type senderHooks interface {
+	// blame returns the work request a failure of the packet tagged tag is reported on
+	// (its sequence number), or -1 (a read response).
+	blame(tag uint64) int64
+	// rnrRetries returns how many RNR NAKs the request of the packet tagged tag got so
+	// far (0 for a read response or a request that completed).
+	rnrRetries(tag uint64) int
+	// addRNR counts one more RNR NAK for the request of the packet tagged tag and returns
+	// the new count; ok is false for a read response.
+	addRNR(tag uint64) (n int, ok bool)
+	// awaitedRead returns the oldest Read whose request was acknowledged and whose
+	// response has not fully arrived (its sequence number), or -1.
+	awaitedRead() int64
+	// probe sends an Ack with FlagAckReq, asking the peer to answer at once; it reports
+	// false when the link takes nothing now.
+	probe(now int64) bool
+	// fail ends the connection with st, reported on request seq (-1: the oldest).
+	fail(now int64, st Status, seq int64)
+}
+
+// maxRNRDelay caps the wait before retrying a packet refused with an RNR NAK (the NAK's
+// Value, backed off over the request's retries): InfiniBand's largest RNR NAK timer,
+// 655.36 ms. A peer cannot park a request for longer per retry.
+const maxRNRDelay = 655360 * time.Microsecond
+
+// newSender returns a sender that is not yet connected; its buffers hold cfg.window
+// packets.
+func newSender(cfg senderConfig, rto ack.RTOConfig, h senderHooks, ctr *qpCounters) sender {
+	return sender{
+		cfg: cfg, h: h, ctr: ctr, rto: ack.NewRTO(rto),
+		scratch: make([]ack.PacketInfo, 0, cfg.window),
+		retx:    make([]ack.PacketInfo, 0, cfg.window),
+	}
+}
+
+// connect starts the stream at its initial PSN, paced by cc.
+func (s *sender) connect(initial wire.PSN, cc congestion.Controller) {
+	s.sent = ack.NewSentHistory(initial, s.cfg.window)
+	s.cc = cc
+}
+
+// NextPSN is the PSN the next new packet takes.
+func (s *sender) NextPSN() wire.PSN { return s.sent.NextPSN() }
+
+// CanSend reports whether a new packet of size payload bytes may leave now: fewer than
+// Config.Window packets are in flight, the congestion window has room for its payload (or
+// nothing is in flight), and pacing allows it. When pacing holds it back, at is when it
+// may leave.
+func (s *sender) CanSend(now int64, size int) (ok bool, at int64) {
+	npk, bytes := s.sent.InFlight()
+	if npk >= s.cfg.window {
+		return false, 0
+	}
+	if npk > 0 && bytes+size > s.cc.Window() {
+		return false, 0
+	}
+	if t := s.cc.NextSendTime(now, size); t > now {
+		return false, t
+	}
+	return true, 0
+}
+
+// OnSent records a new packet of bytes payload, tagged tag, leaving at now: it takes the
+// next PSN, which it returns. It reports false, recording nothing, when the history is
+// full.
+func (s *sender) OnSent(now int64, bytes int, tag uint64) (wire.PSN, bool) {
+	psn := s.sent.NextPSN()
+	if !s.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: bytes, SentAt: now, FirstSentAt: now, Tag: tag}) {
+		return psn, false
+	}
+	s.cc.OnSent(now, bytes)
+	return psn, true
+}
+
+// Retransmissions returns the packets due for retransmission at now, in the order they
+// should go: those found lost, then the RNR-refused one once its wait is over. The caller
+// resends a prefix of them (OnRetransmitted for each that went) and drops that prefix with
+// ConsumeRetransmissions.
+func (s *sender) Retransmissions(now int64) []ack.PacketInfo {
+	if s.rnrAt != 0 && now >= s.rnrAt {
+		if info, ok := s.sent.Lookup(s.rnrPSN); ok && !containsPSN(s.retx, info.PSN) {
+			s.retx = append(s.retx, info)
+		}
+		s.rnrAt = 0
+	}
+	return s.retx
+}
+
+// ConsumeRetransmissions drops the first n packets Retransmissions returned.
+func (s *sender) ConsumeRetransmissions(n int) { s.retx = s.retx[:copy(s.retx, s.retx[n:])] }
+
+// OnRetransmitted records that info's packet left again at now.
+func (s *sender) OnRetransmitted(now int64, info ack.PacketInfo) {
+	s.sent.OnRetransmitted(info.PSN, now)
+	s.cc.OnSent(now, info.Bytes)
+	s.ctr.retransmits.Add(1)
+}
+
+// ArmTimer starts the retransmission timer at now unless it runs: something left.
+func (s *sender) ArmTimer(now int64) {
+	if s.rtoAt == 0 {
+		s.rtoAt = now + s.rto.Timeout()
+	}
+}
+
+// OnAck takes the positive part of acknowledgement a at now: it releases what a
+// acknowledges (cumulatively or selectively), samples the round trip, feeds the congestion
+// controller and restarts (or, with nothing left in flight, stops) the retransmission
+// timer. It returns the packets newly acknowledged, valid until the next call.
+func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
+	acked, rtt := s.sent.OnAck(a.AckPSN, a.SACK, now, s.scratch[:0])
+	if len(acked) == 0 {
+		return acked
+	}
+	bytes := 0
+	for i := range acked {
+		bytes += acked[i].Bytes
+	}
+	s.rto.ResetBackoff()
+	// The RTT sample comes from the timestamp echo, as TCP timestamps do (RFC 7323): EchoTS
+	// is the send time of the packet that triggered this ack, whichever transmission of it
+	// that was, and Delay how long the receiver held it. A sample from the history's send
+	// times would be wrong after a lost ack: the ack that finally arrives also covers
+	// packets sent an RTO earlier and never resent.
+	if d := echoDelay(now, a); d > 0 {
+		rtt = d
+	} else if rtt > 0 {
+		rtt = max(rtt-int64(a.Delay)*1000, 1)
+	}
+	if rtt > 0 {
+		s.rto.Sample(rtt)
+	}
+	s.cc.OnAck(now, bytes, rtt)
+	if npk, _ := s.sent.InFlight(); npk > 0 {
+		s.rtoAt = now + s.rto.Timeout()
+	} else {
+		s.rtoAt = 0
+	}
+	return acked
+}
+
+// echoDelay returns the round trip an ack's timestamp echo measures, without the receiver's
+// holding time, in ns; 0 when the ack carries no usable echo. Timestamps are microseconds
+// that wrap every 71 minutes; a round trip beyond 10 s is not believed.
+func echoDelay(now int64, a *wire.AckExt) int64 {
+	if a.EchoTS == 0 {
+		return 0
+	}
+	us := int64(uint32(now/1000)-a.EchoTS) - int64(a.Delay)
+	if us < 0 || us > 10_000_000 {
+		return 0
+	}
+	return max(us*1000, 1000)
+}
+
+// PeerHeard notes at now that the peer is alive for the Read probe (an acknowledgement,
+// or response bytes): the probes start over, and while Reads are outstanding (reads) with
+// nothing in flight the timer watches them from now on.
+func (s *sender) PeerHeard(now int64, reads bool) {
+	s.probes, s.probeSince = 0, 0
+	if npk, _ := s.sent.InFlight(); npk == 0 && reads {
+		s.rtoAt = now + s.rto.Timeout()
+	}
+}
+
+// OnNak handles the negative part of acknowledgement a (a.Syndrome is not SynAck) at now:
+// NakSeq changes nothing (the SACK bitmap says what is missing), NakRNR makes the named
+// packet wait (or fails its request past Config.RNRRetryLimit), every other syndrome fails
+// the connection. It reports whether the connection failed.
+func (s *sender) OnNak(now int64, a *wire.AckExt) bool {
+	s.ctr.naksRecv.Add(1)
+	s.ctr.naksRecvBy[int(a.Syndrome)%nakKinds].Add(1)
+	info, ok := s.sent.Lookup(a.NakPSN)
+	seq := int64(-1)
+	if ok {
+		seq = s.h.blame(info.Tag)
+	}
+	switch a.Syndrome {
+	case wire.SynNakSeq:
+		return false
+	case wire.SynNakRNR:
+		s.ctr.rnrNaks.Add(1)
+		if !ok {
+			return false // acknowledged since: a stale NAK
+		}
+		return s.waitRNR(now, a, info)
+	case wire.SynNakAccess:
+		s.h.fail(now, StatusAccessViolation, seq)
+	case wire.SynNakInvalid:
+		s.h.fail(now, StatusDataError, seq)
+	default:
+		s.h.fail(now, StatusRemoteError, seq)
+	}
+	return true
+}
+
+// waitRNR holds the packet info an RNR NAK refused until the delay the NAK names (or
+// Config.RNRDelay), backed off over its request's refusals; it fails the request past
+// Config.RNRRetryLimit and then reports true.
+func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
+	if _, held := s.sent.Lookup(s.rnrPSN); s.rnrSet && held {
+		if s.rnrPSN == a.NakPSN && s.rnrAt != 0 {
+			return false // already waiting out the delay for this packet: an early copy's NAK
+		}
+		if s.rnrPSN.Less(a.NakPSN) {
+			// A later packet refused while an earlier one still is: its refusal follows from
+			// the earlier one's (the receiver takes messages in order). It is resent once
+			// the earlier one got through, and only then counts toward its request's RNR
+			// retry limit.
+			return false
+		}
+	}
+	d := s.cfg.rnrDelay
+	if a.Value > 0 {
+		d = int64(a.Value) * 16 * 1000
+	}
+	if n, ok := s.h.addRNR(info.Tag); ok {
+		if n > s.cfg.rnrRetryLimit {
+			s.h.fail(now, StatusTimeout, s.h.blame(info.Tag))
+			return true
+		}
+		// Exponential backoff over the retries of one request, up to 64 times the delay.
+		d <<= min(n-1, 6)
+	}
+	// Whatever the peer asks for (Value up to 1.05 s, backed off to a minute), the retry
+	// waits at most maxRNRDelay, or the configured delay if that is longer.
+	d = min(d, max(int64(maxRNRDelay), s.cfg.rnrDelay))
+	s.rnrPSN, s.rnrAt, s.rnrSet = a.NakPSN, now+d, true
+	// The retransmission timer waits too: the packet is known to be refused until then.
+	s.rtoAt = max(s.rtoAt, s.rnrAt+s.rto.Timeout())
+	return false
+}
+
+// DetectLoss finds at now the packets acknowledgement a shows missing and queues them for
+// retransmission, telling the congestion controller of the loss (go-back-N: everything
+// unacknowledged, once per loss episode).
+func (s *sender) DetectLoss(now int64, a *wire.AckExt) {
+	if s.cfg.goBackN {
+		// Go back once per loss episode: resend everything unacknowledged, then ignore
+		// further gap reports until the cumulative ack passes what was outstanding then.
+		if s.gbnOn && !a.AckPSN.Less(s.gbnUntil) {
+			s.gbnOn = false
+		}
+		if !s.gbnOn && (a.SACK != 0 || a.Syndrome == wire.SynNakSeq) {
+			s.retx = s.sent.Unacked(s.retx[:0])
+			if len(s.retx) > 0 {
+				s.cc.OnLoss(now, lostBytes(s.retx))
+				s.gbnOn, s.gbnUntil = true, s.sent.NextPSN()
+			}
+		}
+		return
+	}
+	s.detectLost(now)
+}
+
+// detectLost queues what the history now finds lost and reports whether it found any.
+func (s *sender) detectLost(now int64) bool {
+	before := len(s.retx)
+	s.retx = s.sent.DetectLost(now, s.rto.SRTT()/4, s.retx)
+	if len(s.retx) == before {
+		return false
+	}
+	s.cc.OnLoss(now, lostBytes(s.retx[before:]))
+	return true
+}
+
+func lostBytes(l []ack.PacketInfo) int {
+	b := 0
+	for i := range l {
+		b += l[i].Bytes
+	}
+	return b
+}
+
+// Deadline is when OnTimer next has something to do: the retransmission timer, the
+// reordering (RACK) timer, the end of an RNR wait; 0 when none is armed.
+func (s *sender) Deadline() int64 { return s.deadline(true) }
+
+// deadline is Deadline, leaving the reordering timer out unless loss.
+func (s *sender) deadline(loss bool) int64 {
+	next := s.rtoAt
+	if t, ok := s.lossTime(); ok && loss && (next == 0 || t < next) {
+		next = t
+	}
+	if s.rnrAt != 0 && (next == 0 || s.rnrAt < next) {
+		next = s.rnrAt
+	}
+	return next
+}
+
+// lossTime is when packets that may be lost, but were not yet old enough when the last
+// ack came, are declared lost (RFC 8985 §6.3); never in go-back-N mode.
+func (s *sender) lossTime() (int64, bool) {
+	if s.cfg.goBackN {
+		return 0, false
+	}
+	return s.sent.LossTime()
+}
+
+// OnTimer runs at now what is due: the retransmission timer (retransmit the oldest
+// packet, back off; fail past the retry limit; probe a Read) and the reordering timer
+// (declare lost what is old enough). It reports whether one fired, and the next deadline:
+// Deadline, except that a reordering timer that ran now is looked at again only in the
+// next call (the engine polls again at once when something fired).
+func (s *sender) OnTimer(now int64) (next int64, fired bool) {
+	if s.rtoAt != 0 && now >= s.rtoAt {
+		if s.onRTO(now) {
+			return 0, true
+		}
+		fired = true
+	}
+	ran := false
+	if t, ok := s.lossTime(); ok && now >= t {
+		ran = true
+		fired = s.detectLost(now) || fired
+	}
+	return s.deadline(!ran), fired
+}
+
+// onRTO handles an expired retransmission timer: the oldest unacknowledged packet goes again
+// (or, in go-back-N mode, everything unacknowledged), with exponential backoff. Once the
+// packet was retransmitted RetryLimit times and has been outstanding for RTO.Max, the
+// connection fails with StatusTimeout; onRTO then reports true.
+func (s *sender) onRTO(now int64) bool {
+	oldest, ok := s.sent.Oldest()
+	if !ok {
+		s.rtoAt = 0
+		return s.probeRead(now)
+	}
+	s.ctr.timeouts.Add(1)
+	// Give up only once the packet was retransmitted RetryLimit times and has been
+	// outstanding for RTO.Max. With a tiny SRTT the timer sits at RTO.Min (200 µs), and the
+	// retry limit alone would give up after Min*(2^(RetryLimit+1)-1), 51 ms: a peer whose
+	// host does not run for that long (a stalled vCPU, a descheduled poller) would lose its
+	// connection although nothing was lost.
+	tries := s.lossRetries(oldest)
+	floor := oldest.FirstSentAt + s.rto.Max()
+	if tries >= s.cfg.retryLimit && now >= floor {
+		s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag))
+		return true
+	}
+	s.cc.OnTimeout(now)
+	s.rto.Backoff()
+	if s.cfg.goBackN {
+		s.retx = s.sent.Unacked(s.retx[:0])
+		s.gbnOn, s.gbnUntil = true, s.sent.NextPSN()
+	} else if !containsPSN(s.retx, oldest.PSN) {
+		s.retx = append(s.retx, oldest)
+	}
+	s.rtoAt = now + s.rto.Timeout()
+	if tries+1 >= s.cfg.retryLimit && floor > now && floor < s.rtoAt {
+		s.rtoAt = floor // past the limit: fail when the packet has been outstanding long enough
+	}
+	return false
+}
+
+// probeRead runs when the retransmission timer expires with nothing of ours in flight but
+// a Read outstanding: its request was acknowledged, and its response, which travels in the
+// peer's stream and which the peer retransmits itself, has stopped arriving. The peer may
+// be gone, and nothing else would notice. An Ack with FlagAckReq goes to the peer, a probe:
+// a live peer answers it with an acknowledgement (or, if its QP failed, with a NAK); a
+// silent one makes the oldest such Read fail with StatusTimeout after RetryLimit probes and
+// RTO.Max, as an unanswered packet would. It reports whether the connection failed.
+func (s *sender) probeRead(now int64) bool {
+	seq := s.h.awaitedRead()
+	if seq < 0 {
+		return false
+	}
+	s.ctr.timeouts.Add(1)
+	if s.probeSince == 0 {
+		s.probeSince = now
+	}
+	if s.probes >= s.cfg.retryLimit && now >= s.probeSince+s.rto.Max() {
+		s.h.fail(now, StatusTimeout, seq)
+		return true
+	}
+	s.rto.Backoff()
+	s.rtoAt = now + s.rto.Timeout()
+	if s.h.probe(now) { // else the link is full: the next expiry probes
+		s.probes++
+	}
+	return false
+}
+
+// lossRetries is how many times a packet was retransmitted for loss: its retransmissions
+// less those that answered RNR NAKs of its request, which RNRRetryLimit bounds on its own
+// (IB keeps the two retry counters apart too).
+func (s *sender) lossRetries(info ack.PacketInfo) int {
+	return max(info.Retransmits-s.h.rnrRetries(info.Tag), 0)
+}
+
+func containsPSN(l []ack.PacketInfo, psn wire.PSN) bool {
+	for i := range l {
+		if l[i].PSN == psn {
+			return true
+		}
+	}
+	return false
+}
+
+// reset forgets everything in flight and every timer: the connection failed.
+func (s *sender) reset() {
+	s.retx = s.retx[:0]
+	s.rtoAt, s.rnrAt, s.rnrSet = 0, 0, false
+	s.probes, s.probeSince = 0, 0
+	if s.sent != nil { // nil on a QP that never connected
+		s.sent.Reset()
+	}
+}
+
+// publishStats makes the sender's estimates visible to QP.Stats.
+func (s *sender) publishStats() {
+	if s.sent == nil {
+		return
+	}
+	s.ctr.srtt.Store(s.rto.SRTT())
+	s.ctr.rttvar.Store(s.rto.RTTVar())
+	s.ctr.rto.Store(s.rto.Timeout())
+	s.ctr.cwnd.Store(int64(s.cc.Window()))
+	_, b := s.sent.InFlight()
+	s.ctr.inflight.Store(int64(b))
+}
