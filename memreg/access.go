@@ -4,7 +4,7 @@ package memreg
 // Acquire), a received SendAndInvalidate (Invalidate), and a local SGE (AcquireLocal).
 
 // find checks a remote access and returns the slot and live mapping token names and the
-// offset of addr in it. The checks and their errors are Resolve's.
+// offset of addr in it. The checks and their refusals are Resolve's.
 // The caller holds a reader section of s (s.readers), so the mapping's fields stay
 // untouched until it ends.
 func find(s *slot, pd PD, token uint32, addr uint64, length uint32, access Access) (*mapping, uint64, error) {
@@ -37,9 +37,10 @@ func find(s *slot, pd PD, token uint32, addr uint64, length uint32, access Acces
 // slot (ErrBadToken) and its live mapping (ErrStale), the PD (ErrWrongPD), the rights
 // (ErrRights; a local token never grants remote access), the range (ErrBounds; overflow-safe)
 // and, for fast-registered regions, that the range lies in contiguous memory
-// (ErrNotContiguous). The slice's capacity equals its length. Resolve holds nothing: use
-// Acquire when the bytes are used while a concurrent deregistration could give the memory
-// back to the application. Resolve neither locks nor allocates.
+// (ErrNotContiguous); each of these errors matches ErrAccess. The slice's capacity equals
+// its length. Resolve holds nothing: use Acquire when the bytes are used while a concurrent
+// deregistration could give the memory back to the application. Resolve neither locks nor
+// allocates, refusing included.
 func (r *Registry) Resolve(pd PD, token uint32, addr uint64, length uint32, access Access) ([]byte, error) {
 	s := r.lookup(token)
 	if s == nil {
@@ -68,14 +69,16 @@ func (r *Registry) Resolve(pd PD, token uint32, addr uint64, length uint32, acce
 // Acquire is Resolve for an access that uses the bytes for a while: it returns them as a
 // Span (contiguous, or walking the pages of a fast-registered region in their registered
 // order) that holds the region behind them, the MR itself or a window's MR, until the
-// caller calls Span.MR.Release. The checks and errors are Resolve's, except that
-// non-contiguous pages are no error. On error nothing is held.
+// caller calls Span.MR.Release. The checks and refusals are Resolve's, except that
+// non-contiguous pages are no error. On refusal nothing is held. It has the method set
+// package transport's MemoryResolver asks for, with Invalidate: a *Registry is the
+// transport's resolver as it is.
 //
 // A hold does not keep the token valid: invalidation and deregistration still stop every
 // later Acquire at once. It delays only the moment the memory is the application's again
 // (MR.WaitIdle). An Acquire racing an invalidation either returns the complete old mapping,
 // with a hold that a WaitIdle started after the invalidation returned waits for, or fails
-// with ErrStale. Acquire neither locks nor allocates.
+// with ErrStale. Acquire neither locks nor allocates, refusing included.
 func (r *Registry) Acquire(pd PD, token uint32, addr uint64, length uint32, access Access) (Span, error) {
 	s := r.lookup(token)
 	if s == nil {
@@ -104,7 +107,8 @@ func (r *Registry) Acquire(pd PD, token uint32, addr uint64, length uint32, acce
 // Invalidate invalidates the remote token of a fast-registered MR or a bound MW of pd, as a
 // received SendAndInvalidate asks. It refuses (and the connection is aborted) a token that is
 // not live (ErrBadToken, ErrStale), of another PD (ErrWrongPD), or of a normally registered
-// MR or a local token (ErrWrongKind). It neither locks nor allocates.
+// MR or a local token (an error matching ErrWrongKind); each of its errors matches ErrAccess.
+// It neither locks nor allocates, refusing included.
 func (r *Registry) Invalidate(pd PD, token uint32) error {
 	s := r.lookup(token)
 	if s == nil {
@@ -115,7 +119,7 @@ func (r *Registry) Invalidate(pd PD, token uint32) error {
 	m := s.cur.Load()
 	if m == nil || m.remoteToken != token {
 		if m != nil && m.localToken == token && m.pd == pd {
-			return ErrWrongKind
+			return refusedWrongKind
 		}
 		return ErrStale
 	}
@@ -123,7 +127,7 @@ func (r *Registry) Invalidate(pd PD, token uint32) error {
 		return ErrWrongPD
 	}
 	if m.kind == kindMR {
-		return ErrWrongKind
+		return refusedWrongKind
 	}
 	if !unmap(s, m) {
 		return ErrStale // invalidated concurrently

@@ -2,27 +2,54 @@ package memreg
 
 import "errors"
 
-// Errors of Resolve and Invalidate. Each refuses a remote access; the NDK status of the
-// failing initiator request is STATUS_ACCESS_VIOLATION (0xC0000005) for all of them
+// ErrAccess is what every refused remote access matches (errors.Is): each error of Resolve,
+// Acquire and Invalidate is one of the reasons below, which match it (Invalidate of a normal
+// MR's token: an error matching both ErrAccess and ErrWrongKind). Package transport
+// re-exports it as transport.ErrAccess, the reason a MemoryResolver refuses. The NDK status
+// of the failing initiator request is STATUS_ACCESS_VIOLATION (0xC0000005) for every reason
 // (as NetworkDirect providers report it), and the connection is torn down.
+var ErrAccess = errors.New("remote access refused")
+
+// Reasons an access is refused: the errors of Resolve, Acquire and Invalidate as they are,
+// each matching ErrAccess, so that refusing allocates nothing. AcquireLocal refuses a local
+// access with them too.
 var (
 	// ErrBadToken: the token's index names no slot of the registry (or is 0).
-	ErrBadToken = errors.New("memreg: bad token")
+	ErrBadToken error = &refusal{msg: "memreg: bad token"}
 	// ErrStale: the token names a slot but not its current mapping: invalidated,
 	// deregistered, not yet bound, or guessed.
-	ErrStale = errors.New("memreg: stale token")
+	ErrStale error = &refusal{msg: "memreg: stale token"}
 	// ErrWrongPD: the token is live but belongs to another protection domain.
-	ErrWrongPD = errors.New("memreg: token of another protection domain")
+	ErrWrongPD error = &refusal{msg: "memreg: token of another protection domain"}
 	// ErrRights: the mapping does not grant the requested access (or the token is a local
 	// token, which never grants remote access).
-	ErrRights = errors.New("memreg: access not granted")
+	ErrRights error = &refusal{msg: "memreg: access not granted"}
 	// ErrBounds: [addr, addr+length) is not inside the mapping.
-	ErrBounds = errors.New("memreg: range outside the mapping")
+	ErrBounds error = &refusal{msg: "memreg: range outside the mapping"}
 	// ErrNotContiguous: the range is inside a fast-registered region but crosses a boundary
 	// between pages that are not contiguous in memory, so it cannot be one slice. A later
 	// step returns an iovec instead.
-	ErrNotContiguous = errors.New("memreg: range spans non-contiguous pages")
+	ErrNotContiguous error = &refusal{msg: "memreg: range spans non-contiguous pages"}
 )
+
+// refusedWrongKind is Invalidate's refusal of a token that is not invalidated remotely (a
+// normal MR's, or a local token): ErrWrongKind as a refusal. ErrWrongKind itself, an error
+// of control operations too, does not match ErrAccess.
+var refusedWrongKind error = &refusal{msg: ErrWrongKind.Error(), reason: ErrWrongKind}
+
+// refusal is the type of the reasons above: it matches ErrAccess and, when reason is set,
+// unwraps to it.
+type refusal struct {
+	msg    string
+	reason error
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+// Is makes every refusal match ErrAccess.
+func (r *refusal) Is(target error) bool { return target == ErrAccess }
+
+func (r *refusal) Unwrap() error { return r.reason }
 
 // Errors of the control operations, with the NDK status each maps to.
 var (

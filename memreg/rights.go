@@ -3,10 +3,9 @@ package memreg
 // The rights vocabulary: Access, the remote rights a token grants (shared with the
 // transport, whose Access is this type), and the NDKPI flags that grant them.
 
-// Access is a set of remote rights checked by Resolve. The bits have the meaning and the
-// values of transport.Access (memreg does not import transport; package ndk adapts the
-// Registry to transport.MemoryResolver): remote read (RDMA Read by the peer) and remote
-// write (RDMA Write).
+// Access is a set of remote rights checked by Resolve and Acquire: remote read (RDMA Read
+// by the peer) and remote write (RDMA Write). It is the transport's too: transport.Access
+// is this type, and its constants these constants.
 type Access uint8
 
 const (

@@ -135,7 +135,7 @@ func (q *QP) accept(now int64, p *wire.Packet) bool {
 		if p.RDMA.Addr > ^uint64(0)-uint64(total) {
 			err = ErrAccess // the range wraps past 2^64
 		} else {
-			dst, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
+			dst, err = q.e.cfg.Resolver.Acquire(memreg.PD(q.cfg.PD), p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
 		}
 		if err == nil && uint64(dst.Len()) < uint64(total) {
 			releaseSpan(&dst)
@@ -201,7 +201,7 @@ func (q *QP) acceptSend(now int64, p *wire.Packet) bool {
 		// cannot be invalidated refuses this very packet: the connection is aborted and the
 		// sender's SendAndInvalidate fails, not a later request (NDKPI: "the receiving
 		// provider must abort the connection if the token is invalid").
-		if err := q.e.cfg.Resolver.Invalidate(q.cfg.PD, p.Send.InvToken); err != nil {
+		if err := q.e.cfg.Resolver.Invalidate(memreg.PD(q.cfg.PD), p.Send.InvToken); err != nil {
 			q.nak(wire.SynNakInvalToken, p.PSN)
 			q.fail(now, StatusCancelled, -1)
 			return false
@@ -280,7 +280,7 @@ func (q *QP) acceptRead(now int64, p *wire.Packet) bool {
 	var src memreg.Span
 	err := ErrAccess // a range that wraps past 2^64
 	if p.RDMA.Addr <= ^uint64(0)-length {
-		src, err = q.e.cfg.Resolver.Resolve(q.cfg.PD, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
+		src, err = q.e.cfg.Resolver.Acquire(memreg.PD(q.cfg.PD), p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
 	}
 	if err == nil && uint64(src.Len()) != length {
 		releaseSpan(&src)
