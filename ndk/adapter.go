@@ -158,7 +158,7 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 	}
 	cfg := transport.DefaultConfig(link)
 	cfg.Now = a.now
-	cfg.Resolver = resolver{a.reg}
+	cfg.Resolver = a.reg // a *memreg.Registry is a transport.MemoryResolver
 	cfg.ZeroCopyTx = opts.ZeroCopyTx && opts.UMEM != nil
 	cfg.MaxQPs = opts.MaxQPs
 	if opts.Engine != nil {

@@ -8,8 +8,8 @@ import (
 )
 
 // This file connects the registry (package memreg) to the rest of ndk: the NTSTATUS each
-// registry error becomes, and the transport.MemoryResolver through which the engine checks
-// and resolves a peer's remote accesses.
+// registry error becomes. The engine resolves a peer's remote accesses through the registry
+// directly (see the assertion at the end).
 
 // memStatus is the NTSTATUS of a registry or heap error (NDKPI's NdkCreateMr,
 // NdkRegisterMr, NdkBind and NdkFastRegister pages; a refused access is
@@ -51,63 +51,8 @@ func memError(err error) error {
 	return wrap(memStatus(err), err)
 }
 
-// refusal is a remote access the registry refused, as the engine needs it: it matches
-// transport.ErrAccess and unwraps to the registry's reason. One value per reason exists, so
-// refusing allocates nothing.
-type refusal struct{ cause error }
-
-func (r *refusal) Error() string { return "remote access refused: " + r.cause.Error() }
-
-func (r *refusal) Is(target error) bool { return target == transport.ErrAccess }
-
-func (r *refusal) Unwrap() error { return r.cause }
-
-var (
-	refusedBadToken  = &refusal{memreg.ErrBadToken}
-	refusedStale     = &refusal{memreg.ErrStale}
-	refusedWrongPD   = &refusal{memreg.ErrWrongPD}
-	refusedRights    = &refusal{memreg.ErrRights}
-	refusedBounds    = &refusal{memreg.ErrBounds}
-	refusedWrongKind = &refusal{memreg.ErrWrongKind}
-	refusedOther     = &refusal{errors.New("memreg: refused")}
-)
-
-func refused(err error) error {
-	switch err {
-	case memreg.ErrBadToken:
-		return refusedBadToken
-	case memreg.ErrStale:
-		return refusedStale
-	case memreg.ErrWrongPD:
-		return refusedWrongPD
-	case memreg.ErrRights:
-		return refusedRights
-	case memreg.ErrBounds:
-		return refusedBounds
-	case memreg.ErrWrongKind:
-		return refusedWrongKind
-	}
-	return refusedOther
-}
-
-// resolver is an adapter's transport.MemoryResolver: a peer's access resolves through the
-// registry and holds the region until the engine is done with the bytes (memreg.Acquire).
-// transport.Access and memreg.Access have the same bits, and a QP's PD is the memreg.PD.
-type resolver struct{ reg *memreg.Registry }
-
-// Resolve implements transport.MemoryResolver.
-func (r resolver) Resolve(pd, token uint32, addr uint64, length uint32, access transport.Access) (memreg.Span, error) {
-	s, err := r.reg.Acquire(memreg.PD(pd), token, addr, length, memreg.Access(access))
-	if err != nil {
-		return memreg.Span{}, refused(err)
-	}
-	return s, nil
-}
-
-// Invalidate implements transport.MemoryResolver (SendAndInvalidate at the target).
-func (r resolver) Invalidate(pd, token uint32) error {
-	if err := r.reg.Invalidate(memreg.PD(pd), token); err != nil {
-		return refused(err)
-	}
-	return nil
-}
+// The engine checks and resolves a peer's remote accesses through the adapter's registry
+// itself: *memreg.Registry has the method set of transport.MemoryResolver (Acquire holds the
+// region until the engine is done with the bytes), transport.Access is memreg.Access, and
+// every refusal of the registry matches transport.ErrAccess, which is memreg.ErrAccess.
+var _ transport.MemoryResolver = (*memreg.Registry)(nil)

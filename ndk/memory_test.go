@@ -148,15 +148,17 @@ func TestMemRulesRegister(t *testing.T) {
 	})
 }
 
-// remote resolves an access as the engine does, through the adapter's resolver, and maps
-// the refusal as the initiator's completion does (StatusAccessViolation).
+// remote resolves an access as the engine does, through the registry as the adapter's
+// transport.MemoryResolver, and maps the refusal as the initiator's completion does
+// (StatusAccessViolation).
 func remote(f *memFixture, token uint32, addr uint64, n uint32, a memreg.Access) error {
-	s, err := resolver{f.reg}.Resolve(uint32(f.pd), token, addr, n, transport.Access(a))
+	var r transport.MemoryResolver = f.reg
+	s, err := r.Acquire(f.pd, token, addr, n, transport.Access(a))
 	if err != nil {
 		if !errors.Is(err, transport.ErrAccess) {
 			return errors.New("refusal does not match transport.ErrAccess")
 		}
-		return errors.Unwrap(err)
+		return err
 	}
 	if s.Len() != int(n) {
 		return errors.New("wrong length")
@@ -314,9 +316,9 @@ func TestMemRulesFastRegister(t *testing.T) {
 					p[j] = byte(i + 1)
 				}
 			}
-			s, err := resolver{f.reg}.Resolve(uint32(f.pd), f.fr.RemoteToken(), base+4000, 8000, transport.AccessRemoteRead)
+			s, err := f.reg.Acquire(f.pd, f.fr.RemoteToken(), base+4000, 8000, transport.AccessRemoteRead)
 			if err != nil {
-				return errors.Unwrap(err)
+				return err
 			}
 			defer s.MR.Release()
 			got := make([]byte, 8000)
@@ -354,15 +356,15 @@ func TestMemRulesInvalidate(t *testing.T) {
 		{"invalidate a normally registered MR", func(f *memFixture) error { return f.reg.InvalidateMR(f.mr) }, StatusInvalidDeviceRequest},
 		{"invalidate an MR not registered", func(f *memFixture) error { return f.reg.InvalidateMR(f.fr) }, StatusInvalidDeviceRequest},
 		{"remote invalidate (SendAndInvalidate) of a normal MR", func(f *memFixture) error {
-			return errors.Unwrap(resolver{f.reg}.Invalidate(uint32(f.pd), f.mr.RemoteToken()))
+			return f.reg.Invalidate(f.pd, f.mr.RemoteToken())
 		}, StatusInvalidDeviceRequest},
 		{"remote invalidate of a bound window", func(f *memFixture) error {
 			if err := f.reg.Bind(1, f.mw, f.mr, f.mr.VA(), 16, memreg.OpAllowRemoteRead); err != nil {
 				return err
 			}
 			tok := f.mw.RemoteToken()
-			if err := (resolver{f.reg}).Invalidate(uint32(f.pd), tok); err != nil {
-				return errors.Unwrap(err)
+			if err := f.reg.Invalidate(f.pd, tok); err != nil {
+				return err
 			}
 			return remote(f, tok, f.mr.VA(), 1, memreg.AccessRemoteRead)
 		}, StatusAccessViolation},
@@ -374,7 +376,7 @@ func TestMemRulesInvalidate(t *testing.T) {
 			if err := f.reg.InvalidateMR(f.fr); err != nil {
 				return err
 			}
-			return errors.Unwrap(resolver{f.reg}.Invalidate(uint32(f.pd), tok))
+			return f.reg.Invalidate(f.pd, tok)
 		}, StatusAccessViolation},
 	})
 }
@@ -383,15 +385,15 @@ func TestMemRulesInvalidate(t *testing.T) {
 // as allocation-free as resolving.
 func TestResolverRefusalsDoNotAllocate(t *testing.T) {
 	f := newMemFixture(t)
-	r := resolver{f.reg}
+	var r transport.MemoryResolver = f.reg
 	tok, va := f.mr.RemoteToken(), f.mr.VA()
 	allocs := testing.AllocsPerRun(1000, func() {
-		if s, err := r.Resolve(uint32(f.pd), tok, va, 64, transport.AccessRemoteRead); err == nil {
+		if s, err := r.Acquire(f.pd, tok, va, 64, transport.AccessRemoteRead); err == nil {
 			s.MR.Release()
 		}
-		_, _ = r.Resolve(uint32(f.pd), tok, va, 64, transport.AccessRemoteWrite)
-		_, _ = r.Resolve(uint32(f.otherP), tok, va, 64, transport.AccessRemoteRead)
-		_ = r.Invalidate(uint32(f.pd), tok)
+		_, _ = r.Acquire(f.pd, tok, va, 64, transport.AccessRemoteWrite)
+		_, _ = r.Acquire(f.otherP, tok, va, 64, transport.AccessRemoteRead)
+		_ = r.Invalidate(f.pd, tok)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per resolve/refuse round, want 0", allocs)

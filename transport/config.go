@@ -157,7 +157,7 @@ func (c *Config) normalize() error {
 // refuseAll is the resolver of an engine without memory: every remote access is refused.
 type refuseAll struct{}
 
-func (refuseAll) Resolve(uint32, uint32, uint64, uint32, Access) (memreg.Span, error) {
+func (refuseAll) Acquire(memreg.PD, uint32, uint64, uint32, Access) (memreg.Span, error) {
 	return memreg.Span{}, ErrAccess
 }
-func (refuseAll) Invalidate(uint32, uint32) error { return ErrAccess }
+func (refuseAll) Invalidate(memreg.PD, uint32) error { return ErrAccess }

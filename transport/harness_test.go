@@ -34,6 +34,11 @@ func (m *testMem) add(token, pd uint32, base uint64, buf []byte, access transpor
 	m.regions[token] = &region{pd: pd, base: base, buf: buf, access: access, valid: true}
 }
 
+// Acquire implements transport.MemoryResolver: Resolve, with the PD typed as memreg's.
+func (m *testMem) Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, access transport.Access) (memreg.Span, error) {
+	return m.Resolve(uint32(pd), token, addr, length, access)
+}
+
 func (m *testMem) Resolve(pd, token uint32, addr uint64, length uint32, access transport.Access) (memreg.Span, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -48,11 +53,11 @@ func (m *testMem) Resolve(pd, token uint32, addr uint64, length uint32, access t
 	return memreg.Span{Buf: r.buf[off : off+uint64(length)], N: uint64(length)}, nil
 }
 
-func (m *testMem) Invalidate(pd, token uint32) error {
+func (m *testMem) Invalidate(pd memreg.PD, token uint32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.regions[token]
-	if r == nil || !r.valid || r.pd != pd {
+	if r == nil || !r.valid || r.pd != uint32(pd) {
 		return transport.ErrAccess
 	}
 	r.valid = false

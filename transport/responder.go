@@ -127,7 +127,7 @@ func (rs *responder) acceptWrite(now int64, p *wire.Packet) bool {
 	if p.RDMA.Addr > ^uint64(0)-uint64(total) {
 		err = ErrAccess // the range wraps past 2^64
 	} else {
-		dst, err = rs.res.Resolve(rs.pd, p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
+		dst, err = rs.res.Acquire(memreg.PD(rs.pd), p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
 	}
 	if err == nil && uint64(dst.Len()) < uint64(total) {
 		releaseSpan(&dst)
@@ -182,7 +182,7 @@ func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
 		// cannot be invalidated refuses this very packet: the connection is aborted and the
 		// sender's SendAndInvalidate fails, not a later request (NDKPI: "the receiving
 		// provider must abort the connection if the token is invalid").
-		if err := rs.res.Invalidate(rs.pd, p.Send.InvToken); err != nil {
+		if err := rs.res.Invalidate(memreg.PD(rs.pd), p.Send.InvToken); err != nil {
 			return rs.refuse(now, wire.SynNakInvalToken, p.PSN)
 		}
 	}
@@ -273,7 +273,7 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 	var src memreg.Span
 	err := ErrAccess // a range that wraps past 2^64
 	if p.RDMA.Addr <= ^uint64(0)-length {
-		src, err = rs.res.Resolve(rs.pd, p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
+		src, err = rs.res.Acquire(memreg.PD(rs.pd), p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
 	}
 	if err == nil && uint64(src.Len()) != length {
 		releaseSpan(&src)

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/xdpndk/xdpndk/memreg"
@@ -158,33 +157,37 @@ type CompletionSink interface {
 	Complete(qp *QP, c *Completion)
 }
 
-// Access is a set of remote rights checked by a MemoryResolver.
-type Access uint8
+// Access is a set of remote rights checked by a MemoryResolver. It is memreg.Access, the
+// registry's own type (memreg is the home of the memory vocabulary: Access, PD, Span and
+// the refusals), so that a *memreg.Registry is a MemoryResolver as it is.
+type Access = memreg.Access
 
 const (
-	// AccessRemoteRead: the peer may read (RDMA Read).
-	AccessRemoteRead Access = 1 << iota
-	// AccessRemoteWrite: the peer may write (RDMA Write).
-	AccessRemoteWrite
+	// AccessRemoteRead: the peer may read (RDMA Read). It is memreg.AccessRemoteRead.
+	AccessRemoteRead = memreg.AccessRemoteRead
+	// AccessRemoteWrite: the peer may write (RDMA Write). It is memreg.AccessRemoteWrite.
+	AccessRemoteWrite = memreg.AccessRemoteWrite
 )
 
-// MemoryResolver checks remote accesses and resolves them to memory. The ndk package
-// implements it on a memreg.Registry; tests use simple ones. Its methods are called on the
-// engine goroutine and must not allocate or block.
+// MemoryResolver checks remote accesses and resolves them to memory. Its method set is
+// memreg.Registry's (Acquire, Invalidate), so package ndk hands its registry to the engine
+// as it is; tests use simple ones. Its methods are called on the engine goroutine and must
+// not allocate or block.
 type MemoryResolver interface {
-	// Resolve returns the bytes [addr, addr+length) of the memory that token names, if a QP
+	// Acquire returns the bytes [addr, addr+length) of the memory that token names, if a QP
 	// of protection domain pd may access them with access: a Span of exactly length bytes,
 	// contiguous or spread over fast-registered pages. If the Span holds a region (Span.MR
 	// not nil) the engine releases it exactly once, when it no longer uses the bytes: at
 	// once for a Write it placed, after the last response packet was acknowledged and
-	// transmitted for a Read. On refusal it returns an error (ErrAccess or one wrapping it),
-	// holds nothing, and the caller writes nothing.
-	Resolve(pd uint32, token uint32, addr uint64, length uint32, access Access) (memreg.Span, error)
+	// transmitted for a Read. On refusal it returns an error matching ErrAccess, holds
+	// nothing, and the caller writes nothing.
+	Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, access Access) (memreg.Span, error)
 	// Invalidate invalidates token for SendAndInvalidate; an error means the token could not
 	// be invalidated (not a fast-registered region or a window of pd) and the connection is
 	// aborted.
-	Invalidate(pd uint32, token uint32) error
+	Invalidate(pd memreg.PD, token uint32) error
 }
 
-// ErrAccess is the reason a MemoryResolver refuses an access.
-var ErrAccess = errors.New("remote access refused")
+// ErrAccess is the reason a MemoryResolver refuses an access: memreg.ErrAccess, the same
+// error value, which every refusal of a memreg.Registry matches.
+var ErrAccess = memreg.ErrAccess

@@ -216,24 +216,6 @@ func TestZeroCopyFlushKeepsOrder(t *testing.T) {
 	za.check(t)
 }
 
-// regResolver resolves through a memreg.Registry, taking holds (as package ndk does).
-type regResolver struct{ r *memreg.Registry }
-
-func (x regResolver) Resolve(pd, token uint32, addr uint64, length uint32, a transport.Access) (memreg.Span, error) {
-	s, err := x.r.Acquire(memreg.PD(pd), token, addr, length, memreg.Access(a))
-	if err != nil {
-		return s, fmt.Errorf("%w: %w", transport.ErrAccess, err)
-	}
-	return s, nil
-}
-
-func (x regResolver) Invalidate(pd, token uint32) error {
-	if err := x.r.Invalidate(memreg.PD(pd), token); err != nil {
-		return fmt.Errorf("%w: %w", transport.ErrAccess, err)
-	}
-	return nil
-}
-
 // TestZeroCopyReadHoldsRegion: the region a peer's Read resolved stays held while its
 // response packets are in the link, even after they were acknowledged; a deregistration
 // in the meantime stops new accesses at once and WaitIdle returns only after the link is
@@ -244,7 +226,7 @@ func TestZeroCopyReadHoldsRegion(t *testing.T) {
 	var zb *zcLink
 	w := newWorldOn(t, simlink.Config{MaxPayload: 1472}, func(c *transport.Config) {
 		c.ZeroCopyTx = true
-		c.Resolver = regResolver{reg}
+		c.Resolver = reg
 	}, func(la, lb *simlink.Link) (transport.Link, transport.Link) {
 		zb = newZCLink(lb, 5)
 		return newZCLink(la, 4), zb

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/memreg"
+	"github.com/xdpndk/xdpndk/xdp/xsk"
 )
 
 // Open takes over our UDP port on an interface: it maps and pins a UMEM, loads and attaches
@@ -81,7 +82,7 @@ func Open(cfg Config) (d *Device, err error) {
 	d.rxQueues = rxQueues
 	// A frame the kernel receives into has XDP_PACKET_HEADROOM before the data; anything
 	// longer than the rest needs multi-buffer.
-	frameRoom := cfg.FrameSize - xdpPacketHeadroom
+	frameRoom := cfg.FrameSize - xsk.PacketHeadroom
 	needSG := 14+4+mtu > frameRoom
 	sg := MultiBufferAuto
 	if needSG {

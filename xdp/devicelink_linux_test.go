@@ -190,7 +190,7 @@ func TestOpenQueueRules(t *testing.T) {
 func framesHome(t *testing.T, d *Device, frames int) {
 	t.Helper()
 	for q, l := range d.Links() {
-		if got := l.pool.Len() + int(l.sock.fill.pending()); got != frames {
+		if got := l.pool.Len() + l.sock.FillPending(); got != frames {
 			t.Errorf("queue %d: %d frames in pool and fill ring, want %d", q, got, frames)
 		}
 	}

@@ -1,6 +1,7 @@
-// Package xdp is xdpndk's datapath: AF_XDP sockets over golang.org/x/sys/unix, the
-// Ethernet/IPv4/IPv6/UDP framing, next-hop resolution through the kernel's tables, and the
-// Link that the transport engine runs on.
+// Package xdp is xdpndk's datapath: the Link that the transport engine runs on, and the
+// Device that owns an interface's UDP port, composing AF_XDP sockets (package xdp/xsk), the
+// Ethernet/IPv4/IPv6/UDP framing (package xdp/frame), the steering program (package bpf),
+// next-hop resolution through the kernel's tables, and queue steering.
 //
 // Flow of one datagram (following the kernel's Documentation/networking/af_xdp.rst):
 //
@@ -17,9 +18,18 @@
 //	                   completion ring: transmitted frames back to the frame pool;
 //	                   FlagZeroCopy cookies to TxDone once all their descriptors completed
 //
-// Layers: Socket is the raw socket with its four rings (batch calls, no framing); Link adds
-// framing, frame accounting and the transport.Link contract; Device owns the UMEM, the
-// steering program and one Link per interface queue. Each Link is driven by one engine
+// Layers, bottom up:
+//   - package xdp/xsk: Socket, the raw socket with its four rings, UMEM registration and the
+//     system calls (batch calls, no framing, nothing of the transport or of netlink);
+//   - package xdp/frame: Encap, ParseUDP, Datagram and Checksum, pure computation on bytes;
+//   - package xdp: Link adds framing, frame accounting, held datagrams and the link.Link
+//     contract to one Socket; Device owns the UMEM, the steering program, the next-hop table
+//     with its resolution worker (neigh*.go, netlink), queue steering (ethtool) and one Link
+//     per interface queue; DeviceLink serves them all as one link.
+//
+// The names of the lower packages that package xdp had before the split (Socket, NewSocket,
+// SocketConfig, Desc, Encap, ParseUDP, Datagram, Checksum, the framing errors, ...) remain
+// here as aliases, thin wrappers and the same error values. Each Link is driven by one engine
 // goroutine; Device and the Wake/Stats/Close methods are safe anywhere.
 //
 // Modes are chosen best first and reported, never silently: native XDP then generic,

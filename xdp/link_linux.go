@@ -110,7 +110,7 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		fsize:      uint64(d.umem.FrameSize()),
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
-		tx:         make([]Desc, s.cfg.TxSize),
+		tx:         make([]Desc, s.Config().TxSize),
 		cache:      make(map[netip.Addr]*neighEntry, linkCacheMax),
 		hold:       newHoldArea(d.maxPayload),
 		holdMax:    d.cfg.ResolveTimeout + time.Second,
@@ -121,7 +121,7 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
 	// Give the kernel every frame the fill ring holds before any traffic arrives.
 	var addrs [rxBatch]uint64
-	for left := int(s.cfg.FillSize); left > 0; {
+	for left := int(s.Config().FillSize); left > 0; {
 		n := 0
 		for n < len(addrs) && n < left {
 			a, ok := pool.Get()
@@ -654,10 +654,10 @@ func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
 	if l.sock.TxPending() > 0 {
 		l.kickTx()
 	}
-	if l.rxHead != l.rxTail || l.sock.rx.available(1) > 0 {
+	if l.rxHead != l.rxTail || l.sock.RxReady() {
 		return true, 0
 	}
-	if l.zc.queue.headDone() || (l.zcPending() && l.sock.comp.available(1) > 0) {
+	if l.zc.queue.headDone() || (l.zcPending() && l.sock.CompletionsReady()) {
 		return true, 0 // TxDone has cookies to report
 	}
 	limit = time.Duration(1<<63 - 1)

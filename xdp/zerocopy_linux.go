@@ -152,7 +152,7 @@ func (l *Link) initZeroCopy() {
 		z.maxDescs = min(max(l.dev.zcMaxSegs, 1), len(l.tx))
 		z.align = min(l.fsize, pageSize)
 	}
-	if !l.sock.cfg.Unaligned {
+	if !l.sock.Config().Unaligned {
 		// Aligned chunks: a descriptor stays inside one chunk.
 		z.align = l.fsize
 	}

@@ -22,13 +22,19 @@ const (
 
 // Region is a transport.MemoryResolver over one buffer: the token RegionToken of
 // protection domain 0 names Buf, whose first byte has the address RegionBase, with remote
-// read and write rights. Resolve allocates nothing; Invalidate refuses (the region is not
+// read and write rights. Acquire allocates nothing; Invalidate refuses (the region is not
 // fast-registered).
 type Region struct {
 	Buf []byte
 }
 
-// Resolve implements transport.MemoryResolver.
+// Acquire implements transport.MemoryResolver: Resolve, with the PD typed as memreg's.
+func (r *Region) Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, a transport.Access) (memreg.Span, error) {
+	return r.Resolve(uint32(pd), token, addr, length, a)
+}
+
+// Resolve returns the span [addr, addr+length) of Buf if pd is 0 and token RegionToken, and
+// refuses with transport.ErrAccess otherwise.
 func (r *Region) Resolve(pd, token uint32, addr uint64, length uint32, _ transport.Access) (memreg.Span, error) {
 	if pd != 0 || token != RegionToken || addr < RegionBase {
 		return memreg.Span{}, transport.ErrAccess
@@ -41,7 +47,7 @@ func (r *Region) Resolve(pd, token uint32, addr uint64, length uint32, _ transpo
 }
 
 // Invalidate implements transport.MemoryResolver: it always refuses.
-func (r *Region) Invalidate(uint32, uint32) error { return transport.ErrAccess }
+func (r *Region) Invalidate(memreg.PD, uint32) error { return transport.ErrAccess }
 
 // opSlots is the size of Counter's per-operation arrays: every transport.OpKind value.
 const opSlots = 8

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package xdp
+package xsk
 
 // Desc is one AF_XDP ring descriptor (the kernel's struct xdp_desc): a UMEM offset, a
 // length and options (DescContinued). AF_XDP exists only on Linux, where Desc is

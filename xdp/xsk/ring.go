@@ -1,4 +1,4 @@
-package xdp
+package xsk
 
 import "sync/atomic"
 
