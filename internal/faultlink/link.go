@@ -2,7 +2,6 @@ package faultlink
 
 import (
 	"fmt"
-	"math"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -70,10 +69,9 @@ type Link struct {
 	cfg   Config
 	now   func() int64
 
-	imp [4]atomic.Uint64 // math.Float64bits of Drop, Reorder, Corrupt, Duplicate
+	imp impairer
 
 	// engine goroutine state
-	rng     uint64
 	bufs    [][]byte // Buffers copies of up to MaxPayload bytes
 	meta    []copyMeta
 	free    []int32
@@ -107,7 +105,7 @@ func Wrap(inner link.Link, cfg Config) (*Link, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: inner link max payload %d", ErrInvalid, size)
 	}
-	l := &Link{inner: inner, cfg: cfg, now: cfg.Now, rng: cfg.Seed,
+	l := &Link{inner: inner, cfg: cfg, now: cfg.Now, imp: impairer{rng: cfg.Seed},
 		bufs: make([][]byte, cfg.Buffers), meta: make([]copyMeta, cfg.Buffers),
 		free:    make([]int32, cfg.Buffers),
 		held:    make([]int32, 0, cfg.Buffers),
@@ -122,52 +120,12 @@ func Wrap(inner link.Link, cfg Config) (*Link, error) {
 		l.free[i] = int32(cfg.Buffers - 1 - i)
 	}
 	l.inj.init(cfg.InjectBuffers, size)
-	l.storeImpairments(cfg.Impairments)
+	l.imp.store(cfg.Impairments)
 	return l, nil
 }
 
 // Inner returns the wrapped link.
 func (l *Link) Inner() link.Link { return l.inner }
-
-// SetImpairments changes the probabilities from the next datagram Send is given. Safe from
-// any goroutine.
-func (l *Link) SetImpairments(m Impairments) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	l.storeImpairments(m)
-	return nil
-}
-
-func (l *Link) storeImpairments(m Impairments) {
-	l.imp[0].Store(math.Float64bits(m.Drop))
-	l.imp[1].Store(math.Float64bits(m.Reorder))
-	l.imp[2].Store(math.Float64bits(m.Corrupt))
-	l.imp[3].Store(math.Float64bits(m.Duplicate))
-}
-
-// Impairments returns the probabilities in effect. Safe from any goroutine.
-func (l *Link) Impairments() Impairments {
-	return Impairments{
-		Drop: math.Float64frombits(l.imp[0].Load()), Reorder: math.Float64frombits(l.imp[1].Load()),
-		Corrupt: math.Float64frombits(l.imp[2].Load()), Duplicate: math.Float64frombits(l.imp[3].Load()),
-	}
-}
-
-// next returns the generator's next value (splitmix64).
-func (l *Link) next() uint64 {
-	l.rng += 0x9e3779b97f4a7c15
-	z := l.rng
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
-// chance draws one decision of probability p (no draw for p == 0).
-func (l *Link) chance(i int) bool {
-	p := math.Float64frombits(l.imp[i].Load())
-	return p > 0 && float64(l.next()>>11)/(1<<53) < p
-}
 
 // Send implements link.Link: it decides each datagram's fate and hands the inner
 // link what is to be sent now, in batches. It returns as the inner link would have for
@@ -215,13 +173,13 @@ func (l *Link) decide(p *link.Packet) plan {
 	}
 	act := actPass
 	switch {
-	case l.chance(0):
+	case l.imp.chance(0):
 		act = actDrop
-	case l.chance(1):
+	case l.imp.chance(1):
 		act = actHold
-	case l.chance(2):
+	case l.imp.chance(2):
 		act = actCorrupt
-	case l.chance(3):
+	case l.imp.chance(3):
 		act = actDup
 	default:
 		return pl
@@ -325,13 +283,13 @@ func (l *Link) sendChunk(in []link.Packet, now int64) (int, error) {
 			continue
 		case actHold:
 			m := &l.meta[pl.buf]
-			m.after = 1 + int(l.next()%uint64(l.cfg.MaxHold))
+			m.after = 1 + int(l.imp.next()%uint64(l.cfg.MaxHold))
 			m.deadline = now + int64(l.cfg.HoldTime)
 			m.wasHeld = true
 			l.held = append(l.held, pl.buf)
 			continue
 		case actCorrupt:
-			r := l.next()
+			r := l.imp.next()
 			n := l.meta[pl.buf].n
 			l.bufs[pl.buf][r%uint64(n)] ^= byte(1 + (r>>32)%255)
 			l.stageCopy(pl.buf, entryPrimary, owner)
