@@ -85,20 +85,20 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 
 // collectReceipts asks the target, per data connection, for a receipt once it has
 // received every data message sent, and waits for them (up to ReceiptTimeout, or until the
-// control connection fails).
+// control connection fails; then until its flushed receives have completed too: the
+// failure of a send can be seen before the flush of the receives is).
 func (in *Initiator) collectReceipts() {
 	ctl := in.ctl
-	if ctl.failed {
-		return
-	}
-	for _, c := range in.conns {
-		ctl.send(in, msg{typ: msgReport, conn: uint16(c.idx), count: c.sendSeq})
-	}
 	deadline := time.Now().Add(in.cfg.ReceiptTimeout)
+	if !ctl.failed {
+		for _, c := range in.conns {
+			ctl.send(in, msg{typ: msgReport, conn: uint16(c.idx), count: c.sendSeq})
+		}
+	}
 	idle := 0
 	for time.Now().Before(deadline) {
 		work := in.poll()
-		if ctl.failed && ctl.inflight() == 0 {
+		if ctl.failed && ctl.inflight() == 0 && ctl.recvs == 0 {
 			return
 		}
 		all := true
