@@ -2,7 +2,6 @@ package xdp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
@@ -35,6 +34,13 @@ const (
 // A datagram to a peer not resolved yet is held (copied) and sent once the worker has
 // resolved the peer, or dropped (counted) if it cannot be; ResolvePeer resolves a peer
 // ahead of time.
+//
+// The Link coordinates parts that own their state, each a value field, engine goroutine
+// only: rxState (rx_linux.go) the RX descriptors taken from the ring and the frames going
+// back to the fill ring; zcState (zerocopy_linux.go) the layout of a datagram in frames and
+// descriptors, its framing, and the zero-copy records behind TxDone; nextHops
+// (nexthops_linux.go) the peers' table entries and the hold area. The Link keeps the rings'
+// staging, kicks, counters and the link.Link contract; waiting is in wait_linux.go.
 type Link struct {
 	dev   *Device
 	sock  *Socket
@@ -48,21 +54,16 @@ type Link struct {
 	maxPayload int
 
 	// engine-owned state
-	rx       [rxBatch]Desc
-	rxHead   int    // next unprocessed descriptor in rx
-	rxTail   int    // end of the descriptors taken from the ring
-	tx       []Desc // staged TX descriptors: a whole Send, up to the TX ring size
+	rx       rxState // RX descriptors taken from the ring, frames going back to the fill ring
+	tx       []Desc  // staged TX descriptors: a whole Send, up to the TX ring size
 	ntx      int
-	recycle  [rxBatch]uint64
-	nrecycle int
 	comp     [compBatch]uint64
-	zc       zcState // zero-copy transmit and the FlagZeroCopy cookies for TxDone
-	pollfds  [2]unix.PollFd
+	zc       zcState  // datagram layout and framing, the FlagZeroCopy records for TxDone
+	hops     nextHops // next hops of the peers and the datagrams held for them
+	acc      txAcc
+	pollfds  [2]unix.PollFd // Wait's: the socket and the doorbell
 	timeout  unix.Timespec
 	eventBuf [8]byte
-
-	hops nextHops // next hops of the peers and the datagrams held for them
-	acc  txAcc
 
 	// shared with other goroutines
 	eventfd int
@@ -100,29 +101,7 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 	l.zc = newZCState(d, s, pool, len(l.tx))
 	l.pollfds[0] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
-	// Give the kernel every frame the fill ring holds before any traffic arrives.
-	var addrs [rxBatch]uint64
-	for left := int(s.Config().FillSize); left > 0; {
-		n := 0
-		for n < len(addrs) && n < left {
-			a, ok := pool.Get()
-			if !ok {
-				break
-			}
-			addrs[n] = a
-			n++
-		}
-		if n == 0 {
-			break
-		}
-		if put := s.Fill(addrs[:n]); put != n {
-			for _, a := range addrs[put:n] {
-				pool.Put(a)
-			}
-			break
-		}
-		left -= n
-	}
+	l.rx = newRxState(s, pool, l.fsize)
 	return l, nil
 }
 
@@ -150,32 +129,36 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 	}
 	n := 0
 	var rxBytes, dropped uint64
+	r := &l.rx
 	for n < len(pkts) {
-		if l.rxHead == l.rxTail {
-			l.rxHead, l.rxTail = 0, l.sock.Receive(l.rx[:])
-			if l.rxTail == 0 {
+		// The walk stays here rather than in an rxState method: it runs per packet, and
+		// as a method it would be too large to inline.
+		if r.head == r.tail {
+			r.head, r.tail = 0, r.sock.Receive(r.descs[:])
+			if r.tail == 0 {
 				break
 			}
 		}
 		// One packet: its descriptors run to the first without DescContinued.
-		first := l.rxHead
+		first := r.head
 		last := first
-		for last < l.rxTail-1 && l.rx[last].Options&DescContinued != 0 {
+		for last < r.tail-1 && r.descs[last].Options&DescContinued != 0 {
 			last++
 		}
-		l.rxHead = last + 1
+		r.head = last + 1
+		descs := r.descs[first : last+1]
 		p := &pkts[n]
-		if l.unwrap(l.rx[first:last+1], p) {
+		if l.unwrap(descs, p) {
 			rxBytes += uint64(p.Len())
 			n++
 		} else {
 			dropped++
-			for _, d := range l.rx[first : last+1] {
-				l.recycleFrame(d.Addr)
+			for _, d := range descs {
+				r.recycleFrame(d.Addr)
 			}
 		}
 	}
-	l.flushRecycle()
+	l.rx.flushRecycle()
 	if n > 0 {
 		l.stats.rxPackets.Add(uint64(n))
 		l.stats.rxBytes.Add(rxBytes)
@@ -243,36 +226,13 @@ func (l *Link) Release(pkts []link.Packet) {
 		p := &pkts[i]
 		for j := 0; j < int(p.NSegs) && j < link.MaxSegments; j++ {
 			if off, ok := offsetIn(l.mem, p.Segs[j]); ok {
-				l.recycleFrame(off)
+				l.rx.recycleFrame(off)
 			}
 			p.Segs[j] = nil
 		}
 		p.NSegs = 0
 	}
-	l.flushRecycle()
-}
-
-// recycleFrame queues the frame holding offset addr for the fill ring.
-func (l *Link) recycleFrame(addr uint64) {
-	if l.nrecycle == len(l.recycle) {
-		l.flushRecycle()
-	}
-	l.recycle[l.nrecycle] = addr &^ (l.fsize - 1)
-	l.nrecycle++
-}
-
-func (l *Link) flushRecycle() {
-	if l.nrecycle == 0 {
-		return
-	}
-	put := l.sock.Fill(l.recycle[:l.nrecycle])
-	for _, a := range l.recycle[put:l.nrecycle] {
-		l.pool.Put(a)
-	}
-	l.nrecycle = 0
-	if l.sock.FillNeedsWakeup() {
-		l.sock.WakeFill()
-	}
+	l.rx.flushRecycle()
 }
 
 // Send implements link.Link. A datagram to a peer whose next hop is not resolved yet
@@ -485,124 +445,6 @@ func (l *Link) TxDone(dst []uint64) int {
 		}
 	}
 	return l.zc.queue.pop(dst)
-}
-
-// Wait implements link.Link.
-func (l *Link) Wait(timeout time.Duration) error {
-	if !l.enter() {
-		return link.ErrClosed
-	}
-	defer l.exit()
-	ready, limit := l.waitPrepare()
-	if ready {
-		return nil
-	}
-	if err := ppollUntil(l.pollfds[:], min(max(timeout, 0), limit), &l.timeout, &l.closed); err != nil {
-		return err
-	}
-	return l.waitFinish(l.pollfds[1].Revents != 0)
-}
-
-// waitPrepare is the part of Wait before it sleeps: it sends held datagrams whose peers
-// resolved and kicks what waits on the TX ring. It reports whether something is ready at
-// once (datagrams to Receive, cookies for TxDone), and the longest the caller may sleep
-// before it must look again (the kernel signals no TX completion; held datagrams are
-// looked at again every holdRecheck). The caller is inside enter/exit.
-func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
-	if l.hops.hold.n > 0 && l.hops.service() {
-		l.finishTx()
-	}
-	// Whatever is still on the TX ring must move even if the engine sleeps.
-	if l.sock.TxPending() > 0 {
-		l.kickTx()
-	}
-	if l.rxHead != l.rxTail || l.sock.RxReady() {
-		return true, 0
-	}
-	if l.zc.queue.headDone() || (l.zc.pending() && l.sock.CompletionsReady()) {
-		return true, 0 // TxDone has cookies to report
-	}
-	limit = time.Duration(1<<63 - 1)
-	if l.zc.pending() {
-		limit = zcWaitPoll
-	}
-	if l.hops.hold.n > 0 {
-		// The worker rings when it finishes a resolution; lost requests are looked at
-		// again every holdRecheck.
-		limit = min(limit, holdRecheck)
-	}
-	return false, limit
-}
-
-// waitFinish is the part of Wait after the sleep: it drains the doorbell if it rang and
-// services held datagrams. The caller is inside enter/exit.
-func (l *Link) waitFinish(rang bool) error {
-	if rang {
-		readEventfd(l.eventfd, &l.eventBuf)
-	}
-	if l.closed.Load() {
-		return link.ErrClosed
-	}
-	if l.hops.hold.n > 0 && l.hops.service() {
-		l.finishTx()
-	}
-	return nil
-}
-
-// ppollUntil sleeps in ppoll on fds for timeout. A signal (EINTR) is not a wake-up: it
-// polls again for what is left, so that an idle wait lasts its timeout and one ended by
-// nothing does not look woken; it stops early once closed is set.
-func ppollUntil(fds []unix.PollFd, timeout time.Duration, ts *unix.Timespec, closed *atomic.Bool) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		*ts = unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
-		for i := range fds {
-			fds[i].Revents = 0
-		}
-		_, err := ppoll(fds, ts)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("poll af_xdp socket: %w", err)
-		}
-		if closed.Load() || !time.Now().Before(deadline) {
-			return nil
-		}
-	}
-}
-
-// Watch implements link.Watcher: a ppoll on the socket and the doorbell, which
-// touches no ring.
-func (l *Link) Watch(timeout time.Duration) error {
-	if !l.enter() {
-		return link.ErrClosed
-	}
-	defer l.exit()
-	var fds [2]unix.PollFd
-	fds[0], fds[1] = l.pollfds[0], l.pollfds[1]
-	var ts unix.Timespec
-	if err := ppollUntil(fds[:], max(timeout, 0), &ts, &l.closed); err != nil {
-		return err
-	}
-	if fds[1].Revents != 0 {
-		var buf [8]byte
-		readEventfd(l.eventfd, &buf)
-	}
-	if l.closed.Load() {
-		return link.ErrClosed
-	}
-	return nil
-}
-
-// Wake implements link.Link.
-func (l *Link) Wake() {
-	// The guard keeps Close from closing the eventfd (whose number the process may then
-	// reuse) between the check and the write.
-	if l.enter() {
-		writeEventfd(l.eventfd)
-		l.exit()
-	}
 }
 
 // MaxPayload implements link.Link.
