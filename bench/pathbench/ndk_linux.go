@@ -183,6 +183,10 @@ func (p *pair) close() {
 	}
 }
 
+// linkDrops returns the datagrams both adapters' links dropped on receipt so far (no
+// buffer, a full RX ring, malformed).
+func (p *pair) linkDrops() uint64 { return p.a.Link().Stats().RxDropped + p.b.Link().Stats().RxDropped }
+
 // modes describes what the two hosts run with, for the header.
 func (p *pair) modes() string {
 	dev := "?"

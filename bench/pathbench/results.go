@@ -15,6 +15,7 @@ const (
 	SystemTCP        = "kernel-tcp" // the iperf3 flow
 	SystemBottleneck = "bottleneck" // the router's tbf (its counters)
 	SystemPath       = "path"       // the loss injected on the path (its counters)
+	SystemLinks      = "links"      // both adapters' links (their receive drops)
 	SystemAll        = "all"        // figures over every flow of a scenario (Jain's index)
 )
 

@@ -165,10 +165,13 @@ func (r *runner) bottleneckDrops(sc string, bed *testbed.Bed, before testbed.Qdi
 // loss. It returns the goodput.
 func (r *runner) oneQP(ctx context.Context, p *pair, sc string, loss float64, rate uint64) (float64, error) {
 	o := r.o
+	d0 := p.linkDrops()
 	s, err := p.pump(ctx, p.flows[:1], []time.Duration{0}, o.Warmup+o.Duration, o)
 	if err != nil {
 		return 0, err
 	}
+	drops := p.linkDrops() - d0
+	r.res.add(Ref{sc, SystemLinks, OpWrite, WriteSize, loss, MetricDrops}, UnitCount, float64(drops))
 	a, b, ok := window(s, int64(o.Warmup), int64(o.Warmup+o.Duration))
 	if !ok {
 		return 0, errors.New("no measured window")
@@ -181,8 +184,8 @@ func (r *runner) oneQP(ctx context.Context, p *pair, sc string, loss float64, ra
 		r.res.add(ref, UnitRatio, g*1e9/float64(rate))
 	}
 	retx, tmo := r.qpFigures(ref, a, b, 0)
-	r.progress("%-6s loss %5g%%: goodput %.3f Gbit/s; %d retransmits, %d timeouts; srtt %v cwnd %d",
-		sc, loss, g, retx, tmo, time.Duration(b.stats[0].SRTT), b.stats[0].CongestionWindow)
+	r.progress("%-6s loss %5g%%: goodput %.3f Gbit/s; %d retransmits, %d timeouts; srtt %v cwnd %d; links dropped %d",
+		sc, loss, g, retx, tmo, time.Duration(b.stats[0].SRTT), b.stats[0].CongestionWindow, drops)
 	return g, nil
 }
 
