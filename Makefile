@@ -121,14 +121,14 @@ bench-transport:
 	$(GO) test ./transport -run '^$$' -bench BenchmarkEngine -benchmem -count 3
 
 # NDK verbs between the namespace hosts with the raw-link and kernel-TCP baselines of the
-# same run, and the goal ratios (bench/README.md); about a minute and a half.
+# same run, and the goal ratios (bench/README.md); about two minutes.
 bench-ndk:
 	$(GO) run ./bench/cmd/ndkbench
 
 # Congestion control and loss recovery on real paths (bench/README.md, "bench: real paths"):
 # a routed bed with a 2 Gbit/s tc tbf bottleneck (one QP, two QPs, a QP beside an iperf3 TCP
 # flow, 1% random loss on the router), the plain bed with 1% and 10% XDP drop; the goals
-# with met / NOT met, ndkbench's goodput beside them; about a minute and a half.
+# with met / NOT met, ndkbench's goodput beside them; about two minutes.
 prereq-bench:
 	@$(PREREQ) bench
 

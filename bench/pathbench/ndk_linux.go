@@ -36,6 +36,7 @@ type flow struct {
 // driven by the pump's goroutine) write into B's target (ProgressAdaptive: B only
 // acknowledges, on its own engine goroutine).
 type pair struct {
+	bed      *testbed.Bed
 	a, b     *ndk.Adapter
 	ln       *ndk.Listener
 	srcMR    *ndk.MR
@@ -46,7 +47,7 @@ type pair struct {
 
 // openPair opens the adapters on bed's hosts and connects n QPs from A to B.
 func openPair(bed *testbed.Bed, n int, outstanding int) (p *pair, err error) {
-	p = &pair{}
+	p = &pair{bed: bed}
 	defer func() {
 		if err != nil {
 			p.close()

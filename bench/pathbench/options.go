@@ -45,6 +45,10 @@ const (
 type Options struct {
 	// Scenarios are the scenarios run (AllScenarios' names), in AllScenarios' order.
 	Scenarios []string
+	// Runs is how many times every scenario is repeated (on the same bed, the scenarios
+	// interleaved); each figure's value is the median of its runs, ratios taken within a
+	// run.
+	Runs int
 	// Duration is each measured window.
 	Duration time.Duration
 	// Warmup precedes each window; in the two-QP scenario it is also the stagger: the
@@ -68,13 +72,14 @@ type Options struct {
 	Progress io.Writer
 }
 
-// DefaultOptions returns the full run, about a minute and a half: every scenario, 5 s
+// DefaultOptions returns the full run, about two minutes: every scenario three times, 3 s
 // windows after 1 s of warm-up, 16 outstanding Writes per QP, a 2 Gbit/s bottleneck with a
 // 128 KiB bucket and a 512 KiB queue, 1% router loss, 1% and 10% XDP loss.
 func DefaultOptions() Options {
 	return Options{
 		Scenarios:   slices.Clone(AllScenarios),
-		Duration:    5 * time.Second,
+		Runs:        3,
+		Duration:    3 * time.Second,
 		Warmup:      time.Second,
 		Sample:      100 * time.Millisecond,
 		Outstanding: 16,
@@ -86,10 +91,11 @@ func DefaultOptions() Options {
 	}
 }
 
-// QuickOptions returns a short pass (the smoke test's): every scenario, 600 ms windows
-// after 300 ms of warm-up.
+// QuickOptions returns a short pass (the smoke test's): every scenario once, 600 ms
+// windows after 300 ms of warm-up.
 func QuickOptions() Options {
 	o := DefaultOptions()
+	o.Runs = 1
 	o.Duration, o.Warmup, o.Sample = 600*time.Millisecond, 300*time.Millisecond, 50*time.Millisecond
 	return o
 }
@@ -103,6 +109,8 @@ func (o Options) normalize() (Options, error) {
 		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
 	switch {
+	case o.Runs < 1 || o.Runs > 20:
+		return bad("runs %d not in [1, 20]", o.Runs)
 	case o.Duration <= 0 || o.Duration > 2*time.Minute:
 		return bad("duration %v not in (0, 2m]", o.Duration)
 	case o.Warmup < 0 || o.Warmup > time.Minute:

@@ -16,6 +16,7 @@ const (
 	SystemBottleneck = "bottleneck" // the router's tbf (its counters)
 	SystemPath       = "path"       // the loss injected on the path (its counters)
 	SystemLinks      = "links"      // both adapters' links (their receive drops)
+	SystemVeth       = "veth"       // every veth end of the bed (the kernel's drops)
 	SystemAll        = "all"        // figures over every flow of a scenario (Jain's index)
 )
 
@@ -72,6 +73,7 @@ type Header struct {
 // Config is the part of Options that shapes the figures.
 type Config struct {
 	Scenarios   []string  `json:"scenarios"`
+	Runs        int       `json:"runs"`
 	DurationMS  int64     `json:"duration_ms"`
 	WarmupMS    int64     `json:"warmup_ms"`
 	SampleMS    int64     `json:"sample_ms"`
@@ -163,7 +165,7 @@ func (r *Results) WriteTable(w io.Writer) error {
 				continue
 			}
 			if first {
-				fmt.Fprintf(&b, "%s\n  %-11s %-5s %6s %7s %-12s %12s %s\n", titles[sc], "system", "op", "size", "loss %", "metric", "value", "unit")
+				fmt.Fprintf(&b, "%s; median of %d runs\n  %-11s %-5s %6s %7s %-12s %12s %s\n", titles[sc], r.Header.Config.Runs, "system", "op", "size", "loss %", "metric", "value", "unit")
 				first = false
 			}
 			prec := 3

@@ -39,7 +39,7 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 		Host: report.ThisHost(), MTU: MTU, Date: time.Now().Format(time.RFC3339),
 		Modes: map[string]string{}, Notes: definitionNotes(o),
 		Config: Config{
-			Scenarios: o.Scenarios, DurationMS: o.Duration.Milliseconds(), WarmupMS: o.Warmup.Milliseconds(),
+			Scenarios: o.Scenarios, Runs: o.Runs, DurationMS: o.Duration.Milliseconds(), WarmupMS: o.Warmup.Milliseconds(),
 			SampleMS: o.Sample.Milliseconds(), Outstanding: o.Outstanding, WriteSize: WriteSize,
 			RateBps: o.Rate, BurstBytes: o.Burst, LimitBytes: o.Limit, RouterLoss: pct(o.RouterLoss),
 		},
@@ -112,23 +112,25 @@ func (r *runner) routed(ctx context.Context, bed *testbed.Bed, sel []string) err
 	defer p.close()
 	r.res.Header.Modes["routed"] = fmt.Sprintf("routed bed A - router - B (%v -> %v), tc tbf on the router's egress towards B: rate %d bit/s, burst %d B, limit %d B; ",
 		bed.A.Addr, bed.B.Addr, o.Rate, o.Burst, o.Limit) + p.modes()
-	for _, sc := range sel {
-		if ctx.Err() != nil {
-			return nil
-		}
-		var err error
-		switch sc {
-		case ScenarioSingle:
-			err = r.single(ctx, bed, p)
-		case ScenarioTwo:
-			err = r.two(ctx, bed, p)
-		case ScenarioTCP:
-			err = r.tcp(ctx, bed, p)
-		case ScenarioLoss:
-			err = r.loss(ctx, bed, p)
-		}
-		if err != nil && ctx.Err() == nil {
-			r.fail(sc, err)
+	for rep := range o.Runs {
+		for _, sc := range sel {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var err error
+			switch sc {
+			case ScenarioSingle:
+				err = r.single(ctx, bed, p)
+			case ScenarioTwo:
+				err = r.two(ctx, bed, p)
+			case ScenarioTCP:
+				err = r.tcp(ctx, bed, p)
+			case ScenarioLoss:
+				err = r.loss(ctx, bed, p)
+			}
+			if err != nil && ctx.Err() == nil {
+				r.fail(fmt.Sprintf("%s, run %d", sc, rep+1), err)
+			}
 		}
 	}
 	return nil
@@ -165,13 +167,14 @@ func (r *runner) bottleneckDrops(sc string, bed *testbed.Bed, before testbed.Qdi
 // loss. It returns the goodput.
 func (r *runner) oneQP(ctx context.Context, p *pair, sc string, loss float64, rate uint64) (float64, error) {
 	o := r.o
-	d0 := p.linkDrops()
+	d0, v0 := p.linkDrops(), vethDrops(p.bed)
 	s, err := p.pump(ctx, p.flows[:1], []time.Duration{0}, o.Warmup+o.Duration, o)
 	if err != nil {
 		return 0, err
 	}
-	drops := p.linkDrops() - d0
+	drops, vdrops := p.linkDrops()-d0, vethDrops(p.bed)-v0
 	r.res.add(Ref{sc, SystemLinks, OpWrite, WriteSize, loss, MetricDrops}, UnitCount, float64(drops))
+	r.res.add(Ref{sc, SystemVeth, OpWrite, WriteSize, loss, MetricDrops}, UnitCount, float64(vdrops))
 	a, b, ok := window(s, int64(o.Warmup), int64(o.Warmup+o.Duration))
 	if !ok {
 		return 0, errors.New("no measured window")
@@ -184,8 +187,8 @@ func (r *runner) oneQP(ctx context.Context, p *pair, sc string, loss float64, ra
 		r.res.add(ref, UnitRatio, g*1e9/float64(rate))
 	}
 	retx, tmo := r.qpFigures(ref, a, b, 0)
-	r.progress("%-6s loss %5g%%: goodput %.3f Gbit/s; %d retransmits, %d timeouts; srtt %v cwnd %d; links dropped %d",
-		sc, loss, g, retx, tmo, time.Duration(b.stats[0].SRTT), b.stats[0].CongestionWindow, drops)
+	r.progress("%-6s loss %5g%%: goodput %.3f Gbit/s; %d retransmits, %d timeouts; srtt %v cwnd %d; sockets dropped %d, veth ends %d",
+		sc, loss, g, retx, tmo, time.Duration(b.stats[0].SRTT), b.stats[0].CongestionWindow, drops, vdrops)
 	return g, nil
 }
 
@@ -344,6 +347,20 @@ func (r *runner) xdp(ctx context.Context, bed *testbed.Bed) (err error) {
 			_ = pr.SetFaultDrop(0, 0)
 		}
 	}()
+	for rep := range o.Runs {
+		if err := r.xdpRun(ctx, p, progs, rep); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("run %d: %w", rep+1, err)
+		}
+	}
+	return nil
+}
+
+// xdpRun is one run of the xdp scenario: lossless, then each loss rate.
+func (r *runner) xdpRun(ctx context.Context, p *pair, progs []*bpf.Program, rep int) error {
+	o := r.o
 	lossless, err := r.oneQP(ctx, p, ScenarioXDP, 0, 0)
 	if err != nil {
 		return fmt.Errorf("lossless: %w", err)
@@ -355,7 +372,7 @@ func (r *runner) xdp(ctx context.Context, bed *testbed.Bed) (err error) {
 		l := pct(prob)
 		d0 := xdpDropped(p)
 		for k, pr := range progs {
-			if err := pr.SetFaultDrop(prob, uint64(100*i+k+1)); err != nil {
+			if err := pr.SetFaultDrop(prob, uint64(1000*rep+100*i+k+1)); err != nil {
 				return err
 			}
 		}
@@ -384,15 +401,32 @@ func xdpDropped(p *pair) uint64 {
 	return n
 }
 
+// vethDrops returns the packets the kernel dropped on receive or transmit at every veth end
+// of bed (the router's included), as `ip -s link` counts them; unreadable counters count 0.
+func vethDrops(bed *testbed.Bed) uint64 {
+	hosts := []*testbed.Host{bed.A, bed.B}
+	if bed.R != nil {
+		hosts = append(hosts, bed.R.A, bed.R.B)
+	}
+	var n uint64
+	for _, h := range hosts {
+		if c, err := h.LinkCounters(); err == nil {
+			n += c.RxDropped + c.TxDropped
+		}
+	}
+	return n
+}
+
 // definitionNotes are the header notes that define the figures.
 func definitionNotes(o Options) []string {
 	return []string{
 		"host A writes to host B: 64 KiB RDMA Writes from A's UMEM into a 1 MiB region of B's, Outstanding per QP reposted as they complete; goodput = Write bytes completed in the window x 8 / window",
+		fmt.Sprintf("every scenario runs %d times on the same bed, the scenarios interleaved; value = median of the runs, a ratio's runs are ratios within a run", o.Runs),
 		fmt.Sprintf("every scenario: %v warm-up, then the %v window; counters (tx_pkts, retransmits, timeouts) are A's QP's over the window, srtt and cwnd its estimates at the window's end", o.Warmup, o.Duration),
 		"share = goodput / bottleneck rate; jain = (sum x)^2 / (n sum x^2) of the QPs' goodputs over the second half of the two-QP window",
 		"loss: the router's tc BPF classifiers (internal/tcloss) drop at random on its egress in both directions (data towards B, acknowledgements towards A); ratio = lossy / lossless goodput, measured one after the other on the same QP",
 		"xdp: both hosts' XDP programs drop each of our datagrams they receive at random (both directions); rto_share = timeouts / retransmits (each timer expiry resends one packet, so it is the share of retransmissions the timer caused)",
 		"tcp: iperf3 server intervals (received bytes) within the window, the QP and iperf3 started together",
-		"drops (bottleneck) = packets tbf dropped with its queue full; drops (path) = packets the loss programs dropped",
+		"drops: bottleneck = packets tbf dropped with its queue full; path = packets the loss programs dropped; links = datagrams both AF_XDP sockets dropped on receipt (Link.Stats().RxDropped); veth = the kernel's receive and transmit drops at every veth end (ip -s link); retransmissions beyond these are spurious",
 	}
 }

@@ -6,8 +6,8 @@
 // there, ndkbench's lossless goodput beside them, and writes the figures as JSON. It needs
 // root, and iperf3 for the tcp scenario.
 //
-//	go run ./bench/cmd/pathbench                      # every scenario, about a minute and a half (make bench-path)
-//	go run ./bench/cmd/pathbench -scenarios xdp -duration 2s
+//	go run ./bench/cmd/pathbench                      # every scenario 3 times, about two minutes (make bench-path)
+//	go run ./bench/cmd/pathbench -scenarios xdp -runs 5 -duration 2s
 package main
 
 import (
@@ -29,6 +29,7 @@ func run() int {
 	def := pathbench.DefaultOptions()
 	var (
 		scenarios = flag.String("scenarios", "all", "comma-separated from single,two,tcp,loss,xdp, or all")
+		runs      = flag.Int("runs", def.Runs, "repeat every scenario this many times and report the medians")
 		duration  = flag.Duration("duration", def.Duration, "measured window of every scenario")
 		warmup    = flag.Duration("warmup", def.Warmup, "warm-up before each window (also the two-QP stagger)")
 		out       = flag.String("json", "bench/out/path.json", "write the JSON results to this `path`")
@@ -38,7 +39,7 @@ func run() int {
 	flag.Parse()
 	o := def
 	o.Scenarios = pathbench.ParseScenarios(*scenarios)
-	o.Duration, o.Warmup = *duration, *warmup
+	o.Runs, o.Duration, o.Warmup = *runs, *duration, *warmup
 	if o.Sample > o.Duration/2 {
 		o.Sample = o.Duration / 2
 	}
