@@ -300,15 +300,16 @@ func (p *pair) pump(ctx context.Context, flows []*flow, starts []time.Duration, 
 // drainLimit bounds the wait for the Writes outstanding when a pump's window ends.
 const drainLimit = 15 * time.Second
 
-// window returns the samples nearest (at or after) from and (at or before) to, ns since
-// the pump's start; ok is false when they do not span a positive time.
+// window returns the first sample at or after from and the last at or before to, ns since
+// the pump's start, to < 0 meaning the pump's final sample (taken when its total time was
+// up); ok is false when they do not span a positive time.
 func window(s []sample, from, to int64) (a, b sample, ok bool) {
 	ia, ib := -1, -1
 	for i := range s {
 		if ia < 0 && s[i].at >= from {
 			ia = i
 		}
-		if s[i].at <= to {
+		if to < 0 || s[i].at <= to {
 			ib = i
 		}
 	}

@@ -43,6 +43,9 @@ func TestWindow(t *testing.T) {
 	if g := gbps(a, b, 0); math.Abs(g-3000*8/150.0) > 1e-9 {
 		t.Errorf("gbps = %v", g)
 	}
+	if a, b, ok := window(s, 100, -1); !ok || a.at != 100 || b.at != 250 {
+		t.Errorf("window to the end = %v %v %v", a.at, b.at, ok)
+	}
 	if _, _, ok := window(s, 240, 250); ok {
 		t.Error("a window without two samples is ok")
 	}

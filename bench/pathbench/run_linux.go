@@ -109,7 +109,7 @@ func (r *runner) routed(ctx context.Context, bed *testbed.Bed, sel []string) err
 	if err != nil {
 		return err
 	}
-	defer p.close()
+	defer func() { p.close() }()
 	r.res.Header.Modes["routed"] = fmt.Sprintf("routed bed A - router - B (%v -> %v), tc tbf on the router's egress towards B: rate %d bit/s, burst %d B, limit %d B; ",
 		bed.A.Addr, bed.B.Addr, o.Rate, o.Burst, o.Limit) + p.modes()
 	for rep := range o.Runs {
@@ -130,6 +130,12 @@ func (r *runner) routed(ctx context.Context, bed *testbed.Bed, sel []string) err
 			}
 			if err != nil && ctx.Err() == nil {
 				r.fail(fmt.Sprintf("%s, run %d", sc, rep+1), err)
+				// A failed QP fails what follows on it: start again on new adapters.
+				p.close()
+				if p, err = openPair(bed, 2, o.Outstanding); err != nil {
+					p = &pair{}
+					return fmt.Errorf("reopen the adapters: %w", err)
+				}
 			}
 		}
 	}
@@ -175,7 +181,7 @@ func (r *runner) oneQP(ctx context.Context, p *pair, sc string, loss float64, ra
 	drops, vdrops := p.linkDrops()-d0, vethDrops(p.bed)-v0
 	r.res.add(Ref{sc, SystemLinks, OpWrite, WriteSize, loss, MetricDrops}, UnitCount, float64(drops))
 	r.res.add(Ref{sc, SystemVeth, OpWrite, WriteSize, loss, MetricDrops}, UnitCount, float64(vdrops))
-	a, b, ok := window(s, int64(o.Warmup), int64(o.Warmup+o.Duration))
+	a, b, ok := window(s, int64(o.Warmup), -1)
 	if !ok {
 		return 0, errors.New("no measured window")
 	}
@@ -217,9 +223,9 @@ func (r *runner) two(ctx context.Context, bed *testbed.Bed, p *pair) error {
 	if err != nil {
 		return err
 	}
-	from, to := int64(2*o.Warmup), int64(2*o.Warmup+o.Duration)
-	a, b, ok := window(s, from, to)
-	ha, hb, hok := window(s, from+int64(o.Duration/2), to)
+	from := int64(2 * o.Warmup)
+	a, b, ok := window(s, from, -1)
+	ha, hb, hok := window(s, from+int64(o.Duration/2), -1)
 	if !ok || !hok {
 		return errors.New("no measured window")
 	}
@@ -269,7 +275,7 @@ func (r *runner) tcp(ctx context.Context, bed *testbed.Bed, p *pair) error {
 	if err != nil {
 		return err
 	}
-	a, b, ok := window(s, int64(o.Warmup), int64(total))
+	a, b, ok := window(s, int64(o.Warmup), -1)
 	if !ok {
 		return errors.New("no measured window")
 	}
