@@ -73,33 +73,33 @@ func openPair(bed *testbed.Bed, n int, outstanding int) (p *pair, err error) {
 	}
 	apd, err := p.a.NewPD()
 	if err != nil {
-		return p, fmt.Errorf("A: new PD: %w", err)
+		return p, fmt.Errorf("host A: new PD: %w", err)
 	}
 	bpd, err := p.b.NewPD()
 	if err != nil {
-		return p, fmt.Errorf("B: new PD: %w", err)
+		return p, fmt.Errorf("host B: new PD: %w", err)
 	}
 	if p.src, err = p.a.Alloc(WriteSize, 4096); err != nil {
-		return p, fmt.Errorf("A: alloc: %w", err)
+		return p, fmt.Errorf("host A: alloc: %w", err)
 	}
 	for i := range p.src {
 		p.src[i] = byte(i * 7)
 	}
 	if p.srcMR, err = apd.RegisterMR(p.src, ndk.MRAllowLocalWrite); err != nil {
-		return p, fmt.Errorf("A: register: %w", err)
+		return p, fmt.Errorf("host A: register: %w", err)
 	}
 	target, err := p.b.Alloc(targetSize, 4096)
 	if err != nil {
-		return p, fmt.Errorf("B: alloc: %w", err)
+		return p, fmt.Errorf("host B: alloc: %w", err)
 	}
 	if p.targetMR, err = bpd.RegisterMR(target, ndk.MRAllowRemoteWrite); err != nil {
-		return p, fmt.Errorf("B: register: %w", err)
+		return p, fmt.Errorf("host B: register: %w", err)
 	}
 	bqps := make(chan *ndk.QP, n)
 	for range n {
 		qp, err := newQP(p.b, bpd, 16)
 		if err != nil {
-			return p, fmt.Errorf("B: %w", err)
+			return p, fmt.Errorf("host B: %w", err)
 		}
 		bqps <- qp
 	}
@@ -114,39 +114,39 @@ func openPair(bed *testbed.Bed, n int, outstanding int) (p *pair, err error) {
 			accepted <- errors.New("more connection requests than QPs")
 		}
 	}); err != nil {
-		return p, fmt.Errorf("B: new listener: %w", err)
+		return p, fmt.Errorf("host B: new listener: %w", err)
 	}
 	if err := p.ln.Listen(netip.AddrPortFrom(netip.Addr{}, ServicePort)); err != nil {
-		return p, fmt.Errorf("B: listen: %w", err)
+		return p, fmt.Errorf("host B: listen: %w", err)
 	}
 	dest := netip.AddrPortFrom(bed.B.Addr, ServicePort)
 	for i := range n {
 		cq, err := p.a.NewCQ(2*outstanding+16, nil)
 		if err != nil {
-			return p, fmt.Errorf("A: new CQ: %w", err)
+			return p, fmt.Errorf("host A: new CQ: %w", err)
 		}
 		qp, err := newQPWith(p.a, apd, cq, outstanding+8)
 		if err != nil {
-			return p, fmt.Errorf("A: %w", err)
+			return p, fmt.Errorf("host A: %w", err)
 		}
 		p.flows = append(p.flows, &flow{qp: qp, cq: cq})
 		conn, err := p.a.NewConnector()
 		if err != nil {
-			return p, fmt.Errorf("A: new connector: %w", err)
+			return p, fmt.Errorf("host A: new connector: %w", err)
 		}
 		if err := conn.Connect(ctx, qp, dest, 0, 0, nil); err != nil {
-			return p, fmt.Errorf("QP %d: connect: %w", i+1, err)
+			return p, fmt.Errorf("connect QP %d: %w", i+1, err)
 		}
 		if err := conn.CompleteConnect(ctx, nil); err != nil {
-			return p, fmt.Errorf("QP %d: complete connect: %w", i+1, err)
+			return p, fmt.Errorf("complete connect of QP %d: %w", i+1, err)
 		}
 		select {
 		case err := <-accepted:
 			if err != nil {
-				return p, fmt.Errorf("QP %d: accept: %w", i+1, err)
+				return p, fmt.Errorf("accept of QP %d: %w", i+1, err)
 			}
 		case <-ctx.Done():
-			return p, fmt.Errorf("QP %d: accept: no answer within 10 s", i+1)
+			return p, fmt.Errorf("accept of QP %d: no answer within 10 s", i+1)
 		}
 	}
 	return p, nil
