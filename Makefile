@@ -29,13 +29,13 @@ TEST_FLAGS ?=
 FUZZTIME ?= 10s
 FUZZ ?= .
 
-.PHONY: help build test test-race test-all fuzz demo bench bench-link bench-transport bench-ndk generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
+.PHONY: help build test test-race test-all fuzz demo bench bench-link bench-transport bench-ndk bench-path prereq-bench generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
 
 help:
 	@echo "make build           go build ./..."
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
 	@echo "make demo            ndkpeer between two namespace hosts: doctor, serve, tour, latency and bandwidth tests (root)"
-	@echo "make bench           link (root), transport and NDK verbs (root) benchmarks (bench-link, bench-transport, bench-ndk)"
+	@echo "make bench           link (root), transport, NDK verbs (root) and real-path (root) benchmarks (bench-link, bench-transport, bench-ndk, bench-path)"
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
 	@echo "make cross           go build ./... for $(CROSS_PLATFORMS), and go vet for linux/386"
@@ -111,7 +111,7 @@ fuzz:
 demo: prereq-demo
 	$(GO) run ./internal/demo
 
-bench: bench-link bench-transport bench-ndk
+bench: bench-link bench-transport bench-ndk bench-path
 
 bench-link:
 	$(GO) run ./bench/cmd/linkbench
@@ -121,9 +121,20 @@ bench-transport:
 	$(GO) test ./transport -run '^$$' -bench BenchmarkEngine -benchmem -count 3
 
 # NDK verbs between the namespace hosts with the raw-link and kernel-TCP baselines of the
-# same run, and the goal ratios (bench/README.md); about a minute and a half.
+# same run, and the goal ratios (bench/README.md); about two minutes.
 bench-ndk:
 	$(GO) run ./bench/cmd/ndkbench
+
+# Congestion control and loss recovery on real paths (bench/README.md, "bench: real paths"):
+# a routed bed with a 2 Gbit/s tc tbf bottleneck (one QP, two QPs, a QP beside an iperf3 TCP
+# flow, 1% random loss on the router), the plain bed with 1% and 10% XDP drop; the goals
+# with met / NOT met, ndkbench's goodput beside them; about two minutes.
+prereq-bench:
+	@$(PREREQ) bench
+
+bench-path: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
+bench-path: prereq-bench
+	$(GO) run ./bench/cmd/pathbench
 
 # The soak: internal/workload's TestSoak (the verb mix between two namespace hosts over
 # AF_XDP, 1% XDP drop both ways plus duplication, reordering and corruption) for

@@ -1,9 +1,12 @@
 // Command prereq checks that the system has what a Makefile target needs, and installs what
-// is missing where it can. `make test`, `make demo` and `make generate` run it first:
+// is missing where it can. `make test`, `make demo`, `make generate` and `make bench-path`
+// run it first:
 //
 //	go run ./internal/prereq [-check] TARGET...
 //
-// TARGET is test, demo, generate or ci (all of them, plus make and git, as .ci/run uses).
+// TARGET is test, demo, generate, bench (what make bench-path needs besides root: iproute2's
+// ip and tc, iperf3) or ci (test, demo and generate, plus make and git, as .ci/run uses;
+// CI runs no benchmark).
 // Each target's requirements are commands (looked up on PATH, then in /usr/local/sbin,
 // /usr/sbin and /sbin) or C header files, each mapped to the Debian packages that provide
 // it. When everything is present it prints one line and exits 0. When something is missing

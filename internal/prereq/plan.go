@@ -56,6 +56,10 @@ var requirements = map[string]Requirement{
 		Why: "bpf/steer.c includes bpf_helpers.h and bpf_endian.h"},
 	"make": {Name: "make", Command: "make", Packages: []string{"make"},
 		Why: "CI runs the Makefile's targets"},
+	"tc": {Name: "tc", Command: "tc", Packages: []string{"iproute2"},
+		Why: "make bench-path: the router's tbf bottleneck and loss classifiers (internal/testbed)"},
+	"iperf3": {Name: "iperf3", Command: "iperf3", Packages: []string{"iperf3"},
+		Why: "make bench-path: the kernel TCP flow beside a QP through the bottleneck (bench/pathbench)"},
 	"git": {Name: "git", Command: "git", Packages: []string{"git"},
 		Why: "make check-generate compares bpf/ with git"},
 }
@@ -66,6 +70,7 @@ var targets = map[string][]string{
 	"test":     {"ip", "ping", "ethtool", "tshark", "sysctl", "cat", "sleep", "gcc", "libc-headers", "go"},
 	"demo":     {"ip", "go"},
 	"generate": {"clang", "llvm-strip", "bpf-headers"},
+	"bench":    {"ip", "tc", "iperf3", "go"},
 	"ci": {"ip", "ping", "ethtool", "tshark", "sysctl", "cat", "sleep", "gcc", "libc-headers", "go",
 		"clang", "llvm-strip", "bpf-headers", "make", "git"},
 }

@@ -80,8 +80,18 @@ func TestNeeds(t *testing.T) {
 	if _, err := needs(nil); err == nil {
 		t.Error("no target accepted")
 	}
-	if _, err := needs([]string{"test", "bench"}); err == nil || !strings.Contains(err.Error(), `"bench"`) {
+	if _, err := needs([]string{"test", "bogus"}); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("unknown target: err = %v", err)
+	}
+	// make bench-path runs tc (the bottleneck) and iperf3 (the TCP flow).
+	bench, err := needs([]string{"bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"ip", "tc", "iperf3"} {
+		if !slices.ContainsFunc(bench, func(r Requirement) bool { return r.Command == c }) {
+			t.Errorf("bench lacks %s: %s", c, nameList(bench))
+		}
 	}
 	rs, err := needs([]string{"test", "demo"})
 	if err != nil {
