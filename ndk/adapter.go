@@ -13,7 +13,6 @@ import (
 
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
-	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
 // Progress says who runs the protocol engine of an Adapter.
@@ -370,9 +369,9 @@ func (a *Adapter) QueryAdapterInfo() AdapterInfo {
 		MaxInitiatorQueueDepth: maxQueueDepth,
 		MaxSrqDepth:            maxSRQDepth,
 		MaxCqDepth:             maxCQDepth,
-		LargeRequestThreshold:  uint32(a.link.MaxPayload() - wire.HeaderLen - wire.TrailerLen),
-		MaxCallerData:          wire.MaxPrivateData,
-		MaxCalleeData:          wire.MaxPrivateData,
+		LargeRequestThreshold:  uint32(a.link.MaxPayload() - transport.PacketOverhead),
+		MaxCallerData:          transport.MaxPrivateData,
+		MaxCalleeData:          transport.MaxPrivateData,
 		Flags:                  AdapterReadSinkNotRequired | AdapterCQInterruptModeration | AdapterRDMAReadLocalInvalidate,
 		MaxQPs:                 uint32(a.eng.MaxQPs()),
 	}

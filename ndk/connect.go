@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/transport"
-	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
 // Addresses. An NDK address is an IP address and a port. Here the port names a service
@@ -97,8 +96,8 @@ func checkLimits(ird, ord int, private []byte) (int, int, error) {
 	if ird < 0 || ord < 0 {
 		return 0, 0, errorf(StatusInvalidParameter, "read limits %d/%d", ird, ord)
 	}
-	if len(private) > wire.MaxPrivateData {
-		return 0, 0, errorf(StatusInvalidBufferSize, "%d bytes of private data (max %d)", len(private), wire.MaxPrivateData)
+	if len(private) > transport.MaxPrivateData {
+		return 0, 0, errorf(StatusInvalidBufferSize, "%d bytes of private data (max %d)", len(private), transport.MaxPrivateData)
 	}
 	return min(ird, maxReadLimit), min(ord, maxReadLimit), nil
 }
@@ -254,7 +253,7 @@ func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []
 // the peer's acceptance after Connect returned. The peer's Connect or CompleteConnect fails
 // with STATUS_CONNECTION_REFUSED.
 func (c *Connector) Reject(private []byte) error {
-	if len(private) > wire.MaxPrivateData {
+	if len(private) > transport.MaxPrivateData {
 		return errorf(StatusInvalidBufferSize, "%d bytes of private data", len(private))
 	}
 	switch {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"github.com/xdpndk/xdpndk/transport/wire"
 
 	"github.com/xdpndk/xdpndk/memreg"
 )
@@ -191,3 +192,14 @@ type MemoryResolver interface {
 // ErrAccess is the reason a MemoryResolver refuses an access: memreg.ErrAccess, the same
 // error value, which every refusal of a memreg.Registry matches.
 var ErrAccess = memreg.ErrAccess
+
+// Limits of the connection and of one packet, for the layers above (they do not read the
+// wire format).
+const (
+	// MaxPrivateData is the most private data a connect, accept or reject carries.
+	MaxPrivateData = wire.MaxPrivateData
+	// PacketOverhead is what every data packet spends of a datagram on the transport's
+	// header and trailer: a message of at most MaxPayload-PacketOverhead bytes (less its
+	// opcode's extension) fits in one packet.
+	PacketOverhead = wire.HeaderLen + wire.TrailerLen
+)

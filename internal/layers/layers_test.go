@@ -133,3 +133,22 @@ func TestViolationsDetected(t *testing.T) {
 		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(bad, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// ndk imports the engine's API (package transport and its link contract), never the
+// engine's parts: its wire format, acknowledgement machinery, controllers or simulator.
+// A rule on direct imports: through transport, ndk depends on all of them.
+func TestNDKUsesTheEngineAPI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, module+"/ndk").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	if !slices.Contains(imports, module+"/transport") {
+		t.Fatalf("ndk imports %v: not the engine, the rule checks nothing", imports)
+	}
+	for _, d := range imports {
+		if under(d, "transport") && d != module+"/transport" && !under(d, "transport/link") {
+			t.Errorf("ndk imports %s: use what package transport exports", d)
+		}
+	}
+}
