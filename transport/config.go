@@ -52,7 +52,8 @@ type Config struct {
 	// Power of two. Default 1024.
 	Window int
 	// NewController makes a QP's congestion controller for a payload size (MSS) in bytes.
-	// Default: congestion.NewSwift with its defaults.
+	// Default: congestion.NewDelay with its defaults (docs/TRANSPORT.md, "Congestion
+	// control").
 	NewController func(mss int) congestion.Controller
 	// GoBackN retransmits everything unacknowledged after a loss instead of just the missing
 	// packets. It exists so benchmarks can show the difference; never use it otherwise.
@@ -120,12 +121,12 @@ func (c *Config) normalize() error {
 	}
 	if c.NewController == nil {
 		c.NewController = func(mss int) congestion.Controller {
-			cfg := congestion.DefaultSwiftConfig()
+			cfg := congestion.DefaultDelayConfig()
 			cfg.MSS = mss
-			if s, err := congestion.NewSwift(cfg); err == nil {
-				return s
+			if d, err := congestion.NewDelay(cfg); err == nil {
+				return d
 			}
-			// Only an MSS outside Swift's range gets here; a fixed window still works.
+			// Only an MSS outside the controller's range gets here; a fixed window still works.
 			f, err := congestion.NewFixed(64 * max(mss, 1))
 			if err != nil {
 				panic("transport: fixed congestion window refused: " + err.Error())
