@@ -97,20 +97,21 @@ func (d *Delay) OnAck(now int64, acked int, delay int64) {
 	x := float64(delay)
 	switch {
 	case x < t:
+		ai := d.cfg.AI * max(1, float64(d.baseDelay())/float64(d.cfg.AIScale))
 		switch {
 		case d.slow:
 			d.cwnd += pkts
 		case d.cwnd >= 1:
-			d.cwnd += d.cfg.AI * pkts / d.cwnd
+			d.cwnd += ai * pkts / d.cwnd
 		default:
-			d.cwnd += d.cfg.AI * pkts
+			d.cwnd += ai * pkts
 		}
 		d.cwnd = min(d.cwnd, d.cfg.MaxCwnd)
 	case x > t:
 		d.slow = false
 		if d.canDecrease(now) {
 			base := float64(d.baseDelay())
-			f := max(1-d.cfg.Beta*(x-base)/x, 1-d.cfg.MaxMDF)
+			f := max((1-d.cfg.Beta*(x-base)/x)*(1-d.cfg.DrainMargin), 1-d.cfg.MaxMDF)
 			d.decrease(now, f, &d.stats.DelayDecreases)
 		}
 	}
@@ -129,7 +130,7 @@ func (d *Delay) OnLoss(now int64, lost int) {
 		d.roundLost += float64(lost) / d.mss
 	}
 	acked, gone := d.roundAcked+d.prevAcked, d.roundLost+d.prevLost
-	congested := !d.sample.have || float64(d.sample.last) > d.targetDelay() ||
+	congested := (d.sample.have && float64(d.sample.last) > d.targetDelay()) ||
 		gone > d.cfg.RandomLossMax*(acked+gone)
 	if !congested {
 		d.stats.RandomLosses++

@@ -21,12 +21,23 @@ type DelayConfig struct {
 	// MaxCwnd is the largest window, in packets. MaxCwnd*MSS <= MaxWindowBytes.
 	MaxCwnd float64
 
-	// AI is the additive increase in congestion avoidance, in packets per round trip. > 0.
+	// AI is the additive increase in congestion avoidance, in packets per round trip, on a
+	// path of up to AIScale: a longer path adds AI*base/AIScale per round trip, the same
+	// for every flow on it (so increases stay additive and fair), so that the window grows
+	// back to the path's bandwidth-delay product in about as many round trips on a 10 ms
+	// path as on a 25 µs one. > 0.
 	AI float64
+	// AIScale is the path round trip up to which AI is not scaled, in ns. 1 to MaxDelay.
+	AIScale int64
 	// Beta scales the decrease on delay: above the target the window is multiplied by
-	// max(1 - Beta*(delay-base)/delay, 1 - MaxMDF), which with Beta 1 removes exactly this
-	// flow's share of the standing queue. 0 < Beta <= 1.
+	// max((1 - Beta*(delay-base)/delay)*(1-DrainMargin), 1 - MaxMDF), which with Beta 1
+	// removes this flow's share of the standing queue and DrainMargin more. 0 < Beta <= 1.
 	Beta float64
+	// DrainMargin is the fraction of the window a delay cut removes beyond the queue: it
+	// empties the queue for a moment, so that every flow, also one that started on a
+	// standing queue and took it for path delay, sees the path's unloaded round trip. 0 to
+	// 0.5.
+	DrainMargin float64
 	// MaxMDF is the largest fraction of the window one decrease may remove, and what a
 	// congestion loss removes. 0 < MaxMDF < 1.
 	MaxMDF float64
@@ -70,8 +81,10 @@ type DelayConfig struct {
 //	InitialCwnd 16 pkt      line rate of 10 Gbit/s at an 18 µs round trip from the start
 //	MinCwnd 1 pkt           no pacing below one packet (software endpoints wake up late)
 //	MaxCwnd 65536 pkt       about 92 MB: 10 Gbit/s over 70 ms
-//	AI 1 pkt/RTT            Reno's probing in congestion avoidance
-//	Beta 1, MaxMDF 0.5      a delay cut drains this flow's share of the queue
+//	AI 1 pkt/RTT            Reno's probing in congestion avoidance, on paths up to
+//	AIScale 25 µs           25 µs; 400 pkt/RTT on a 10 ms path
+//	Beta 1, MaxMDF 0.5      a delay cut drains this flow's share of the queue,
+//	DrainMargin 0.1         and 10% more: the queue empties once per cycle
 //	BaseTarget 25 µs        a few packets of queue plus software timestamp jitter
 //	TargetRatio 1/8         1.25 ms of queue allowed on a 10 ms path
 //	FSRange 25 µs           flow scaling as Swift's, 0.1 to 100 packets
@@ -86,7 +99,9 @@ func DefaultDelayConfig() DelayConfig {
 		MinCwnd:            1,
 		MaxCwnd:            65536,
 		AI:                 1,
+		AIScale:            25_000,
 		Beta:               1,
+		DrainMargin:        0.1,
 		MaxMDF:             0.5,
 		BaseTarget:         25_000,
 		TargetRatio:        0.125,
@@ -119,6 +134,10 @@ func (c *DelayConfig) validate() error {
 		return bad("InitialCwnd", c.InitialCwnd, "in [MinCwnd, MaxCwnd]")
 	case !finite(c.AI) || c.AI <= 0:
 		return bad("AI", c.AI, "> 0")
+	case c.AIScale < 1 || c.AIScale > MaxDelay:
+		return bad("AIScale", c.AIScale, fmt.Sprintf("1..%d ns", MaxDelay))
+	case !finite(c.DrainMargin) || c.DrainMargin < 0 || c.DrainMargin > 0.5:
+		return bad("DrainMargin", c.DrainMargin, "in [0, 0.5]")
 	case !finite(c.Beta) || c.Beta <= 0 || c.Beta > 1:
 		return bad("Beta", c.Beta, "in (0, 1]")
 	case !finite(c.MaxMDF) || c.MaxMDF <= 0 || c.MaxMDF >= 1:
