@@ -23,9 +23,12 @@
 //     system calls (batch calls, no framing, nothing of the transport or of netlink);
 //   - package xdp/frame: Encap, ParseUDP, Datagram and Checksum, pure computation on bytes;
 //   - package xdp: Link adds framing, frame accounting, held datagrams and the link.Link
-//     contract to one Socket; Device owns the UMEM, the steering program, the next-hop table
-//     with its resolution worker (neigh*.go, netlink), queue steering (ethtool) and one Link
-//     per interface queue; DeviceLink serves them all as one link.
+//     contract to one Socket, through parts it owns (rxState: the RX ring and fill
+//     recycling; zcState: datagram layout, framing and zero-copy records; nextHops: the
+//     peers' table entries and the hold area); Device owns the UMEM, the steering
+//     program, the next-hop table with its resolution worker (neigh*.go, netlink), queue
+//     steering (ethtool) and one Link per interface queue; DeviceLink serves them all as
+//     one link.
 //
 // The names of the lower packages that package xdp had before the split (Socket, NewSocket,
 // SocketConfig, Desc, Encap, ParseUDP, Datagram, Checksum, the framing errors, ...) remain

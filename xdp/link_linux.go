@@ -2,7 +2,6 @@ package xdp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"net/netip"
@@ -35,6 +34,13 @@ const (
 // A datagram to a peer not resolved yet is held (copied) and sent once the worker has
 // resolved the peer, or dropped (counted) if it cannot be; ResolvePeer resolves a peer
 // ahead of time.
+//
+// The Link coordinates parts that own their state, each a value field, engine goroutine
+// only: rxState (rx_linux.go) the RX descriptors taken from the ring and the frames going
+// back to the fill ring; zcState (zerocopy_linux.go) the layout of a datagram in frames and
+// descriptors, its framing, and the zero-copy records behind TxDone; nextHops
+// (nexthops_linux.go) the peers' table entries and the hold area. The Link keeps the rings'
+// staging, kicks, counters and the link.Link contract; waiting is in wait_linux.go.
 type Link struct {
 	dev   *Device
 	sock  *Socket
@@ -48,38 +54,22 @@ type Link struct {
 	maxPayload int
 
 	// engine-owned state
-	rx       [rxBatch]Desc
-	rxHead   int    // next unprocessed descriptor in rx
-	rxTail   int    // end of the descriptors taken from the ring
-	tx       []Desc // staged TX descriptors: a whole Send, up to the TX ring size
+	rx       rxState // RX descriptors taken from the ring, frames going back to the fill ring
+	tx       []Desc  // staged TX descriptors: a whole Send, up to the TX ring size
 	ntx      int
-	recycle  [rxBatch]uint64
-	nrecycle int
 	comp     [compBatch]uint64
-	zc       zcState // zero-copy transmit and the FlagZeroCopy cookies for TxDone
-	pollfds  [2]unix.PollFd
+	zc       zcState  // datagram layout and framing, the FlagZeroCopy records for TxDone
+	hops     nextHops // next hops of the peers and the datagrams held for them
+	acc      txAcc
+	pollfds  [2]unix.PollFd // Wait's: the socket and the doorbell
 	timeout  unix.Timespec
 	eventBuf [8]byte
-
-	// Next hops (engine-owned): the entry of the last peer sent to, a bounded cache of the
-	// entries of other peers (each read with an atomic load of its snapshot), and the
-	// datagrams held while their peer is resolved.
-	lastIP    netip.Addr
-	lastEntry *neighEntry
-	cache     map[netip.Addr]*neighEntry
-	hold      holdArea
-	holdGen   uint64        // table generation the hold was last serviced at
-	holdRetry bool          // the last service found no room: try again at the next call
-	holdCheck int64         // table clock of the next recheck of held datagrams
-	holdMax   time.Duration // age at which a held datagram without an entry is dropped
-	heldPkt   link.Packet   // scratch for sending a held datagram
-	acc       txAcc
 
 	// shared with other goroutines
 	eventfd int
 	busy    atomic.Int32
 	closed  atomic.Bool
-	holding atomic.Bool // hold.n > 0: the worker rings this link when it finishes resolutions
+	holding atomic.Bool // hops.hold.n > 0: the worker rings this link when it finishes resolutions
 	once    sync.Once
 	stats   linkCounters
 }
@@ -91,14 +81,8 @@ type linkCounters struct {
 
 // txAcc counts what one engine call transmitted, added to the counters once at its end.
 type txAcc struct {
-	pkts, bytes, refs, held, unresolved, overflow, failed uint64
+	pkts, bytes, refs uint64
 }
-
-// linkCacheMax bounds a link's cache of table entries. An engine talks to a few peers at a
-// time; a miss costs one read-locked map lookup in the table. When the cache is full it is
-// emptied and refilled by the misses that follow, which bounds it without per-packet LRU
-// bookkeeping.
-const linkCacheMax = 256
 
 func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
@@ -111,37 +95,13 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
 		tx:         make([]Desc, s.Config().TxSize),
-		cache:      make(map[netip.Addr]*neighEntry, linkCacheMax),
-		hold:       newHoldArea(d.maxPayload),
-		holdMax:    d.cfg.ResolveTimeout + time.Second,
 		eventfd:    efd,
 	}
-	l.initZeroCopy()
+	l.hops = newNextHops(d, l, &l.holding)
+	l.zc = newZCState(d, s, pool, len(l.tx))
 	l.pollfds[0] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
-	// Give the kernel every frame the fill ring holds before any traffic arrives.
-	var addrs [rxBatch]uint64
-	for left := int(s.Config().FillSize); left > 0; {
-		n := 0
-		for n < len(addrs) && n < left {
-			a, ok := pool.Get()
-			if !ok {
-				break
-			}
-			addrs[n] = a
-			n++
-		}
-		if n == 0 {
-			break
-		}
-		if put := s.Fill(addrs[:n]); put != n {
-			for _, a := range addrs[put:n] {
-				pool.Put(a)
-			}
-			break
-		}
-		left -= n
-	}
+	l.rx = newRxState(s, pool, l.fsize)
 	return l, nil
 }
 
@@ -164,37 +124,41 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 		return 0, link.ErrClosed
 	}
 	defer l.exit()
-	if l.hold.n > 0 && l.serviceHold() {
+	if l.hops.hold.n > 0 && l.hops.service() {
 		l.finishTx()
 	}
 	n := 0
 	var rxBytes, dropped uint64
+	r := &l.rx
 	for n < len(pkts) {
-		if l.rxHead == l.rxTail {
-			l.rxHead, l.rxTail = 0, l.sock.Receive(l.rx[:])
-			if l.rxTail == 0 {
+		// The walk stays here rather than in an rxState method: it runs per packet, and
+		// as a method it would be too large to inline.
+		if r.head == r.tail {
+			r.head, r.tail = 0, r.sock.Receive(r.descs[:])
+			if r.tail == 0 {
 				break
 			}
 		}
 		// One packet: its descriptors run to the first without DescContinued.
-		first := l.rxHead
+		first := r.head
 		last := first
-		for last < l.rxTail-1 && l.rx[last].Options&DescContinued != 0 {
+		for last < r.tail-1 && r.descs[last].Options&DescContinued != 0 {
 			last++
 		}
-		l.rxHead = last + 1
+		r.head = last + 1
+		descs := r.descs[first : last+1]
 		p := &pkts[n]
-		if l.unwrap(l.rx[first:last+1], p) {
+		if l.unwrap(descs, p) {
 			rxBytes += uint64(p.Len())
 			n++
 		} else {
 			dropped++
-			for _, d := range l.rx[first : last+1] {
-				l.recycleFrame(d.Addr)
+			for _, d := range descs {
+				r.recycleFrame(d.Addr)
 			}
 		}
 	}
-	l.flushRecycle()
+	l.rx.flushRecycle()
 	if n > 0 {
 		l.stats.rxPackets.Add(uint64(n))
 		l.stats.rxBytes.Add(rxBytes)
@@ -262,36 +226,13 @@ func (l *Link) Release(pkts []link.Packet) {
 		p := &pkts[i]
 		for j := 0; j < int(p.NSegs) && j < link.MaxSegments; j++ {
 			if off, ok := offsetIn(l.mem, p.Segs[j]); ok {
-				l.recycleFrame(off)
+				l.rx.recycleFrame(off)
 			}
 			p.Segs[j] = nil
 		}
 		p.NSegs = 0
 	}
-	l.flushRecycle()
-}
-
-// recycleFrame queues the frame holding offset addr for the fill ring.
-func (l *Link) recycleFrame(addr uint64) {
-	if l.nrecycle == len(l.recycle) {
-		l.flushRecycle()
-	}
-	l.recycle[l.nrecycle] = addr &^ (l.fsize - 1)
-	l.nrecycle++
-}
-
-func (l *Link) flushRecycle() {
-	if l.nrecycle == 0 {
-		return
-	}
-	put := l.sock.Fill(l.recycle[:l.nrecycle])
-	for _, a := range l.recycle[put:l.nrecycle] {
-		l.pool.Put(a)
-	}
-	l.nrecycle = 0
-	if l.sock.FillNeedsWakeup() {
-		l.sock.WakeFill()
-	}
+	l.rx.flushRecycle()
 }
 
 // Send implements link.Link. A datagram to a peer whose next hop is not resolved yet
@@ -304,8 +245,8 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 	}
 	defer l.exit()
 	l.reclaim()
-	if l.hold.n > 0 {
-		l.serviceHold()
+	if l.hops.hold.n > 0 {
+		l.hops.service()
 	}
 	taken := 0
 	var err error
@@ -321,18 +262,22 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			break
 		}
 		ip := p.Remote.Addr()
-		s := l.snapFor(ip)
-		if s == nil || s.state != NeighbourResolved || (l.hold.n > 0 && l.hold.holds(ip)) {
+		s := l.hops.snapFor(ip)
+		if s == nil || s.state != NeighbourResolved || (l.hops.hold.n > 0 && l.hops.hold.holds(ip)) {
 			if s != nil && s.state == NeighbourResolved {
 				break // earlier datagrams to the peer wait in the hold for room: they go first
 			}
-			ok, herr := l.unresolved(p, ip, s)
-			if herr != nil {
-				err = herr
+			// Held or dropped. A FlagZeroCopy datagram's cookie is reported done at once
+			// (the hold keeps a copy; a drop keeps nothing), so it needs a record.
+			zc := p.Flags&link.FlagZeroCopy != 0
+			if zc && l.zc.queue.full() {
+				break // the caller must collect TxDone first
+			}
+			if err = l.hops.take(p, ip, s); err != nil {
 				break
 			}
-			if !ok {
-				break
+			if zc {
+				l.zc.track(p.Cookie, 0, 0, 0) // copied or dropped: done now, in send order
 			}
 			taken++
 			continue
@@ -355,7 +300,7 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 // ring. It reports false when there is no room now (frames, ring slots, zero-copy records).
 func (l *Link) transmit(p *link.Packet, e *Encap, plen int) (bool, error) {
 	hl := e.HeaderLen()
-	descs, nframes, refs := l.plan(p, hl, plen)
+	descs, nframes, refs := l.zc.plan(p, hl, plen)
 	if nframes > len(l.tx) {
 		return false, fmt.Errorf("send %d-byte datagram: needs %d frames: %w", plen, nframes, link.ErrTooLarge)
 	}
@@ -372,12 +317,13 @@ func (l *Link) transmit(p *link.Packet, e *Encap, plen int) (bool, error) {
 			return false, nil
 		}
 	}
-	first, err := l.build(p, e, plen, descs, refs)
+	first, err := l.zc.build(p, e, plen, descs, refs, l.tx[l.ntx:])
 	if err != nil {
 		return false, fmt.Errorf("frame datagram: %w", err)
 	}
+	l.ntx += descs
 	if zc {
-		l.track(p.Cookie, first, descs, refs)
+		l.zc.track(p.Cookie, first, descs, refs)
 	}
 	l.acc.pkts++
 	l.acc.bytes += uint64(plen)
@@ -402,139 +348,15 @@ func (l *Link) finishTx() {
 	if a.refs > 0 {
 		l.stats.txZeroCopy.Add(a.refs)
 	}
-	if a.held|a.unresolved|a.overflow|a.failed != 0 {
-		l.stats.txHeld.Add(a.held)
-		l.stats.txUnresolved.Add(a.unresolved)
-		l.stats.txHoldOverflow.Add(a.overflow)
-		l.stats.txFailed.Add(a.failed)
-	}
 	*a = txAcc{}
+	if h := &l.hops.acc; h.held|h.unresolved|h.overflow|h.failed != 0 {
+		l.stats.txHeld.Add(h.held)
+		l.stats.txUnresolved.Add(h.unresolved)
+		l.stats.txHoldOverflow.Add(h.overflow)
+		l.stats.txFailed.Add(h.failed)
+		*h = hopsAcc{}
+	}
 }
-
-// snapFor returns the next-hop table's state of peer ip, or nil when the table has no
-// entry for it. The common case, the peer of the previous datagram, is a comparison and an
-// atomic load; other peers a lookup in the link's cache, and on a miss a read-locked lookup
-// in the table.
-func (l *Link) snapFor(ip netip.Addr) *neighSnap {
-	e := l.lastEntry
-	if e == nil || l.lastIP != ip {
-		if e = l.cache[ip]; e == nil {
-			if e = l.cacheFromTable(ip); e == nil {
-				return nil
-			}
-		}
-		l.lastIP, l.lastEntry = ip, e
-	}
-	s := e.snap.Load()
-	if s.state == neighEvicted {
-		// The worker removed the entry (expired, evicted): the peer may have a new one.
-		delete(l.cache, ip)
-		l.lastEntry = nil
-		if e = l.cacheFromTable(ip); e == nil {
-			return nil
-		}
-		if s = e.snap.Load(); s.state == neighEvicted {
-			return nil
-		}
-		l.lastIP, l.lastEntry = ip, e
-	}
-	l.dev.neigh.touch(e)
-	return s
-}
-
-// cacheFromTable looks ip up in the device's table and caches the entry.
-func (l *Link) cacheFromTable(ip netip.Addr) *neighEntry {
-	e := l.dev.neigh.lookup(ip)
-	if e == nil {
-		return nil
-	}
-	if len(l.cache) >= linkCacheMax {
-		clear(l.cache)
-	}
-	l.cache[ip] = e
-	return e
-}
-
-// unresolved takes datagram p to peer ip whose next hop is not known (s nil: no entry;
-// pending; failed): dropped and counted if the peer failed, else held, with a resolution
-// request when the table has no entry and the hold had nothing for the peer yet. A
-// FlagZeroCopy datagram's cookie is reported done at once (the hold keeps a copy; a drop
-// keeps nothing). It reports false when the zero-copy record queue is full.
-func (l *Link) unresolved(p *link.Packet, ip netip.Addr, s *neighSnap) (bool, error) {
-	zc := p.Flags&link.FlagZeroCopy != 0
-	if zc && l.zc.queue.full() {
-		return false, nil
-	}
-	if s != nil && s.state == NeighbourFailed {
-		l.acc.unresolved++
-	} else {
-		if s == nil {
-			if err := checkPeer(ip, l.local.Addr()); err != nil {
-				return false, fmt.Errorf("send to %v: %w", p.Remote, err)
-			}
-			if !l.hold.holds(ip) {
-				l.dev.worker.ask(ip)
-			}
-		}
-		if l.hold.add(p, l.dev.neigh.clock.Load()) {
-			l.acc.overflow++
-		}
-		l.acc.held++
-		if !l.holding.Load() {
-			l.holding.Store(true)
-		}
-	}
-	if zc {
-		l.track(p.Cookie, 0, 0, 0) // copied or dropped: done now, in send order
-	}
-	return true, nil
-}
-
-// serviceHold sends the held datagrams whose peer the worker has resolved and drops those
-// whose peer failed, when the table's generation moved since the last pass; every
-// holdRecheck it also repeats lost requests and ages out datagrams without an entry. It
-// reports whether it staged datagrams on the ring (the caller then calls finishTx).
-func (l *Link) serviceHold() bool {
-	t := l.dev.neigh
-	gen, now := t.gen.Load(), t.clock.Load()
-	recheck := now >= l.holdCheck
-	if gen == l.holdGen && !recheck && !l.holdRetry {
-		return false
-	}
-	l.holdGen = gen
-	if recheck {
-		l.holdCheck = now + int64(holdRecheck)
-	}
-	n := l.hold.n
-	r := l.hold.service(l, now, l.holdMax, recheck)
-	l.holdRetry = r.blocked
-	l.acc.unresolved += uint64(r.unresolved)
-	if l.hold.n == 0 {
-		l.holding.Store(false)
-	}
-	return l.hold.n != n
-}
-
-// sendHeld implements holdSink: it transmits held datagram i.
-func (l *Link) sendHeld(h *holdArea, i int, s *neighSnap) holdOutcome {
-	d := &h.q[i]
-	p := &l.heldPkt
-	*p = link.Packet{Remote: netip.AddrPortFrom(d.ip, d.port), LocalPort: d.srcPort}
-	p.SetData(h.data(i))
-	ok, err := l.transmit(p, &s.encap, d.n)
-	p.Segs[0] = nil
-	switch {
-	case err != nil:
-		l.acc.failed++
-		return holdDropped
-	case !ok:
-		return holdBlocked
-	}
-	return holdSent
-}
-
-// askAgain implements holdSink.
-func (l *Link) askAgain(ip netip.Addr) { l.dev.worker.ask(ip) }
 
 // ResolvePeer implements link.PeerResolver: it resolves peer's next hop through the
 // device (Device.ResolvePeer), blocking its caller, never the engine. Safe from any
@@ -586,9 +408,9 @@ func (l *Link) kickTx() {
 func (l *Link) reclaim() {
 	for {
 		n := l.sock.Complete(l.comp[:])
-		if l.zcPending() {
+		if l.zc.pending() {
 			for _, a := range l.comp[:n] {
-				l.completed(a)
+				l.zc.completed(a)
 			}
 		} else {
 			// No datagram with referenced segments in flight: every address is a frame of
@@ -612,135 +434,17 @@ func (l *Link) TxDone(dst []uint64) int {
 		return 0
 	}
 	defer l.exit()
-	if l.hold.n > 0 && l.serviceHold() {
+	if l.hops.hold.n > 0 && l.hops.service() {
 		l.finishTx()
 	}
-	if l.zcPending() {
+	if l.zc.pending() {
 		l.reclaim()
-		if l.zcPending() && l.sock.TxPending() > 0 {
+		if l.zc.pending() && l.sock.TxPending() > 0 {
 			l.kickTx()
 			l.reclaim()
 		}
 	}
 	return l.zc.queue.pop(dst)
-}
-
-// Wait implements link.Link.
-func (l *Link) Wait(timeout time.Duration) error {
-	if !l.enter() {
-		return link.ErrClosed
-	}
-	defer l.exit()
-	ready, limit := l.waitPrepare()
-	if ready {
-		return nil
-	}
-	if err := ppollUntil(l.pollfds[:], min(max(timeout, 0), limit), &l.timeout, &l.closed); err != nil {
-		return err
-	}
-	return l.waitFinish(l.pollfds[1].Revents != 0)
-}
-
-// waitPrepare is the part of Wait before it sleeps: it sends held datagrams whose peers
-// resolved and kicks what waits on the TX ring. It reports whether something is ready at
-// once (datagrams to Receive, cookies for TxDone), and the longest the caller may sleep
-// before it must look again (the kernel signals no TX completion; held datagrams are
-// looked at again every holdRecheck). The caller is inside enter/exit.
-func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
-	if l.hold.n > 0 && l.serviceHold() {
-		l.finishTx()
-	}
-	// Whatever is still on the TX ring must move even if the engine sleeps.
-	if l.sock.TxPending() > 0 {
-		l.kickTx()
-	}
-	if l.rxHead != l.rxTail || l.sock.RxReady() {
-		return true, 0
-	}
-	if l.zc.queue.headDone() || (l.zcPending() && l.sock.CompletionsReady()) {
-		return true, 0 // TxDone has cookies to report
-	}
-	limit = time.Duration(1<<63 - 1)
-	if l.zcPending() {
-		limit = zcWaitPoll
-	}
-	if l.hold.n > 0 {
-		// The worker rings when it finishes a resolution; lost requests are looked at
-		// again every holdRecheck.
-		limit = min(limit, holdRecheck)
-	}
-	return false, limit
-}
-
-// waitFinish is the part of Wait after the sleep: it drains the doorbell if it rang and
-// services held datagrams. The caller is inside enter/exit.
-func (l *Link) waitFinish(rang bool) error {
-	if rang {
-		readEventfd(l.eventfd, &l.eventBuf)
-	}
-	if l.closed.Load() {
-		return link.ErrClosed
-	}
-	if l.hold.n > 0 && l.serviceHold() {
-		l.finishTx()
-	}
-	return nil
-}
-
-// ppollUntil sleeps in ppoll on fds for timeout. A signal (EINTR) is not a wake-up: it
-// polls again for what is left, so that an idle wait lasts its timeout and one ended by
-// nothing does not look woken; it stops early once closed is set.
-func ppollUntil(fds []unix.PollFd, timeout time.Duration, ts *unix.Timespec, closed *atomic.Bool) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		*ts = unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
-		for i := range fds {
-			fds[i].Revents = 0
-		}
-		_, err := ppoll(fds, ts)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("poll af_xdp socket: %w", err)
-		}
-		if closed.Load() || !time.Now().Before(deadline) {
-			return nil
-		}
-	}
-}
-
-// Watch implements link.Watcher: a ppoll on the socket and the doorbell, which
-// touches no ring.
-func (l *Link) Watch(timeout time.Duration) error {
-	if !l.enter() {
-		return link.ErrClosed
-	}
-	defer l.exit()
-	var fds [2]unix.PollFd
-	fds[0], fds[1] = l.pollfds[0], l.pollfds[1]
-	var ts unix.Timespec
-	if err := ppollUntil(fds[:], max(timeout, 0), &ts, &l.closed); err != nil {
-		return err
-	}
-	if fds[1].Revents != 0 {
-		var buf [8]byte
-		readEventfd(l.eventfd, &buf)
-	}
-	if l.closed.Load() {
-		return link.ErrClosed
-	}
-	return nil
-}
-
-// Wake implements link.Link.
-func (l *Link) Wake() {
-	// The guard keeps Close from closing the eventfd (whose number the process may then
-	// reuse) between the check and the write.
-	if l.enter() {
-		writeEventfd(l.eventfd)
-		l.exit()
-	}
 }
 
 // MaxPayload implements link.Link.

@@ -3,6 +3,7 @@ package xdp
 import (
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
@@ -123,8 +124,15 @@ func (q *zcQueue) pop(dst []uint64) int {
 // headDone reports whether pop would return a cookie.
 func (q *zcQueue) headDone() bool { return q.n > 0 && q.recs[q.head&q.mask].left == 0 }
 
-// zcState is a Link's zero-copy transmit state. Engine goroutine only.
+// zcState is a Link's transmit layout: how a datagram is laid out in frames and descriptors
+// (plan), framing it so (build), and the zero-copy records that turn completed descriptors
+// into TxDone cookies (track, completed). It shares the link's UMEM and frame pool, and
+// writes descriptors into the staging array the link hands it. Engine goroutine only.
 type zcState struct {
+	mem   []byte            // the UMEM
+	fsize uint64            // frame (chunk) size, a power of two
+	pool  *memreg.FramePool // the link's frames
+
 	enabled  bool   // the socket is bound with XDP_USE_SG, so a packet may have several descriptors
 	minSeg   int    // shortest segment sent by reference (zcMinSegment; benchmarks vary it)
 	maxDescs int    // descriptors one packet may have
@@ -141,34 +149,36 @@ type zcState struct {
 	left uint32
 }
 
-// initZeroCopy sets up zero-copy transmit for the link's socket mode.
-func (l *Link) initZeroCopy() {
-	m := l.sock.Mode()
-	z := &l.zc
+// newZCState sets up the transmit layout of socket s (with its frame pool and its TX
+// staging array of txSize descriptors) on the device's UMEM.
+func newZCState(d *Device, s *Socket, pool *memreg.FramePool, txSize int) zcState {
+	m := s.Mode()
+	z := zcState{mem: d.umem.Bytes(), fsize: uint64(d.umem.FrameSize()), pool: pool}
 	z.enabled = m.MultiBuffer
 	z.minSeg = zcMinSegment
-	z.maxDescs = min(maxCopyModeDescs, len(l.tx))
+	z.maxDescs = min(maxCopyModeDescs, txSize)
 	if m.ZeroCopy {
-		z.maxDescs = min(max(l.dev.zcMaxSegs, 1), len(l.tx))
-		z.align = min(l.fsize, pageSize)
+		z.maxDescs = min(max(d.zcMaxSegs, 1), txSize)
+		z.align = min(z.fsize, pageSize)
 	}
-	if !l.sock.Config().Unaligned {
+	if !s.Config().Unaligned {
 		// Aligned chunks: a descriptor stays inside one chunk.
-		z.align = l.fsize
+		z.align = z.fsize
 	}
-	z.heapLo = l.umem.FrameAreaEnd()
-	z.queue = newZCQueue(len(l.tx))
-	z.frameRec = make([]uint32, l.umem.Frames())
+	z.heapLo = d.umem.FrameAreaEnd()
+	z.queue = newZCQueue(txSize)
+	z.frameRec = make([]uint32, d.umem.Frames())
+	return z
 }
 
 // refOffset returns the UMEM offset of seg if it may be transmitted by reference: long
 // enough, and wholly inside the UMEM beyond the frame area (frames belong to the pools).
-func (l *Link) refOffset(seg []byte) (uint64, bool) {
-	if len(seg) < l.zc.minSeg || len(seg) == 0 {
+func (z *zcState) refOffset(seg []byte) (uint64, bool) {
+	if len(seg) < z.minSeg || len(seg) == 0 {
 		return 0, false
 	}
-	off, ok := offsetIn(l.mem, seg)
-	if !ok || off < l.zc.heapLo || uint64(len(seg)) > uint64(len(l.mem))-off {
+	off, ok := offsetIn(z.mem, seg)
+	if !ok || off < z.heapLo || uint64(len(seg)) > uint64(len(z.mem))-off {
 		return 0, false
 	}
 	return off, true
@@ -179,10 +189,10 @@ func (l *Link) refOffset(seg []byte) (uint64, bool) {
 // boundaries when the mode needs it), and the rest, a last piece shorter than the
 // threshold, copied into the frame that follows (with the trailer, typically), which saves
 // a descriptor.
-func (l *Link) refSplit(off, n uint64) (descs int, ref uint64) {
+func (z *zcState) refSplit(off, n uint64) (descs int, ref uint64) {
 	for ref < n {
-		k := l.refPiece(off+ref, n-ref)
-		if descs > 0 && ref+k == n && k < uint64(l.zc.minSeg) {
+		k := z.refPiece(off+ref, n-ref)
+		if descs > 0 && ref+k == n && k < uint64(z.minSeg) {
 			break
 		}
 		ref += k
@@ -193,9 +203,9 @@ func (l *Link) refSplit(off, n uint64) (descs int, ref uint64) {
 
 // refPiece is how many of the left bytes at UMEM offset off one payload descriptor takes:
 // at most a chunk, and not across an alignment boundary when the mode has one.
-func (l *Link) refPiece(off, left uint64) uint64 {
-	k := min(left, l.fsize)
-	if a := l.zc.align; a != 0 {
+func (z *zcState) refPiece(off, left uint64) uint64 {
+	k := min(left, z.fsize)
+	if a := z.align; a != 0 {
 		k = min(k, a-off%a)
 	}
 	return k
@@ -205,13 +215,13 @@ func (l *Link) refPiece(off, left uint64) uint64 {
 // segments go by reference (a bit per segment in refs), how many descriptors and frames it
 // takes. Without references it is the plain copy: the headers and payload packed into
 // whole frames.
-func (l *Link) plan(p *link.Packet, hl, plen int) (descs, frames int, refs uint8) {
-	fs := int(l.fsize)
-	if p.Flags&link.FlagZeroCopy != 0 && l.zc.enabled {
+func (z *zcState) plan(p *link.Packet, hl, plen int) (descs, frames int, refs uint8) {
+	fs := int(z.fsize)
+	if p.Flags&link.FlagZeroCopy != 0 && z.enabled {
 		run := hl // bytes of the copy run in progress
 		for j := 0; j < int(p.NSegs); j++ {
 			seg := p.Segs[j]
-			off, ok := l.refOffset(seg)
+			off, ok := z.refOffset(seg)
 			if !ok {
 				run += len(seg)
 				continue
@@ -222,7 +232,7 @@ func (l *Link) plan(p *link.Packet, hl, plen int) (descs, frames int, refs uint8
 				descs += f
 				run = 0
 			}
-			d, ref := l.refSplit(off, uint64(len(seg)))
+			d, ref := z.refSplit(off, uint64(len(seg)))
 			descs += d
 			refs |= 1 << j
 			run += len(seg) - int(ref)
@@ -232,7 +242,7 @@ func (l *Link) plan(p *link.Packet, hl, plen int) (descs, frames int, refs uint8
 			frames += f
 			descs += f
 		}
-		if refs != 0 && descs <= l.zc.maxDescs {
+		if refs != 0 && descs <= z.maxDescs {
 			return descs, frames, refs
 		}
 	}
@@ -241,39 +251,39 @@ func (l *Link) plan(p *link.Packet, hl, plen int) (descs, frames int, refs uint8
 }
 
 // build frames datagram p as planned: headers and copied segments into frames from the
-// pool, segments in refs as descriptors pointing at them. It queues the descriptors
-// (descs of them) and returns the offset of the first frame. The pool holds enough
-// frames and the staging array enough room (Send checked).
-func (l *Link) build(p *link.Packet, e *Encap, plen, descs int, refs uint8) (uint64, error) {
+// pool, segments in refs as descriptors pointing at them. It writes the descriptors (descs
+// of them) to the start of tx and returns the offset of the first frame. The pool holds
+// enough frames and tx enough room (Send checked).
+func (z *zcState) build(p *link.Packet, e *Encap, plen, descs int, refs uint8, tx []Desc) (uint64, error) {
 	var sum Checksum
 	for j := 0; j < int(p.NSegs); j++ {
 		sum.Add(p.Segs[j])
 	}
-	first, _ := l.pool.Get()
+	first, _ := z.pool.Get()
 	addr := first
-	buf := l.mem[addr : addr+l.fsize]
+	buf := z.mem[addr : addr+z.fsize]
 	hl, err := e.PutTo(buf, plen, &sum, p.LocalPort, p.Remote.Port())
 	if err != nil {
-		l.pool.Put(addr)
+		z.pool.Put(addr)
 		return 0, err
 	}
 	pos := hl
 	open := true // buf holds pos > 0 bytes not yet queued
-	start := l.ntx
+	ntx := 0
 	for j := 0; j < int(p.NSegs); j++ {
 		seg := p.Segs[j]
 		if refs&(1<<j) != 0 {
 			if open {
-				l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
-				l.ntx++
+				tx[ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
+				ntx++
 				open = false
 			}
-			off, _ := offsetIn(l.mem, seg)
-			_, ref := l.refSplit(off, uint64(len(seg)))
+			off, _ := offsetIn(z.mem, seg)
+			_, ref := z.refSplit(off, uint64(len(seg)))
 			for n := ref; n > 0; {
-				k := l.refPiece(off, n)
-				l.tx[l.ntx] = Desc{Addr: off, Len: uint32(k), Options: DescContinued}
-				l.ntx++
+				k := z.refPiece(off, n)
+				tx[ntx] = Desc{Addr: off, Len: uint32(k), Options: DescContinued}
+				ntx++
 				off += k
 				n -= k
 			}
@@ -282,11 +292,11 @@ func (l *Link) build(p *link.Packet, e *Encap, plen, descs int, refs uint8) (uin
 		for len(seg) > 0 {
 			if !open || pos == len(buf) {
 				if open {
-					l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
-					l.ntx++
+					tx[ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
+					ntx++
 				}
-				addr, _ = l.pool.Get()
-				buf = l.mem[addr : addr+l.fsize]
+				addr, _ = z.pool.Get()
+				buf = z.mem[addr : addr+z.fsize]
 				pos = 0
 				open = true
 			}
@@ -296,11 +306,11 @@ func (l *Link) build(p *link.Packet, e *Encap, plen, descs int, refs uint8) (uin
 		}
 	}
 	if open {
-		l.tx[l.ntx] = Desc{Addr: addr, Len: uint32(pos)}
-		l.ntx++
+		tx[ntx] = Desc{Addr: addr, Len: uint32(pos)}
+		ntx++
 	}
-	l.tx[l.ntx-1].Options &^= DescContinued
-	if l.ntx-start != descs {
+	tx[ntx-1].Options &^= DescContinued
+	if ntx != descs {
 		panic("xdp: descriptor count mismatch") // broken internal invariant, not input
 	}
 	return first, nil
@@ -309,23 +319,21 @@ func (l *Link) build(p *link.Packet, e *Encap, plen, descs int, refs uint8) (uin
 // track records a FlagZeroCopy datagram for TxDone: done at once if it was copied, else
 // when the kernel has completed all descs of its descriptors, the first being the frame
 // at first. Send checked that the queue has room.
-func (l *Link) track(cookie uint64, first uint64, descs int, refs uint8) {
-	z := &l.zc
+func (z *zcState) track(cookie uint64, first uint64, descs int, refs uint8) {
 	if refs == 0 {
 		z.queue.push(cookie, 0)
 		return
 	}
 	slot := z.queue.push(cookie, uint32(descs))
-	z.frameRec[first/l.fsize] = slot + 1
+	z.frameRec[first/z.fsize] = slot + 1
 }
 
 // completed accounts one address from the completion ring: frames go back to the pool;
 // descriptors of a packet with referenced segments count towards its record. A packet's
 // addresses arrive together, its header frame first.
-func (l *Link) completed(a uint64) {
-	z := &l.zc
-	if l.pool.Owns(a) {
-		if i := a / l.fsize; i < uint64(len(z.frameRec)) && z.frameRec[i] != 0 {
+func (z *zcState) completed(a uint64) {
+	if z.pool.Owns(a) {
+		if i := a / z.fsize; i < uint64(len(z.frameRec)) && z.frameRec[i] != 0 {
 			if z.left > 0 {
 				// The previous packet's descriptors did not all come back (cannot happen:
 				// the kernel completes a packet whole). Finish it so TxDone is not stuck.
@@ -339,7 +347,7 @@ func (l *Link) completed(a uint64) {
 				z.left = r
 			}
 		}
-		l.pool.Put(a)
+		z.pool.Put(a)
 	}
 	if z.left > 0 {
 		z.left--
@@ -347,5 +355,5 @@ func (l *Link) completed(a uint64) {
 	}
 }
 
-// zcPending reports whether datagrams with referenced segments await completion.
-func (l *Link) zcPending() bool { return l.zc.queue.pending > 0 }
+// pending reports whether datagrams with referenced segments await completion.
+func (z *zcState) pending() bool { return z.queue.pending > 0 }

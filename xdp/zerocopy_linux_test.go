@@ -215,7 +215,7 @@ func TestZeroCopyExchange(t *testing.T) {
 // yet consumed plus those consumed but not yet received. With every received datagram
 // released, that is the fill ring size less what the link has not refilled.
 func fillHeld(l *Link) int {
-	return int(l.sock.Config().FillSize) - l.nrecycle
+	return int(l.sock.Config().FillSize) - l.rx.nrecycle
 }
 
 // TestZeroCopyToKernelSocket sends zero-copy datagrams with payloads in the UMEM heap to a

@@ -109,7 +109,7 @@ func RunCase(ctx context.Context, o Options, c Case) (res CaseResult) {
 		Impairments: simlink.Impairments{
 			Latency: o.Latency, Loss: c.Loss, Bandwidth: o.Bandwidth, QueueBytes: o.QueueBytes,
 		},
-		Engine: func(cfg *transport.Config) { o.tweak(cfg, c.Mode) },
+		Engine: func(cfg *transport.Config) { o.Tweak(cfg, c.Mode) },
 		QP: transport.QPConfig{
 			SendDepth: max(o.Outstanding, 1), RecvDepth: 16,
 		},

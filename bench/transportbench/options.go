@@ -187,8 +187,8 @@ func (o *Options) Overrides() string {
 	return strings.Join(f, " ")
 }
 
-// tweak applies the mode and the overrides to an engine's configuration.
-func (o *Options) tweak(cfg *transport.Config, mode string) {
+// Tweak applies the mode and the overrides to an engine's configuration.
+func (o *Options) Tweak(cfg *transport.Config, mode string) {
 	cfg.GoBackN = mode == ModeGoBackN
 	if o.AckEvery > 0 {
 		cfg.AckEvery = o.AckEvery

@@ -2,7 +2,6 @@ package faultlink
 
 import (
 	"fmt"
-	"math"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -28,33 +27,6 @@ const (
 	actDup
 )
 
-// entryKind says what an entry of the staging array carries.
-type entryKind uint8
-
-const (
-	entryPrimary entryKind = iota // the delivery of input datagram owner (itself or its corrupted copy)
-	entryDup                      // the second copy of input datagram owner
-	entryExtra                    // a copy from an earlier call: refused then, or released from hold
-	entryGone                     // a copy the inner link refused with an error: discarded
-)
-
-type entry struct {
-	kind  entryKind
-	owner int32 // input index (entryPrimary, entryDup)
-	buf   int32 // buffer of the copy, -1 for the caller's own segments
-}
-
-// copyMeta describes the datagram held in one buffer.
-type copyMeta struct {
-	remote    netip.AddrPort
-	localPort uint16
-	n         int
-	after     int   // held: datagrams still to go out before it is released
-	deadline  int64 // held: release time
-	wasHeld   bool  // a reordered datagram (FaultStats.Released when it goes out)
-	dead      bool  // its input was not accepted: free it wherever it is found
-}
-
 type plan struct {
 	act action
 	zc  bool
@@ -70,19 +42,12 @@ type Link struct {
 	cfg   Config
 	now   func() int64
 
-	imp [4]atomic.Uint64 // math.Float64bits of Drop, Reorder, Corrupt, Duplicate
+	imp impairer
 
 	// engine goroutine state
-	rng     uint64
-	bufs    [][]byte // Buffers copies of up to MaxPayload bytes
-	meta    []copyMeta
-	free    []int32
-	held    []int32 // reordered datagrams, oldest first
-	pending []int32 // copies the inner link refused for now, to be sent first
+	copies  // the datagram copies (embedded: their fields read as the Link's)
 	cookies link.CookieQueue
 	planned int // cookies the current chunk pushes if its datagrams are accepted
-	out     []link.Packet
-	ent     []entry
 	plans   [chunk]plan
 
 	inj injector
@@ -107,67 +72,17 @@ func Wrap(inner link.Link, cfg Config) (*Link, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: inner link max payload %d", ErrInvalid, size)
 	}
-	l := &Link{inner: inner, cfg: cfg, now: cfg.Now, rng: cfg.Seed,
-		bufs: make([][]byte, cfg.Buffers), meta: make([]copyMeta, cfg.Buffers),
-		free:    make([]int32, cfg.Buffers),
-		held:    make([]int32, 0, cfg.Buffers),
-		pending: make([]int32, 0, cfg.Buffers),
+	l := &Link{inner: inner, cfg: cfg, now: cfg.Now, imp: impairer{rng: cfg.Seed},
 		cookies: link.NewCookieQueue(cfg.CookieQueue),
-		out:     make([]link.Packet, 0, 2*chunk+cfg.Buffers),
-		ent:     make([]entry, 0, 2*chunk+cfg.Buffers),
 	}
-	arena := make([]byte, cfg.Buffers*size)
-	for i := range l.bufs {
-		l.bufs[i] = arena[i*size : (i+1)*size : (i+1)*size]
-		l.free[i] = int32(cfg.Buffers - 1 - i)
-	}
+	l.copies.init(cfg.Buffers, size)
 	l.inj.init(cfg.InjectBuffers, size)
-	l.storeImpairments(cfg.Impairments)
+	l.imp.store(cfg.Impairments)
 	return l, nil
 }
 
 // Inner returns the wrapped link.
 func (l *Link) Inner() link.Link { return l.inner }
-
-// SetImpairments changes the probabilities from the next datagram Send is given. Safe from
-// any goroutine.
-func (l *Link) SetImpairments(m Impairments) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	l.storeImpairments(m)
-	return nil
-}
-
-func (l *Link) storeImpairments(m Impairments) {
-	l.imp[0].Store(math.Float64bits(m.Drop))
-	l.imp[1].Store(math.Float64bits(m.Reorder))
-	l.imp[2].Store(math.Float64bits(m.Corrupt))
-	l.imp[3].Store(math.Float64bits(m.Duplicate))
-}
-
-// Impairments returns the probabilities in effect. Safe from any goroutine.
-func (l *Link) Impairments() Impairments {
-	return Impairments{
-		Drop: math.Float64frombits(l.imp[0].Load()), Reorder: math.Float64frombits(l.imp[1].Load()),
-		Corrupt: math.Float64frombits(l.imp[2].Load()), Duplicate: math.Float64frombits(l.imp[3].Load()),
-	}
-}
-
-// next returns the generator's next value (splitmix64).
-func (l *Link) next() uint64 {
-	l.rng += 0x9e3779b97f4a7c15
-	z := l.rng
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
-// chance draws one decision of probability p (no draw for p == 0).
-func (l *Link) chance(i int) bool {
-	p := math.Float64frombits(l.imp[i].Load())
-	return p > 0 && float64(l.next()>>11)/(1<<53) < p
-}
 
 // Send implements link.Link: it decides each datagram's fate and hands the inner
 // link what is to be sent now, in batches. It returns as the inner link would have for
@@ -177,7 +92,7 @@ func (l *Link) chance(i int) bool {
 func (l *Link) Send(pkts []link.Packet) (int, error) {
 	now := l.now()
 	if len(pkts) == 0 {
-		l.flushBacklog(now)
+		l.flush(now, l.inner, &l.ctr)
 		return 0, nil
 	}
 	total := 0
@@ -192,19 +107,6 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 	return total, nil
 }
 
-// take returns a free buffer, or -1.
-func (l *Link) take() int32 {
-	if len(l.free) == 0 {
-		return -1
-	}
-	b := l.free[len(l.free)-1]
-	l.free = l.free[:len(l.free)-1]
-	l.meta[b] = copyMeta{}
-	return b
-}
-
-func (l *Link) put(b int32) { l.free = append(l.free, b) }
-
 // decide draws the fate of p, taking the buffer and cookie room it needs; a fault that
 // cannot have them is skipped (the datagram passes).
 func (l *Link) decide(p *link.Packet) plan {
@@ -215,13 +117,13 @@ func (l *Link) decide(p *link.Packet) plan {
 	}
 	act := actPass
 	switch {
-	case l.chance(0):
+	case l.imp.chance(0):
 		act = actDrop
-	case l.chance(1):
+	case l.imp.chance(1):
 		act = actHold
-	case l.chance(2):
+	case l.imp.chance(2):
 		act = actCorrupt
-	case l.chance(3):
+	case l.imp.chance(3):
 		act = actDup
 	default:
 		return pl
@@ -248,67 +150,6 @@ func (l *Link) decide(p *link.Packet) plan {
 
 func (l *Link) cookieCap() int { return l.cfg.CookieQueue }
 
-// copyIn copies datagram p of plen bytes into buffer b.
-func (l *Link) copyIn(b int32, p *link.Packet, plen int) {
-	buf := l.bufs[b]
-	w := 0
-	for i := 0; i < int(p.NSegs); i++ {
-		w += copy(buf[w:], p.Segs[i])
-	}
-	m := &l.meta[b]
-	m.remote, m.localPort, m.n = p.Remote, p.LocalPort, plen
-}
-
-// copyPacket returns the datagram in buffer b as a packet without flags.
-func (l *Link) copyPacket(b int32) link.Packet {
-	m := &l.meta[b]
-	pk := link.Packet{Remote: m.remote, LocalPort: m.localPort, NSegs: 1}
-	pk.Segs[0] = l.bufs[b][:m.n]
-	return pk
-}
-
-func (l *Link) stage(pk *link.Packet, e entry) {
-	l.out = append(l.out, *pk)
-	l.ent = append(l.ent, e)
-}
-
-func (l *Link) stageCopy(b int32, kind entryKind, owner int32) {
-	pk := l.copyPacket(b)
-	l.stage(&pk, entry{kind: kind, owner: owner, buf: b})
-}
-
-// stageBacklog stages the copies refused earlier and the held datagrams due by now.
-func (l *Link) stageBacklog(now int64) {
-	for _, b := range l.pending {
-		l.stageCopy(b, entryExtra, -1)
-	}
-	l.pending = l.pending[:0]
-	k := 0
-	for _, b := range l.held {
-		if l.meta[b].deadline <= now {
-			l.stageCopy(b, entryExtra, -1)
-		} else {
-			l.held[k] = b
-			k++
-		}
-	}
-	l.held = l.held[:k]
-}
-
-// wentOut counts one datagram sent after the held ones and stages those whose turn came.
-func (l *Link) wentOut() {
-	k := 0
-	for _, b := range l.held {
-		if l.meta[b].after--; l.meta[b].after <= 0 {
-			l.stageCopy(b, entryExtra, -1)
-		} else {
-			l.held[k] = b
-			k++
-		}
-	}
-	l.held = l.held[:k]
-}
-
 // sendChunk plans, transmits and accounts up to chunk datagrams.
 func (l *Link) sendChunk(in []link.Packet, now int64) (int, error) {
 	l.out, l.ent, l.planned = l.out[:0], l.ent[:0], 0
@@ -325,13 +166,13 @@ func (l *Link) sendChunk(in []link.Packet, now int64) (int, error) {
 			continue
 		case actHold:
 			m := &l.meta[pl.buf]
-			m.after = 1 + int(l.next()%uint64(l.cfg.MaxHold))
+			m.after = 1 + int(l.imp.next()%uint64(l.cfg.MaxHold))
 			m.deadline = now + int64(l.cfg.HoldTime)
 			m.wasHeld = true
 			l.held = append(l.held, pl.buf)
 			continue
 		case actCorrupt:
-			r := l.next()
+			r := l.imp.next()
 			n := l.meta[pl.buf].n
 			l.bufs[pl.buf][r%uint64(n)] ^= byte(1 + (r>>32)%255)
 			l.stageCopy(pl.buf, entryPrimary, owner)
@@ -341,7 +182,7 @@ func (l *Link) sendChunk(in []link.Packet, now int64) (int, error) {
 		}
 		l.wentOut()
 	}
-	pos, err := l.push()
+	pos, err := l.push(l.inner, &l.ctr)
 	// The first datagram not accepted: the owner of the first primary entry not sent.
 	boundary := len(in)
 	for j := pos; j < len(l.ent); j++ {
@@ -353,34 +194,8 @@ func (l *Link) sendChunk(in []link.Packet, now int64) (int, error) {
 	for i := range in {
 		l.settle(&in[i], &l.plans[i], i < boundary)
 	}
-	l.settleCopies(pos)
+	l.settleCopies(pos, &l.ctr)
 	return boundary, err
-}
-
-// push hands the staged entries to the inner link. It returns how many were sent (entries
-// before it that the inner link refused with an error are marked entryGone and freed), and
-// the error of a primary entry the inner link refused (that entry is at the returned
-// index).
-func (l *Link) push() (int, error) {
-	pos := 0
-	for pos < len(l.out) {
-		k, err := l.inner.Send(l.out[pos:])
-		pos += k
-		if err == nil || pos >= len(l.out) {
-			return pos, nil
-		}
-		e := &l.ent[pos]
-		if e.kind == entryPrimary {
-			return pos, err
-		}
-		// A copy of ours the inner link cannot send: it is lost, like any fault.
-		l.ctr.copyErrors.Add(1)
-		l.meta[e.buf].dead = true
-		e.kind = entryGone
-		l.put(e.buf)
-		pos++
-	}
-	return pos, nil
 }
 
 // settle accounts one input datagram: its fault happened (accepted), or is undone. An
@@ -415,64 +230,6 @@ func (l *Link) settle(p *link.Packet, pl *plan, accepted bool) {
 	}
 }
 
-// unhold removes buffer b from the held datagrams and reports whether it was there.
-func (l *Link) unhold(b int32) bool {
-	for i, h := range l.held {
-		if h == b {
-			l.held = append(l.held[:i], l.held[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// settleCopies frees the staged copies that were sent or are dead, and keeps those the
-// inner link refused for now (a duplicate's second copy, a backlog copy) for the next
-// call. pos is the number of staged entries sent.
-func (l *Link) settleCopies(pos int) {
-	for j := range l.ent {
-		e := &l.ent[j]
-		if e.buf < 0 || e.kind == entryGone {
-			continue
-		}
-		m := &l.meta[e.buf]
-		switch {
-		case m.dead:
-			l.put(e.buf)
-		case j < pos:
-			if m.wasHeld {
-				l.ctr.released.Add(1)
-			}
-			l.put(e.buf)
-		default:
-			l.pending = append(l.pending, e.buf)
-		}
-	}
-	l.out = l.out[:0]
-}
-
-// flushBacklog sends what waits without new datagrams: copies refused earlier and held
-// datagrams due by now.
-func (l *Link) flushBacklog(now int64) {
-	if len(l.pending) == 0 && !l.holdDue(now) {
-		return
-	}
-	l.out, l.ent, l.planned = l.out[:0], l.ent[:0], 0
-	l.stageBacklog(now)
-	pos, _ := l.push() // only copies are staged: push returns no error for them
-	l.settleCopies(pos)
-}
-
-// holdDue reports whether a held datagram's time has come.
-func (l *Link) holdDue(now int64) bool {
-	for _, b := range l.held {
-		if l.meta[b].deadline <= now {
-			return true
-		}
-	}
-	return false
-}
-
 // TxDone implements link.Link: the cookies of zero-copy datagrams the wrapper dropped,
 // held or replaced by a copy first, then the inner link's.
 func (l *Link) TxDone(dst []uint64) int {
@@ -489,7 +246,7 @@ func (l *Link) TxDone(dst []uint64) int {
 // wrapper's to report or injected datagrams wait for Receive.
 func (l *Link) Wait(timeout time.Duration) error {
 	now := l.now()
-	l.flushBacklog(now)
+	l.flush(now, l.inner, &l.ctr)
 	if l.cookies.Len() > 0 || l.inj.ready.Load() > 0 {
 		timeout = 0
 	}

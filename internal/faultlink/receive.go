@@ -99,7 +99,7 @@ func (l *Link) Inject(d Datagram) error {
 // Receive implements link.Link: injected datagrams first, then the inner link's (which
 // a Recorder, if any, copies). It also sends held datagrams that are due.
 func (l *Link) Receive(pkts []link.Packet) (int, error) {
-	l.flushBacklog(l.now())
+	l.flush(l.now(), l.inner, &l.ctr)
 	k := 0
 	if j := &l.inj; j.ready.Load() > 0 && len(pkts) > 0 {
 		j.mu.Lock()

@@ -154,7 +154,9 @@ type Impairments struct {
 	// bits of its payload flipped (the length and addresses are never changed), so the
 	// receiver's integrity check must catch it.
 	Corrupt float64
-	// Bandwidth is the path's rate in bits per second; 0 means unlimited. Each datagram is
+	// Bandwidth is the path's rate in bits per second; 0 means unlimited. A path that
+	// feeds a Bottleneck uses the bottleneck's bandwidth and queue instead of Bandwidth and
+	// QueueBytes. Each datagram is
 	// serialized after the ones before it (payload bytes only: the simulated wire has no
 	// headers), so a sender faster than the path sees queueing delay.
 	Bandwidth int64

@@ -65,6 +65,20 @@
 // RealClock only 1 holds. The streams are stable within one version of this package, not
 // promised across versions.
 //
+// # Shared bottlenecks
+//
+// A path's Impairments.Bandwidth is its own wire: two paths never compete for it. To put
+// several flows behind one link (a switch port towards a receiver: fairness between
+// senders, incast), create a Bottleneck (Network.NewBottleneck: a bandwidth and a queue
+// limit) and make each of those paths feed it (Network.SetBottleneck). Their datagrams are
+// then queued and serialized there in the order they are sent, tail-dropped when the queue
+// is full (PathStats.DroppedQueue and BottleneckStats.Dropped), and each accepted
+// datagram's queueing delay goes into the bottleneck's DelayHistogram, from which a
+// benchmark reads percentiles over an interval (DelayHistogram.Sub of two snapshots). A
+// bottleneck draws nothing from any generator, so determinism is as above, with the
+// bottleneck's drops and delays depending on the clock readings of the Sends of every
+// path that feeds it.
+//
 // # Errors and limits
 //
 // Send refuses a datagram longer than Config.MaxPayload (what Link.MaxPayload reports),

@@ -24,6 +24,7 @@ type path struct {
 	own         Impairments // used instead of the network default when hasOwn
 	hasOwn      bool
 	partitioned bool
+	bn          *Bottleneck // the shared queue the path feeds, or nil (its own bandwidth)
 
 	bad       bool   // Gilbert–Elliott chain is in the bad state
 	busyUntil int64  // when the bandwidth-limited wire finishes what it was given
@@ -172,7 +173,14 @@ func (p *path) decide(m *Impairments, n int, now int64, splitRx int, f *fate) {
 		return
 	}
 	depart := now
-	if bw := m.Bandwidth; bw > 0 {
+	if b := p.bn; b != nil {
+		end, ok := b.admit(n, now)
+		if !ok {
+			f.drop = dropQueue
+			return
+		}
+		depart = end
+	} else if bw := m.Bandwidth; bw > 0 {
 		if now > p.busyUntil {
 			p.busyUntil, p.busyRem = now, 0 // the wire was idle
 		}

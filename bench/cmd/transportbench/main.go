@@ -1,12 +1,21 @@
-// Command transportbench measures the transport engine's goodput under random loss, in
-// virtual time over the simulated network (transport/simlink): one QP pipelining 64 KiB
-// Writes, selective retransmission against go-back-N, at several loss rates and seeds. It
-// prints a table with the ratios the issue sets goals for and writes the figures as JSON
-// (bench/README.md describes both). It needs no privileges.
+// Command transportbench measures the transport engine in virtual time over the simulated
+// network (transport/simlink), in four scenarios (-scenarios, default all):
 //
-//	go run ./bench/cmd/transportbench            # full run
-//	go run ./bench/cmd/transportbench -quick     # a few seconds
-//	go run ./bench/cmd/transportbench -losses 0,1 -seeds 5 -duration 500ms
+//   - loss: goodput under random loss on one short path, one QP pipelining 64 KiB Writes,
+//     selective retransmission against go-back-N, at several loss rates and seeds;
+//   - rtt: one QP through a 10 Gbit/s bottleneck at RTTs 10 µs, 100 µs, 1 ms, 10 ms,
+//     lossless and at 1 % loss, selective and go-back-N;
+//   - fairness: 2 and 8 QPs with staggered starts on one bottleneck (Jain index, queueing
+//     delay, drops);
+//   - incast: 16 senders into one receiver at once.
+//
+// It prints tables and every goal of the issue (met or not) and writes the figures as JSON
+// (-out). It needs no privileges.
+//
+//	go run ./bench/cmd/transportbench                       # full run, about 2-3 minutes
+//	go run ./bench/cmd/transportbench -quick                # well under a minute
+//	go run ./bench/cmd/transportbench -scenarios fairness,incast
+//	go run ./bench/cmd/transportbench -scenarios loss -losses 0,1 -seeds 5 -duration 500ms
 package main
 
 import (
@@ -15,11 +24,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bench/transportbench"
+	"github.com/xdpndk/xdpndk/transport"
 )
 
 func main() {
@@ -47,6 +58,8 @@ func run() int {
 		target      = flag.Duration("swift-target", 0, "diagnosis: override the Swift controller's BaseTarget (0: default)")
 		fixedWin    = flag.Int("fixed-window", 0, "diagnosis: replace Swift by a fixed window of this many `bytes` (0: Swift)")
 		parallel    = flag.Int("parallel", 0, "runs at once (0: GOMAXPROCS)")
+		scenarios   = flag.String("scenarios", "all", "comma-separated: loss, rtt, fairness, incast, or all")
+		scSeeds     = flag.String("scenario-seeds", "1", "seeds of the rtt, fairness and incast scenarios: `N` or a list")
 		quiet       = flag.Bool("q", false, "do not print progress lines")
 	)
 	stopProfile, set, err := cf.Parse()
@@ -84,9 +97,30 @@ func run() int {
 	o.MsgSize = *size
 	o.Outstanding = *outstanding
 	o.AckEvery, o.AckDelay, o.SwiftTarget, o.FixedWindow = *ackEvery, *ackDelay, *target, *fixedWin
+	sel := transportbench.ParseScenarios(*scenarios)
+	if len(sel) == 0 {
+		fmt.Fprintf(os.Stderr, "transportbench: no known scenario in %q\n", *scenarios)
+		return 2
+	}
+	so := transportbench.DefaultScenarioOptions()
+	so.Scenarios = nil
+	for _, s := range sel {
+		if s != transportbench.ScenarioLoss {
+			so.Scenarios = append(so.Scenarios, s)
+		}
+	}
+	if so.Seeds, err = transportbench.ParseSeeds(*scSeeds); err != nil {
+		fmt.Fprintln(os.Stderr, "transportbench:", err)
+		return 2
+	}
+	so.Bandwidth, so.MaxPayload, so.MsgSize = int64(*gbps*1e9), *payload, *size
+	so.Quick, so.Parallel = cf.Quick, *parallel
+	so.Engine = func(c *transport.Config) { o.Tweak(c, transportbench.ModeSelective) }
+	so.Overrides = o.Overrides()
 	o.Parallel = *parallel
 	if !*quiet {
 		o.Progress = os.Stderr
+		so.Progress = os.Stderr
 	}
 
 	// Ctrl-C or SIGTERM stops the runs in progress; the results are then not written.
@@ -94,12 +128,25 @@ func run() int {
 	defer stop()
 
 	start := time.Now()
-	res, _, err := transportbench.Run(ctx, o)
-	if res == nil {
-		fmt.Fprintln(os.Stderr, "transportbench:", err)
-		return 2
+	var runErr error
+	var loss *transportbench.Results
+	if slices.Contains(sel, transportbench.ScenarioLoss) {
+		var err error
+		loss, _, err = transportbench.Run(ctx, o)
+		if loss == nil {
+			fmt.Fprintln(os.Stderr, "transportbench:", err)
+			return 2
+		}
+		runErr = err
 	}
-	return cf.Finish(ctx, res, func() {
-		fmt.Printf("\n%s, %d CPUs, %s, %v real\n", res.Header.CPU, res.Header.CPUs, res.Header.Go, time.Since(start).Round(time.Millisecond))
-	}, err)
+	suite, _, err := transportbench.RunScenarios(ctx, so)
+	if runErr == nil {
+		runErr = err
+	}
+	if loss != nil {
+		suite.AddLoss(loss)
+	}
+	return cf.Finish(ctx, suite, func() {
+		fmt.Printf("\n%s, %d CPUs, %s, %v real\n", suite.Header.CPU, suite.Header.CPUs, suite.Header.Go, time.Since(start).Round(time.Millisecond))
+	}, runErr)
 }

@@ -1,0 +1,236 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/ndk"
+)
+
+// onConnect is the listener's callback (the adapter's event goroutine): it checks the
+// request and either rejects it at once or accepts it on a goroutine of its own.
+func (s *server) onConnect(c *ndk.Connector) {
+	reject := func(code proto.RefuseCode, format string, args ...any) {
+		s.ctr.rejected.Add(1)
+		reason := fmt.Sprintf(format, args...)
+		_ = c.Reject(proto.Refusal{Code: code, Reason: reason}.Append(nil))
+		s.printf("refused %v: %s\n", c.PeerAddr(), reason)
+	}
+	if s.stopping.Load() {
+		reject(proto.RefuseStopping, "the server is stopping")
+		return
+	}
+	var pd [proto.MaxPrivateData]byte
+	_, _, size, err := c.GetConnectionData(pd[:])
+	if err != nil {
+		reject(proto.RefuseBadRequest, "no connection data: %v", err)
+		return
+	}
+	req, err := proto.ParseRequest(pd[:min(size, len(pd))])
+	if err != nil {
+		code := proto.RefuseBadRequest
+		if isVersionError(err) {
+			code = proto.RefuseVersion
+		}
+		reject(code, "%v", err)
+		return
+	}
+	if int64(req.MaxSize) > s.lim.maxSize {
+		reject(proto.RefuseLimit, "size %s over the server's limit %s (ndkpeer serve --max-size)", humanBytes(uint64(req.MaxSize)), humanBytes(uint64(s.lim.maxSize)))
+		return
+	}
+	if int(s.conns.Add(1)) > s.lim.maxConns {
+		s.conns.Add(-1)
+		reject(proto.RefuseBusy, "the server has its most connections (%d; ndkpeer serve --max-conns)", s.lim.maxConns)
+		return
+	}
+	size64 := bufferSize(req)
+	if s.memUsed.Add(size64) > s.lim.maxMem {
+		s.memUsed.Add(-size64)
+		s.conns.Add(-1)
+		reject(proto.RefuseMemory, "the server's test buffers would exceed %s (ndkpeer serve --max-mem)", humanBytes(uint64(s.lim.maxMem)))
+		return
+	}
+	s.work.Add(1)
+	go func() {
+		defer s.work.Done()
+		s.accept(c, req, size64)
+	}()
+}
+
+// isVersionError reports a request of another protocol version.
+func isVersionError(err error) bool { return errors.Is(err, proto.ErrVersion) }
+
+// bufferSize is the test buffer a request needs: its largest message, in whole pages.
+func bufferSize(req proto.Request) int64 {
+	if req.Kind == proto.KindTour {
+		return tourBufSize
+	}
+	return (int64(req.MaxSize) + 4095) &^ 4095
+}
+
+// accept sets a connection up (buffer, CQ, QP, receives) and accepts it with the Reply.
+func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
+	k := &conn{s: s, id: s.nextID.Add(1), c: c, req: req, peer: c.PeerAddr(), since: time.Now()}
+	refuse := func(code proto.RefuseCode, what string, err error) {
+		s.ctr.rejected.Add(1)
+		_ = c.Reject(proto.Refusal{Code: code, Reason: fmt.Sprintf("%s: %v", what, err)}.Append(nil))
+		s.printf("refused %v %v: %s: %v\n", k.peer, req.Kind, what, err)
+		k.release()
+	}
+	if err := k.setup(size); err != nil {
+		refuse(proto.RefuseMemory, "set up the connection", err)
+		return
+	}
+	reply := proto.Reply{Kind: req.Kind, Server: s.n.mode}
+	switch req.Kind {
+	case proto.KindWriteLat, proto.KindWriteBW, proto.KindReadLat, proto.KindReadBW:
+		reply.BufAddr, reply.BufLen, reply.Token = k.mr.VA(), uint64(len(k.buf)), k.mr.RemoteToken()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.Accept(ctx, k.qp, 64, 64, reply.Append(nil), func() { k.gone.Store(true); s.poke() })
+	if err != nil {
+		s.ctr.failed.Add(1)
+		s.printf("accept %v %v failed: %v\n", k.peer, req.Kind, err)
+		k.release()
+		return
+	}
+	s.ctr.accepted.Add(1)
+	s.ctr.byKind[req.Kind].Add(1)
+	where := "UMEM"
+	if !k.fromUMEM {
+		where = "pinned Go memory"
+	}
+	s.printf("accepted %v %v (QP %d of %d, messages up to %s, session %08x): buffer %s in %s\n",
+		k.peer, req.Kind, req.QPIndex+1, req.QPs, humanBytes(uint64(req.MaxSize)), uint32(req.Session), humanBytes(uint64(len(k.buf))), where)
+	s.connMu.Lock()
+	s.live[k] = struct{}{}
+	s.connMu.Unlock()
+	s.loopMu.Lock()
+	if s.running {
+		s.incoming <- k // never blocks: it holds maxConns+1 and conns bounds them
+		s.loopMu.Unlock()
+		s.poke()
+		return
+	}
+	s.loopMu.Unlock()
+	s.closeConn(k, "server stopping")
+}
+
+// poke wakes the loop if it waits.
+func (s *server) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setup allocates the connection's buffer, registers it and creates its CQ and QP with
+// the receives its test needs.
+func (k *conn) setup(size int64) error {
+	s, a, req := k.s, k.s.n.a, k.req
+	if b, err := a.Alloc(int(size), 4096); err == nil {
+		k.buf, k.fromUMEM = b, true
+	} else {
+		k.buf = make([]byte, size)
+	}
+	flags := ndk.MRAllowLocalWrite
+	switch req.Kind {
+	case proto.KindWriteLat, proto.KindWriteBW, proto.KindReadLat, proto.KindReadBW:
+		flags = ndk.MRAllowRemoteRead | ndk.MRAllowRemoteWrite
+	}
+	var err error
+	if k.mr, err = s.pd.RegisterMR(k.buf, flags); err != nil {
+		return fmt.Errorf("register %s: %w", humanBytes(uint64(size)), err)
+	}
+	recvs := int(req.RecvDepth)
+	switch req.Kind {
+	case proto.KindTour:
+		recvs = tourRecvSlots
+	case proto.KindSendLat, proto.KindSendBW:
+		recvs = max(recvs, 1)
+	default:
+		recvs = 0
+	}
+	const initiator = 64
+	var notify ndk.NotifyFunc
+	if k.s.n.cfg.progress != ndk.ProgressBusy {
+		notify = func(ndk.Status) { s.poke() } // the loop sleeps when idle (loop)
+	}
+	if k.cq, err = a.NewCQ(recvs+initiator+16, notify); err != nil {
+		return fmt.Errorf("create CQ: %w", err)
+	}
+	qc := ndk.QPConfig{ReceiveCQ: k.cq, InitiatorCQ: k.cq, ReceiveQueueDepth: max(recvs, 1),
+		InitiatorQueueDepth: initiator, InlineDataSize: int(req.InlineSize)}
+	if k.qp, err = s.pd.NewQP(qc); err != nil {
+		return fmt.Errorf("create QP: %w", err)
+	}
+	if req.Kind == proto.KindTour {
+		for i := range tourRecvSlots {
+			sge := []ndk.SGE{k.mr.SGE(k.buf[i*64 : i*64+proto.TourMsgLen])}
+			if err := k.qp.Receive(i, sge); err != nil {
+				return fmt.Errorf("post receive: %w", err)
+			}
+		}
+		return nil
+	}
+	k.recvSGE[0] = k.mr.SGE(k.buf[:req.MaxSize])
+	for range recvs {
+		if err := k.qp.Receive(ctxRecv, k.recvSGE[:]); err != nil {
+			return fmt.Errorf("post receive: %w", err)
+		}
+	}
+	return nil
+}
+
+// release frees what setup made and what onConnect reserved, in reverse order.
+func (k *conn) release() {
+	s := k.s
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if k.qp != nil {
+		st := k.qp.Transport().Stats()
+		s.ctr.txBytes.Add(st.TxBytes)
+		s.ctr.rxBytes.Add(st.RxBytes)
+		s.ctr.txPackets.Add(st.TxPackets)
+		s.ctr.rxPackets.Add(st.RxPackets)
+		s.ctr.retransmits.Add(st.Retransmits)
+		s.ctr.timeouts.Add(st.Timeouts)
+		_ = k.qp.Close(ctx)
+	}
+	if k.cq != nil {
+		_ = k.cq.Close(ctx)
+	}
+	if k.mw != nil {
+		_ = k.mw.Close(ctx)
+	}
+	if k.mr != nil {
+		_ = k.mr.Deregister(ctx)
+	}
+	if k.fromUMEM {
+		_ = s.n.a.Free(k.buf)
+	}
+	s.memUsed.Add(-bufferSize(k.req))
+	s.conns.Add(-1)
+}
+
+// closeConn disconnects a connection the loop gave up (or never took) and releases it.
+func (s *server) closeConn(k *conn, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = k.c.Close(ctx) // NdkDisconnect if still connected
+	st := k.qp.Transport().Stats()
+	s.connMu.Lock()
+	delete(s.live, k)
+	s.connMu.Unlock()
+	k.release()
+	s.ctr.closed.Add(1)
+	s.printf("closed %v %v after %v (%s): received %s, sent %s, %d retransmissions\n", k.peer, k.req.Kind,
+		time.Since(k.since).Round(time.Millisecond), why, humanBytes(st.RxBytes), humanBytes(st.TxBytes), st.Retransmits)
+}
