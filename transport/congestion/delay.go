@@ -244,11 +244,13 @@ func (d *Delay) baseDelay() int64 {
 	return min(d.minCur, d.minPrev)
 }
 
-// targetDelay is base + max(BaseTarget, TargetRatio*base) + flow scaling, in ns.
+// targetDelay is max(BaseTarget, base + max(QueueFloor, TargetRatio*base)) + flow
+// scaling, in ns: on a short path the absolute target that every flow shares whatever it
+// learned (Swift's), on a long one the learned base plus a queue in proportion.
 func (d *Delay) targetDelay() float64 {
 	base := float64(d.baseDelay())
-	q := max(float64(d.cfg.BaseTarget), d.cfg.TargetRatio*base)
-	return base + q + d.fs.at(max(d.cwnd, d.cfg.MinCwnd))
+	rel := base + max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base)
+	return max(float64(d.cfg.BaseTarget), rel) + d.fs.at(max(d.cwnd, d.cfg.MinCwnd))
 }
 
 // rtt is the round trip that spaces decreases and rounds: the larger of the smoothed and
