@@ -92,13 +92,18 @@ type senderHooks interface {
 // 655.36 ms. A peer cannot park a request for longer per retry.
 const maxRNRDelay = 655360 * time.Microsecond
 
-// newSender returns a sender that is not yet connected; its buffers hold cfg.window
-// packets.
+// initialBuffers is the capacity the sender's packet lists start with (at most the window):
+// a QP that never has more in flight never allocates more; they grow by append.
+const initialBuffers = 1024
+
+// newSender returns a sender that is not yet connected; its buffers start at
+// min(initialBuffers, cfg.window) packets.
 func newSender(cfg senderConfig, rto ack.RTOConfig, h senderHooks, ctr *qpCounters) sender {
+	n := min(initialBuffers, cfg.window)
 	return sender{
 		cfg: cfg, h: h, ctr: ctr, rto: ack.NewRTO(rto),
-		scratch: make([]ack.PacketInfo, 0, cfg.window),
-		retx:    make([]ack.PacketInfo, 0, cfg.window),
+		scratch: make([]ack.PacketInfo, 0, n),
+		retx:    make([]ack.PacketInfo, 0, n),
 	}
 }
 
@@ -242,7 +247,8 @@ func (s *sender) armProbe(now int64) {
 // controller and restarts (or, with nothing left in flight, stops) the retransmission
 // timer. It returns the packets newly acknowledged, valid until the next call.
 func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
-	acked, rtt := s.sent.OnAck(a.AckPSN, a.SACK, now, s.scratch[:0])
+	acked, rtt := s.sent.OnAckBlocks(a.AckPSN, a.SACK, a.HighPSN, a.HighSACK, now, s.scratch[:0])
+	s.scratch = acked // keeps what it grew to
 	if len(acked) == 0 {
 		return acked
 	}

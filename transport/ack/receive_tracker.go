@@ -54,15 +54,17 @@ func (v Verdict) String() string {
 }
 
 // ReceiveTracker is the responder's record of which PSNs of the peer's stream arrived: a
-// cumulative point (every PSN before it arrived) and a bitmap of the window of PSNs after
-// it. It tells the engine whether an arriving packet is new and produces the AckPSN and
-// SACK fields of wire.AckExt.
+// cumulative point (every PSN before it arrived), a bitmap of the window of PSNs after it
+// and the highest PSN that arrived. It tells the engine whether an arriving packet is new
+// and produces the AckPSN and SACK fields of wire.AckExt (Cumulative, SACK) and its block of
+// the most recent arrivals (High).
 //
 // The window is a ring of bits indexed by PSN modulo the window size: the slot of PSN p
 // holds whether p arrived, for every p in [Cumulative, Cumulative+window). Invariants: the
 // bit of Cumulative itself is clear (else the point would have advanced), and every bit
 // whose PSN is outside the window is clear, so a slot is clean when the window slides
-// onto it.
+// onto it; high (one past the highest PSN that arrived) lies in [Cumulative,
+// Cumulative+window].
 //
 // A ReceiveTracker is owned by one engine goroutine and is not safe for concurrent use.
 // No method allocates.
@@ -71,6 +73,7 @@ type ReceiveTracker struct {
 	mask    uint32   // window - 1 (the window is a power of two)
 	window  uint32
 	cum     wire.PSN // next expected PSN: every PSN before it arrived
+	high    wire.PSN // one past the highest PSN that arrived; cum when none after cum did
 	pending int      // number of set bits: PSNs after cum that arrived
 }
 
@@ -86,6 +89,7 @@ func NewReceiveTracker(initial wire.PSN, window int) *ReceiveTracker {
 		mask:   w - 1,
 		window: w,
 		cum:    initial,
+		high:   initial,
 	}
 }
 
@@ -137,6 +141,7 @@ func (t *ReceiveTracker) Receive(psn wire.PSN) Verdict {
 		if t.pending > 0 {
 			t.advance()
 		}
+		t.high = t.high.Max(t.cum)
 		return New
 	}
 	if v := t.Check(psn); v != New {
@@ -145,6 +150,7 @@ func (t *ReceiveTracker) Receive(psn wire.PSN) Verdict {
 	slot := uint32(psn) & t.mask
 	t.words[slot>>6] |= uint64(1) << (slot & 63)
 	t.pending++
+	t.high = t.high.Max(psn.Add(1))
 	return New
 }
 
@@ -183,13 +189,34 @@ func (t *ReceiveTracker) SACK() uint64 {
 	if t.pending == 0 {
 		return 0
 	}
-	start := (uint32(t.cum) + 1) & t.mask
+	return t.bits64(t.cum.Add(1))
+}
+
+// High returns the block of the most recent arrivals of an acknowledgement (wire.AckExt
+// HighPSN, HighSACK): one past the highest PSN that arrived (Cumulative() when none after
+// it did), and a bitmap whose bit i is set when PSN high-1-i arrived after the cumulative
+// point (bits of PSNs before Cumulative() are clear: the cumulative part acknowledges them).
+// However far the arrivals run past the first hole, the latest 64 are reported.
+func (t *ReceiveTracker) High() (wire.PSN, uint64) {
+	if t.pending == 0 {
+		return t.cum, 0
+	}
+	// Bit j of bits64 is PSN high-64+j; reversed, bit i is PSN high-1-i. The slots of the
+	// PSNs in [high-64, cum) belong to PSNs at or past high (the window is at least 64), none
+	// of which arrived, so they read as clear.
+	return t.high, bits.Reverse64(t.bits64(t.high - 64))
+}
+
+// bits64 returns the ring bits of the 64 PSNs from first: bit j is the slot of first+j. The
+// caller makes sure each of those slots holds that PSN or one that did not arrive.
+func (t *ReceiveTracker) bits64(first wire.PSN) uint64 {
+	start := uint32(first) & t.mask
 	w, off := start>>6, start&63
 	s := t.words[w] >> off
 	if off != 0 {
 		// The next word of the ring (with a one-word ring, the same word: its bits below
-		// off are the slots of Cumulative+64-off+1..., outside the window or the clear
-		// slot of Cumulative itself, so they read correctly as not arrived).
+		// off are the slots of first+64-off..., which the callers guarantee read correctly
+		// as not arrived).
 		next := (w + 1) & (t.mask >> 6)
 		s |= t.words[next] << (64 - off)
 	}
