@@ -120,7 +120,7 @@ func DefaultDelayConfig() DelayConfig {
 		FSMinCwnd:          0.1,
 		FSMaxCwnd:          100,
 		BaseWindow:         10e9,
-		RandomLossMax:      0.2,
+		RandomLossMax:      0.1,
 		RetxResetThreshold: 5,
 		InitialRTT:         25_000,
 	}
