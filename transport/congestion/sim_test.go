@@ -29,7 +29,7 @@ type simConfig struct {
 	duration   int64 // ns of simulated time; statistics cover the second half
 	seed       uint64
 	swift      SwiftConfig
-	delay      *DelayConfig                                // if set, the flows run Delay with it instead of Swift
+	delay      *DelayConfig                                 // if set, the flows run Delay with it instead of Swift
 	onAck      func(now int64, flow int, ctls []Controller) // optional hook after every OnAck
 }
 
@@ -94,8 +94,8 @@ type sim struct {
 	seq       uint64
 	flows     []simFlow
 	ctls      []Controller // flows[i].ctl, for hooks
-	busyUntil int64    // ns, when the bottleneck finishes everything queued so far
-	ser       int64    // ns to serialize one MSS packet
+	busyUntil int64        // ns, when the bottleneck finishes everything queued so far
+	ser       int64        // ns to serialize one MSS packet
 	measureAt int64
 	busy      int64 // ns the bottleneck was busy in the measured half
 	queueWait []int64
