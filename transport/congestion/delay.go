@@ -36,6 +36,10 @@ type Delay struct {
 	undoSlow, undoDecrease bool
 	undoValid              bool
 
+	// The delay at which the path last dropped for congestion (0: none known), and when:
+	// the buffer overflows there, so the target stays below it.
+	ceiling, ceilingAt int64
+
 	sentAny  bool
 	lastSend int64
 	stats    Stats
@@ -137,6 +141,11 @@ func (d *Delay) OnLoss(now int64, lost int) {
 		return
 	}
 	d.slow = false
+	if d.sample.have && gone > d.cfg.RandomLossMax*(acked+gone) &&
+		d.sample.last-d.baseDelay() > 2*d.cfg.QueueFloor {
+		// A burst of loss with a queue standing: the bottleneck's buffer ends about here.
+		d.ceiling, d.ceilingAt = d.sample.last, now
+	}
 	if d.canDecrease(now) {
 		d.decrease(now, 1-d.cfg.MaxMDF, &d.stats.LossDecreases)
 	}
@@ -213,7 +222,14 @@ func (d *Delay) round(now int64) {
 	d.prevAcked, d.prevLost = d.roundAcked, d.roundLost
 	d.roundAcked, d.roundLost = 0, 0
 	d.roundStart = now
+	if d.ceiling != 0 && now-d.ceilingAt > ceilingRounds*d.rtt() {
+		d.ceiling = 0 // no burst for a while: the path may have changed
+	}
 }
+
+// ceilingRounds is how many round trips without a loss burst the buffer's ceiling is
+// remembered.
+const ceilingRounds = 100
 
 // learn folds a valid sample (1..MaxDelay ns) into the smoothed delay and the windowed
 // minimum.
@@ -250,7 +266,14 @@ func (d *Delay) baseDelay() int64 {
 func (d *Delay) targetDelay() float64 {
 	base := float64(d.baseDelay())
 	rel := base + max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base)
-	return max(float64(d.cfg.BaseTarget), rel) + d.fs.at(max(d.cwnd, d.cfg.MinCwnd))
+	t := max(float64(d.cfg.BaseTarget), rel)
+	if c := float64(d.ceiling); c > 0 {
+		// Below the delay at which the buffer overflowed (a flow that learned a standing
+		// queue as base would otherwise aim above what the buffer holds, never see its
+		// delay above target, and keep the buffer full), but not below base + QueueFloor.
+		t = min(t, max(c-(c-base)/8, base+float64(d.cfg.QueueFloor)))
+	}
+	return t + d.fs.at(max(d.cwnd, d.cfg.MinCwnd))
 }
 
 // rtt is the round trip that spaces decreases and rounds: the larger of the smoothed and
