@@ -15,6 +15,7 @@ type receiveModel struct {
 	window  uint32
 	arrived map[wire.PSN]bool
 	high    wire.PSN // one past the highest PSN received (cum at first)
+	last    wire.PSN // one past the PSN received last (new arrivals only)
 }
 
 func (m *receiveModel) check(p wire.PSN) Verdict {
@@ -38,6 +39,7 @@ func (m *receiveModel) receive(p wire.PSN) Verdict {
 		return v
 	}
 	m.arrived[p] = true
+	m.last = p.Add(1)
 	if m.high.LessEq(p) {
 		m.high = p.Add(1)
 	}
@@ -48,19 +50,24 @@ func (m *receiveModel) receive(p wire.PSN) Verdict {
 	return New
 }
 
-// highBlock is the block of the most recent arrivals: high, and bit i for PSN high-1-i
-// arrived beyond the cumulative point.
+// highBlock is the block of the most recent arrivals: a, one past the latest arrival if
+// that lies past the cumulative point (and below the highest), else one past the highest;
+// and bit i for PSN a-1-i arrived beyond the cumulative point.
 func (m *receiveModel) highBlock() (wire.PSN, uint64) {
 	if len(m.arrived) == 0 {
 		return m.cum, 0
 	}
+	a := m.high
+	if m.cum.Less(m.last) && m.last.Less(m.high) {
+		a = m.last
+	}
 	var s uint64
 	for i := uint32(0); i < 64; i++ {
-		if m.arrived[m.high-1-wire.PSN(i)] {
+		if m.arrived[a-1-wire.PSN(i)] {
 			s |= 1 << i
 		}
 	}
-	return m.high, s
+	return a, s
 }
 
 func (m *receiveModel) sack() uint64 {
@@ -106,7 +113,7 @@ func FuzzReceiveTracker(f *testing.F) {
 			data = data[2:]
 		}
 		r := NewReceiveTracker(initial, window)
-		m := &receiveModel{cum: initial, window: uint32(r.Window()), arrived: map[wire.PSN]bool{}, high: initial}
+		m := &receiveModel{cum: initial, window: uint32(r.Window()), arrived: map[wire.PSN]bool{}, high: initial, last: initial}
 		if r.Window() != window {
 			t.Fatalf("window %d, want %d", r.Window(), window)
 		}

@@ -200,7 +200,9 @@ func TestVerdictString(t *testing.T) {
 }
 
 // TestReceiveTrackerHigh checks the block of the most recent arrivals: it follows the
-// highest arrival however far past the first hole, reports the 64 PSNs below it (clear for
+// latest arrival (the highest, for first transmissions in order; a repair far past the
+// first hole when one arrives) however far past the first hole, reports the 64 PSNs below
+// it (clear for
 // the holes and for PSNs before the cumulative point), and collapses to (Cumulative, 0) when
 // nothing after the cumulative point arrived.
 func TestReceiveTrackerHigh(t *testing.T) {
@@ -234,10 +236,15 @@ func TestReceiveTrackerHigh(t *testing.T) {
 	if want := 1 | older; hp != initial.Add(5051) || hs != want {
 		t.Fatalf("after 5050: High %d %#x, want %d %#x", hp, hs, initial.Add(5051), want)
 	}
-	r.Receive(initial.Add(5020)) // below the highest: the block stays, with its bit
+	r.Receive(initial.Add(5020)) // below the highest (a repair): the block follows it
 	hp, hs = r.High()
-	if want := 1 | 1<<30 | older; hp != initial.Add(5051) || hs != want {
-		t.Fatalf("after 5020: High %d %#x, want %d %#x", hp, hs, initial.Add(5051), want)
+	// Bit 0 is 5020; 5019..5000 are holes; bits 21..63 are 4999..4957, which arrived.
+	if want := 1 | uint64(1<<43-1)<<21; hp != initial.Add(5021) || hs != want {
+		t.Fatalf("after 5020: High %d %#x, want %d %#x", hp, hs, initial.Add(5021), want)
+	}
+	r.Receive(initial.Add(5051)) // a new highest again: the block returns to the front
+	if hp, _ = r.High(); hp != initial.Add(5052) {
+		t.Fatalf("after 5051: HighPSN %d, want %d", hp, initial.Add(5052))
 	}
 
 	// A short stream: the block overlaps the cumulative point, whose PSNs read clear.

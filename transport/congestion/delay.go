@@ -101,7 +101,14 @@ func (d *Delay) OnAck(now int64, acked int, delay int64) {
 	x := float64(delay)
 	switch {
 	case x < t:
-		ai := d.cfg.AI * max(1, float64(d.baseDelay())/float64(d.cfg.AIScale))
+		// The path-scaled increase, in proportion to the headroom left below the target
+		// (all of it with the queue empty), but never below AI: many flows growing by
+		// the full amount together overshot a one-BDP buffer within a round trip.
+		base := float64(d.baseDelay())
+		ai := d.cfg.AI
+		if scaled := d.cfg.AI * base / float64(d.cfg.AIScale); scaled > ai && t > base {
+			ai = max(ai, scaled*min(max((t-x)/(t-base), 0.25), 1))
+		}
 		switch {
 		case d.slow:
 			d.cwnd += pkts
