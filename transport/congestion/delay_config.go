@@ -85,13 +85,14 @@ type DelayConfig struct {
 // DefaultDelayConfig returns the defaults, for paths of 10 µs to 10 ms and a 1500-byte MTU:
 //
 //	MSS 1400 B              payload of a 1500-byte MTU packet after the headers
-//	InitialCwnd 16 pkt      line rate of 10 Gbit/s at an 18 µs round trip from the start
+//	InitialCwnd 10 pkt      RFC 6928's initial window: line rate of 10 Gbit/s at 11 µs from the
+//	                        start; 16 flows of 16 overflowed a one-BDP buffer at 100 µs
 //	MinCwnd 1 pkt           no pacing below one packet (software endpoints wake up late)
 //	MaxCwnd 65536 pkt       about 92 MB: 10 Gbit/s over 70 ms
 //	AI 1 pkt/RTT            Reno's probing in congestion avoidance, on paths up to
 //	AIScale 25 µs           25 µs; 400 pkt/RTT on a 10 ms path
 //	Beta 1, MaxMDF 0.5      a delay cut drains this flow's share of the queue,
-//	DrainMargin 0.05        and 5% more: the queue empties once per cycle
+//	DrainMargin 0.1         and 10% more: the queue empties once per cycle
 //	BaseTarget 25 µs        a 5-20 µs path plus a few packets of queue and software
 //	                        timestamp jitter (Swift's absolute target, shared by all flows)
 //	QueueFloor 5 µs         on longer paths at least 4 packets of queue at 10 Gbit/s,
@@ -105,13 +106,13 @@ type DelayConfig struct {
 func DefaultDelayConfig() DelayConfig {
 	return DelayConfig{
 		MSS:                1400,
-		InitialCwnd:        16,
+		InitialCwnd:        10,
 		MinCwnd:            1,
 		MaxCwnd:            65536,
 		AI:                 1,
 		AIScale:            25_000,
 		Beta:               1,
-		DrainMargin:        0.05,
+		DrainMargin:        0.1,
 		MaxMDF:             0.5,
 		BaseTarget:         25_000,
 		QueueFloor:         5_000,
