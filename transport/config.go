@@ -48,11 +48,27 @@ type Config struct {
 	// 16, 100% at 4).
 	AckEvery int
 	AckDelay time.Duration
-	// Window bounds the packets one QP has in flight (and the receiver's reorder window).
-	// Power of two. Default 1024.
+	// Window bounds the packets one QP has in flight, and the span of PSNs from the oldest
+	// unacknowledged one to the next one sent (the sender's history and the receiver's
+	// reorder window). Power of two in [64, 65536]. Default 65536: 10 Gbit/s over a 10 ms
+	// round trip is about 8,500 packets of 1472 bytes in flight, and under loss a hole
+	// holds the span open for two to three round trips (its loss is seen one round trip
+	// later, its retransmission acknowledged one more later, and a lost retransmission adds
+	// more); a span that fills stalls the sender, which then sends what the repair frees
+	// at once (measured: with twice the BDP as window, a 1 ms path at 1% loss overflowed its
+	// bottleneck this way).
+	//
+	// Memory follows what a QP actually has in flight, not Window: the sender's history
+	// starts at 1024 slots (56 bytes each) and doubles up to Window as more packets are
+	// outstanding, its lists of acknowledged and lost packets start at 1024 entries (48
+	// bytes each) and grow as needed, and only the receiver's bitmap (Window bits, 8 KiB at
+	// the default) is allocated in full. A QP that keeps up to 1024 packets outstanding
+	// costs what it did with a window of 1024; one that fills 16384 grows by about 0.8 MiB
+	// (history) plus up to 1.5 MiB if the lists ever hold that many.
 	Window int
 	// NewController makes a QP's congestion controller for a payload size (MSS) in bytes.
-	// Default: congestion.NewSwift with its defaults.
+	// Default: congestion.NewDelay with its defaults (docs/TRANSPORT.md, "Congestion
+	// control").
 	NewController func(mss int) congestion.Controller
 	// GoBackN retransmits everything unacknowledged after a loss instead of just the missing
 	// packets. It exists so benchmarks can show the difference; never use it otherwise.
@@ -61,8 +77,10 @@ type Config struct {
 	// ready-to-use, per engine. Default 64.
 	MaxHalfOpen int
 	// MaxQPs bounds the QPs that exist on the engine at once (NewQP fails with
-	// ErrTooManyQPs beyond it); each costs memory sized by its queue depths and Window
-	// (about 300 KiB at the defaults). Default 1024, at most MaxQPLimit.
+	// ErrTooManyQPs beyond it); each costs memory sized by its queue depths and by the
+	// packets it has outstanding (about 300 KiB at the defaults with up to 1024 packets
+	// outstanding; up to about 2.3 MiB more for a QP that has 16384 outstanding, see
+	// Window). Default 1024, at most MaxQPLimit.
 	MaxQPs int
 	// CMTimeout is the connection manager's retransmission interval; CMRetries how many
 	// times a CM message is sent before the attempt fails. Defaults 20 ms and 10.
@@ -75,6 +93,9 @@ type Config struct {
 	// of it done (TxDone) as well as acknowledged. Default false: links copy payloads.
 	ZeroCopyTx bool
 }
+
+// DefaultWindow is Config.Window when it is 0 (see there).
+const DefaultWindow = 65536
 
 // DefaultConfig returns a Config with every default filled in, for link.
 func DefaultConfig(link Link) Config {
@@ -113,19 +134,19 @@ func (c *Config) normalize() error {
 		c.AckDelay = 20 * time.Microsecond
 	}
 	if c.Window == 0 {
-		c.Window = 1024
+		c.Window = DefaultWindow
 	}
 	if c.Window&(c.Window-1) != 0 || c.Window < 64 || c.Window > 1<<16 {
 		return fmt.Errorf("transport config: window %d must be a power of two in [64, 65536]", c.Window)
 	}
 	if c.NewController == nil {
 		c.NewController = func(mss int) congestion.Controller {
-			cfg := congestion.DefaultSwiftConfig()
+			cfg := congestion.DefaultDelayConfig()
 			cfg.MSS = mss
-			if s, err := congestion.NewSwift(cfg); err == nil {
-				return s
+			if d, err := congestion.NewDelay(cfg); err == nil {
+				return d
 			}
-			// Only an MSS outside Swift's range gets here; a fixed window still works.
+			// Only an MSS outside the controller's range gets here; a fixed window still works.
 			f, err := congestion.NewFixed(64 * max(mss, 1))
 			if err != nil {
 				panic("transport: fixed congestion window refused: " + err.Error())

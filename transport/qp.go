@@ -255,6 +255,7 @@ type qpCounters struct {
 	txPackets, txBytes, rxPackets, rxBytes, retransmits, timeouts atomic.Uint64
 	acksSent, naksSent, naksRecv, dupRecv, rnrNaks                atomic.Uint64
 	acksPiggybacked                                               atomic.Uint64
+	tailProbes, spuriousRTOs, rtoRetransmits                      atomic.Uint64
 	naksSentBy, naksRecvBy                                        [nakKinds]atomic.Uint64
 	// estimates, published by the engine after each acknowledgement it processes
 	srtt, rttvar, rto, cwnd, inflight atomic.Int64
@@ -266,6 +267,9 @@ type QPStats struct {
 	RxPackets, RxBytes uint64 // new data packets accepted and payload bytes
 	Retransmits        uint64 // data packets sent again
 	Timeouts           uint64 // retransmission timer expiries
+	RTORetransmits     uint64 // retransmissions a timer expiry sent (the rest: loss detection, tail probes, RNR)
+	TailProbes         uint64 // tail loss probes sent (RFC 8985 §7): the last packet sent again before the timer
+	SpuriousTimeouts   uint64 // timer expiries the timestamp echo proved spurious (their window cut undone)
 	AcksSent, NaksSent uint64
 	AcksPiggybacked    uint64 // acknowledgements carried by data packets (FlagAck)
 	NaksReceived       uint64
@@ -287,7 +291,9 @@ func (q *QP) Stats() QPStats {
 		TxPackets: q.ctr.txPackets.Load(), TxBytes: q.ctr.txBytes.Load(),
 		RxPackets: q.ctr.rxPackets.Load(), RxBytes: q.ctr.rxBytes.Load(),
 		Retransmits: q.ctr.retransmits.Load(), Timeouts: q.ctr.timeouts.Load(),
-		AcksSent: q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(), AcksPiggybacked: q.ctr.acksPiggybacked.Load(),
+		RTORetransmits: q.ctr.rtoRetransmits.Load(), TailProbes: q.ctr.tailProbes.Load(),
+		SpuriousTimeouts: q.ctr.spuriousRTOs.Load(),
+		AcksSent:         q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(), AcksPiggybacked: q.ctr.acksPiggybacked.Load(),
 		NaksReceived: q.ctr.naksRecv.Load(), Duplicates: q.ctr.dupRecv.Load(), RNRNaks: q.ctr.rnrNaks.Load(),
 		State: q.State(),
 	}

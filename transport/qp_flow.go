@@ -23,7 +23,7 @@ func newQP(e *Engine, cfg QPConfig) *QP {
 	q.conn = conn{tx: &e.tx, rcv: &q.rcv, ctr: &q.ctr, zeroCopy: c.ZeroCopyTx,
 		srcPort: uint16(49152 + randUint64()%16384)}
 	q.snd = newSender(senderConfig{retryLimit: c.RetryLimit, rnrRetryLimit: c.RNRRetryLimit,
-		rnrDelay: int64(c.RNRDelay), window: c.Window, goBackN: c.GoBackN}, c.RTO, &q.req, &q.ctr)
+		rnrDelay: int64(c.RNRDelay), window: c.Window, goBackN: c.GoBackN, ackDelay: int64(c.AckDelay)}, c.RTO, &q.req, &q.ctr)
 	q.rcv = newReceiver(receiverConfig{ackEvery: c.AckEvery, ackDelay: int64(c.AckDelay),
 		rnrDelay: int64(c.RNRDelay), goBackN: c.GoBackN, advertise: q.srq == nil}, &q.resp, &q.ctr)
 	q.req = newRequester(len(q.sendQ.slots), q, &q.snd, &q.conn, q.sendQ, int64(c.CreditTimeout))
@@ -96,7 +96,7 @@ func (q *QP) transmit(now int64, next *int64) bool {
 	sent := false
 	retx := q.snd.Retransmissions(now)
 	done := 0
-	for done < len(retx) && q.conn.canTransmit() {
+	for done < len(retx) && q.conn.canTransmit() && q.snd.CanResend(now, done) {
 		info := retx[done]
 		done++
 		var ok bool // false: what it carried is gone

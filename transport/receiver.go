@@ -194,11 +194,14 @@ func (r *receiver) writeAck(now int64, p *wire.Packet) {
 	r.ackSent()
 }
 
-// ackExt is the acknowledgement of the peer's stream as it stands now.
+// ackExt is the acknowledgement of the peer's stream as it stands now: the cumulative
+// point, the SACK block after it and the block of the most recent arrivals.
 func (r *receiver) ackExt(now int64) wire.AckExt {
+	high, highSack := r.rx.High()
 	return wire.AckExt{
 		AckPSN: r.rx.Cumulative(), SACK: r.rx.SACK(), Credits: r.cr.creditLimit(),
 		EchoTS: r.echoTS, Delay: uint32(max(now-r.arrival, 0) / 1000),
+		HighPSN: high, HighSACK: highSack,
 	}
 }
 

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -266,7 +267,7 @@ func TestReceiverGoBackN(t *testing.T) {
 }
 
 // TestReceiverPiggyback: a data packet carries the pending acknowledgement only if one is
-// pending, no NAK waits, and its datagram has room for the 32 bytes.
+// pending, no NAK waits, and its datagram has room for its wire.AckExtLen bytes.
 func TestReceiverPiggyback(t *testing.T) {
 	const mss = 1000
 	room := mss + maxDataExt
@@ -314,6 +315,7 @@ func TestReceiverPiggyback(t *testing.T) {
 			if c.pending {
 				want.AckPSN, want.EchoTS, want.Delay = rcvBase.Add(1), 1, 10
 			}
+			want.HighPSN = want.AckPSN // nothing arrived beyond the cumulative point
 			if p.Ack != want {
 				t.Fatalf("carried %+v, want %+v", p.Ack, want)
 			}
@@ -351,5 +353,29 @@ func TestReceiverAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per packet", allocs)
+	}
+}
+
+// TestReceiverAckHighBlock: every acknowledgement carries the block of the most recent
+// arrivals, which reports what arrived far beyond the first hole (the first SACK block
+// covers only the 64 PSNs after it).
+func TestReceiverAckHighBlock(t *testing.T) {
+	h := newRcvHarness(defaultReceiverConfig())
+	for psn := uint32(1); psn <= 200; psn++ { // 0 is lost
+		h.run(t, []rev{data(us(float64(psn)), 1, psn, false)})
+	}
+	var p wire.Packet
+	p.Opcode = wire.OpAck
+	h.r.writeAck(us64(300), &p)
+	if a := p.Ack; a.AckPSN != rcvBase || a.SACK != math.MaxUint64 || a.HighPSN != rcvBase.Add(201) || a.HighSACK != math.MaxUint64 {
+		t.Fatalf("ack %+v: want AckPSN +0, SACK all ones, HighPSN +201, HighSACK all ones", a)
+	}
+	h.run(t, []rev{data(us(301), 1, 205, false)}) // 201..204 lost too
+	p = wire.Packet{Header: wire.Header{Opcode: wire.OpWrite}}
+	h.r.piggyback(us64(302), &p, 8, 1000)
+	// Bit 0: 205; bits 1-4: 204..201, missing; bits 5-63: 200..142.
+	const want = 1 | ^uint64(0)>>5<<5
+	if a := p.Ack; p.Flags&wire.FlagAck == 0 || a.HighPSN != rcvBase.Add(206) || a.HighSACK != want {
+		t.Fatalf("piggybacked ack %+v (flags %v): want HighPSN +206, HighSACK %#x", a, p.Flags, uint64(want))
 	}
 }

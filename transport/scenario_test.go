@@ -552,8 +552,16 @@ func TestPartitionTimesOut(t *testing.T) {
 	if n := st.Timeouts - stats0.Timeouts; n != partitionRetries+1 {
 		t.Errorf("%d retransmission timer expiries, want RetryLimit+1 = %d", n, partitionRetries+1)
 	}
-	if n := st.Retransmits - stats0.Retransmits; n != partitionRetries {
-		t.Errorf("%d retransmissions before failing, want RetryLimit %d", n, partitionRetries)
+	// Before the first expiry, tail loss probes (at most two) send the last packet again.
+	probes := st.TailProbes - stats0.TailProbes
+	if probes > 2 {
+		t.Errorf("%d tail loss probes, want at most 2 before the timer", probes)
+	}
+	if n := st.Retransmits - stats0.Retransmits; n != partitionRetries+probes {
+		t.Errorf("%d retransmissions before failing, want RetryLimit %d + %d tail probes", n, partitionRetries, probes)
+	}
+	if n := st.RTORetransmits - stats0.RTORetransmits; n != partitionRetries {
+		t.Errorf("%d retransmissions sent by the timer, want RetryLimit %d", n, partitionRetries)
 	}
 	t.Logf("partition: failed after %v virtual (bound %v from base RTO %v; config range [%v, %v]); retransmits %d, timeouts %d",
 		elapsed, upper, base, lower, worst, st.Retransmits-stats0.Retransmits, st.Timeouts-stats0.Timeouts)

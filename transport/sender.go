@@ -38,7 +38,22 @@ type sender struct {
 	gbnOn      bool
 	scratch    []ack.PacketInfo // what the latest OnAck acknowledged
 	retx       []ack.PacketInfo // packets waiting for retransmission (lost)
+	forced     int              // the first forced entries of retx: sent regardless of the window
+	// Tail loss probe (RFC 8985 §7): when the probe timeout passes without an
+	// acknowledgement, the last packet goes again so that its ack reveals any loss before
+	// it, instead of waiting for the retransmission timer.
+	tlpAt    int64 // when the probe is due; 0 when not armed
+	tlpCount int   // probes sent since the last acknowledgement of new data
+	// Spurious timeout detection (Eifel, RFC 3522, with the timestamp echo): the first
+	// timeout of a run, and the packet it sent again.
+	rtoRun   bool
+	rtoFirst int64
+	rtoPSN   wire.PSN
 }
+
+// maxTailProbes is how many tail loss probes may go before the retransmission timer has
+// to fire: two, as Linux's TLP.
+const maxTailProbes = 2
 
 // senderConfig is what a sender takes of the engine's Config.
 type senderConfig struct {
@@ -47,6 +62,7 @@ type senderConfig struct {
 	rnrDelay      int64 // Config.RNRDelay, ns
 	window        int   // Config.Window: packets in flight at most
 	goBackN       bool  // Config.GoBackN
+	ackDelay      int64 // Config.AckDelay, ns: how long the peer may hold an acknowledgement
 }
 
 // senderHooks is what a sender asks of the side that knows what its packets carry (the
@@ -76,13 +92,18 @@ type senderHooks interface {
 // 655.36 ms. A peer cannot park a request for longer per retry.
 const maxRNRDelay = 655360 * time.Microsecond
 
-// newSender returns a sender that is not yet connected; its buffers hold cfg.window
-// packets.
+// initialBuffers is the capacity the sender's packet lists start with (at most the window):
+// a QP that never has more in flight never allocates more; they grow by append.
+const initialBuffers = 1024
+
+// newSender returns a sender that is not yet connected; its buffers start at
+// min(initialBuffers, cfg.window) packets.
 func newSender(cfg senderConfig, rto ack.RTOConfig, h senderHooks, ctr *qpCounters) sender {
+	n := min(initialBuffers, cfg.window)
 	return sender{
 		cfg: cfg, h: h, ctr: ctr, rto: ack.NewRTO(rto),
-		scratch: make([]ack.PacketInfo, 0, cfg.window),
-		retx:    make([]ack.PacketInfo, 0, cfg.window),
+		scratch: make([]ack.PacketInfo, 0, n),
+		retx:    make([]ack.PacketInfo, 0, n),
 	}
 }
 
@@ -100,17 +121,41 @@ func (s *sender) NextPSN() wire.PSN { return s.sent.NextPSN() }
 // nothing is in flight), and pacing allows it. When pacing holds it back, at is when it
 // may leave.
 func (s *sender) CanSend(now int64, size int) (ok bool, at int64) {
-	npk, bytes := s.sent.InFlight()
+	npk, _ := s.sent.InFlight()
 	if npk >= s.cfg.window {
 		return false, 0
 	}
-	if npk > 0 && bytes+size > s.cc.Window() {
+	if pipe := s.pipe(); pipe > 0 && pipe+size > s.cc.Window() {
 		return false, 0
 	}
 	if t := s.cc.NextSendTime(now, size); t > now {
 		return false, t
 	}
 	return true, 0
+}
+
+// pipe is the payload bytes in the network (RFC 6675): in flight, less what was found
+// lost and not yet sent again.
+func (s *sender) pipe() int {
+	_, bytes := s.sent.InFlight()
+	_, lost := s.sent.Lost()
+	return bytes - lost
+}
+
+// CanResend reports whether a retransmission may leave now: retransmissions are under the
+// same window as new data (the pipe below the congestion window, or nothing in the pipe)
+// and the same pacing. A tail probe and the packet an RNR wait or a timeout sends again
+// are one packet each and go regardless (forced).
+//
+// i is the entry's index in what Retransmissions returned.
+func (s *sender) CanResend(now int64, i int) bool {
+	if i < s.forced {
+		return true
+	}
+	if pipe := s.pipe(); pipe > 0 && pipe >= s.cc.Window() {
+		return false
+	}
+	return s.cc.NextSendTime(now, 1) <= now
 }
 
 // OnSent records a new packet of bytes payload, tagged tag, leaving at now: it takes the
@@ -131,8 +176,8 @@ func (s *sender) OnSent(now int64, bytes int, tag uint64) (wire.PSN, bool) {
 // ConsumeRetransmissions.
 func (s *sender) Retransmissions(now int64) []ack.PacketInfo {
 	if s.rnrAt != 0 && now >= s.rnrAt {
-		if info, ok := s.sent.Lookup(s.rnrPSN); ok && !containsPSN(s.retx, info.PSN) {
-			s.retx = append(s.retx, info)
+		if info, ok := s.sent.Lookup(s.rnrPSN); ok {
+			s.pushForced(info)
 		}
 		s.rnrAt = 0
 	}
@@ -140,7 +185,28 @@ func (s *sender) Retransmissions(now int64) []ack.PacketInfo {
 }
 
 // ConsumeRetransmissions drops the first n packets Retransmissions returned.
-func (s *sender) ConsumeRetransmissions(n int) { s.retx = s.retx[:copy(s.retx, s.retx[n:])] }
+func (s *sender) ConsumeRetransmissions(n int) {
+	s.retx = s.retx[:copy(s.retx, s.retx[n:])]
+	s.forced = max(s.forced-n, 0)
+}
+
+// pushForced puts info at the front of the retransmissions, as one that goes regardless
+// of the window (a timeout's, an RNR wait's or a tail probe's packet), once.
+func (s *sender) pushForced(info ack.PacketInfo) {
+	for i := range s.retx {
+		if s.retx[i].PSN == info.PSN {
+			if i < s.forced {
+				return
+			}
+			s.retx = append(s.retx[:i], s.retx[i+1:]...)
+			break
+		}
+	}
+	s.retx = append(s.retx, ack.PacketInfo{})
+	copy(s.retx[1:], s.retx)
+	s.retx[0] = info
+	s.forced++
+}
 
 // OnRetransmitted records that info's packet left again at now.
 func (s *sender) OnRetransmitted(now int64, info ack.PacketInfo) {
@@ -154,6 +220,26 @@ func (s *sender) ArmTimer(now int64) {
 	if s.rtoAt == 0 {
 		s.rtoAt = now + s.rto.Timeout()
 	}
+	if s.tlpAt == 0 {
+		s.armProbe(now)
+	}
+}
+
+// armProbe arms the tail loss probe at now plus the probe timeout, 2*SRTT plus the time
+// the peer may hold an acknowledgement (RFC 8985 §7.2), if a probe is left, an estimate
+// exists and it comes before the retransmission timer; otherwise it disarms it.
+func (s *sender) armProbe(now int64) {
+	s.tlpAt = 0
+	srtt := s.rto.SRTT()
+	if s.cfg.goBackN || srtt == 0 || s.tlpCount >= maxTailProbes {
+		return
+	}
+	if npk, _ := s.sent.InFlight(); npk == 0 {
+		return
+	}
+	if at := now + 2*srtt + s.cfg.ackDelay; s.rtoAt == 0 || at < s.rtoAt {
+		s.tlpAt = at
+	}
 }
 
 // OnAck takes the positive part of acknowledgement a at now: it releases what a
@@ -161,7 +247,8 @@ func (s *sender) ArmTimer(now int64) {
 // controller and restarts (or, with nothing left in flight, stops) the retransmission
 // timer. It returns the packets newly acknowledged, valid until the next call.
 func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
-	acked, rtt := s.sent.OnAck(a.AckPSN, a.SACK, now, s.scratch[:0])
+	acked, rtt := s.sent.OnAckBlocks(a.AckPSN, a.SACK, a.HighPSN, a.HighSACK, now, s.scratch[:0])
+	s.scratch = acked // keeps what it grew to
 	if len(acked) == 0 {
 		return acked
 	}
@@ -183,13 +270,34 @@ func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
 	if rtt > 0 {
 		s.rto.Sample(rtt)
 	}
+	if s.rtoRun {
+		s.checkSpurious(now, a)
+	}
 	s.cc.OnAck(now, bytes, rtt)
 	if npk, _ := s.sent.InFlight(); npk > 0 {
 		s.rtoAt = now + s.rto.Timeout()
 	} else {
 		s.rtoAt = 0
 	}
+	s.tlpCount = 0
+	s.armProbe(now)
 	return acked
+}
+
+// checkSpurious ends a run of timeouts once the packet its first timeout sent again is
+// acknowledged: if the acknowledgement answers a packet sent before that timeout (its
+// timestamp echo is older), the original transmission had arrived and the timeout was
+// spurious (Eifel detection, RFC 3522, with our timestamp echo in place of TCP's); the
+// controller then undoes its reaction (RFC 4015).
+func (s *sender) checkSpurious(now int64, a *wire.AckExt) {
+	if _, out := s.sent.Lookup(s.rtoPSN); out {
+		return
+	}
+	s.rtoRun = false
+	if a.EchoTS != 0 && int32(uint32(s.rtoFirst/1000)-a.EchoTS) > 0 {
+		s.ctr.spuriousRTOs.Add(1)
+		s.cc.OnSpuriousTimeout(now)
+	}
 }
 
 // echoDelay returns the round trip an ack's timestamp echo measures, without the receiver's
@@ -296,6 +404,7 @@ func (s *sender) DetectLoss(now int64, a *wire.AckExt) {
 		}
 		if !s.gbnOn && (a.SACK != 0 || a.Syndrome == wire.SynNakSeq) {
 			s.retx = s.sent.Unacked(s.retx[:0])
+			s.forced = len(s.retx) // go-back-N resends at once, as RoCE NICs do
 			if len(s.retx) > 0 {
 				s.cc.OnLoss(now, lostBytes(s.retx))
 				s.gbnOn, s.gbnUntil = true, s.sent.NextPSN()
@@ -332,6 +441,9 @@ func (s *sender) Deadline() int64 { return s.deadline(true) }
 // deadline is Deadline, leaving the reordering timer out unless loss.
 func (s *sender) deadline(loss bool) int64 {
 	next := s.rtoAt
+	if s.tlpAt != 0 && (next == 0 || s.tlpAt < next) {
+		next = s.tlpAt
+	}
 	if t, ok := s.lossTime(); ok && loss && (next == 0 || t < next) {
 		next = t
 	}
@@ -356,6 +468,9 @@ func (s *sender) lossTime() (int64, bool) {
 // Deadline, except that a reordering timer that ran now is looked at again only in the
 // next call (the engine polls again at once when something fired).
 func (s *sender) OnTimer(now int64) (next int64, fired bool) {
+	if s.tlpAt != 0 && now >= s.tlpAt && (s.rtoAt == 0 || now < s.rtoAt) {
+		fired = s.probeTail(now) || fired
+	}
 	if s.rtoAt != 0 && now >= s.rtoAt {
 		if s.onRTO(now) {
 			return 0, true
@@ -368,6 +483,23 @@ func (s *sender) OnTimer(now int64) (next int64, fired bool) {
 		fired = s.detectLost(now) || fired
 	}
 	return s.deadline(!ran), fired
+}
+
+// probeTail sends the tail loss probe: the last packet sent goes again (RFC 8985 §7.3:
+// with no new data to send, the highest-PSN packet), with the retransmission timer
+// restarted behind it. It reports whether a probe was queued.
+func (s *sender) probeTail(now int64) bool {
+	s.tlpAt = 0
+	info, ok := s.sent.Lookup(s.sent.NextPSN().Add(^uint32(0)))
+	if !ok {
+		return false // the last packet was acknowledged: loss detection sees the rest
+	}
+	s.tlpCount++
+	s.ctr.tailProbes.Add(1)
+	s.pushForced(info)
+	s.rtoAt = now + s.rto.Timeout()
+	s.armProbe(now)
+	return true
 }
 
 // onRTO handles an expired retransmission timer: the oldest unacknowledged packet goes again
@@ -396,10 +528,17 @@ func (s *sender) onRTO(now int64) bool {
 	s.rto.Backoff()
 	if s.cfg.goBackN {
 		s.retx = s.sent.Unacked(s.retx[:0])
+		s.forced = len(s.retx)
 		s.gbnOn, s.gbnUntil = true, s.sent.NextPSN()
-	} else if !containsPSN(s.retx, oldest.PSN) {
-		s.retx = append(s.retx, oldest)
+		s.ctr.rtoRetransmits.Add(uint64(len(s.retx)))
+	} else {
+		if !s.rtoRun {
+			s.rtoRun, s.rtoFirst, s.rtoPSN = true, now, oldest.PSN
+		}
+		s.pushForced(oldest)
+		s.ctr.rtoRetransmits.Add(1)
 	}
+	s.tlpAt = 0
 	s.rtoAt = now + s.rto.Timeout()
 	if tries+1 >= s.cfg.retryLimit && floor > now && floor < s.rtoAt {
 		s.rtoAt = floor // past the limit: fail when the packet has been outstanding long enough
@@ -442,18 +581,10 @@ func (s *sender) lossRetries(info ack.PacketInfo) int {
 	return max(info.Retransmits-s.h.rnrRetries(info.Tag), 0)
 }
 
-func containsPSN(l []ack.PacketInfo, psn wire.PSN) bool {
-	for i := range l {
-		if l[i].PSN == psn {
-			return true
-		}
-	}
-	return false
-}
-
 // reset forgets everything in flight and every timer: the connection failed.
 func (s *sender) reset() {
-	s.retx = s.retx[:0]
+	s.retx, s.forced = s.retx[:0], 0
+	s.tlpAt, s.tlpCount, s.rtoRun = 0, 0, false
 	s.rtoAt, s.rnrAt, s.rnrSet = 0, 0, false
 	s.probes, s.probeSince = 0, 0
 	if s.sent != nil { // nil on a QP that never connected

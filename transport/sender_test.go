@@ -24,11 +24,11 @@ const sndBytes = 1000
 // fakeCC is a congestion controller that records what the sender tells it; its window
 // and pacing are what the test sets.
 type fakeCC struct {
-	window            int
-	paceUntil         int64
-	sent, acked       int
-	losses, lostBytes int
-	timeouts          int
+	window             int
+	paceUntil          int64
+	sent, acked        int
+	losses, lostBytes  int
+	timeouts, spurious int
 }
 
 func (c *fakeCC) Window() int                         { return c.window }
@@ -36,6 +36,7 @@ func (c *fakeCC) OnSent(_ int64, b int)               { c.sent += b }
 func (c *fakeCC) OnAck(_ int64, a int, _ int64)       { c.acked += a }
 func (c *fakeCC) OnLoss(_ int64, l int)               { c.losses++; c.lostBytes += l }
 func (c *fakeCC) OnTimeout(int64)                     { c.timeouts++ }
+func (c *fakeCC) OnSpuriousTimeout(int64)             { c.spurious++ }
 func (c *fakeCC) NextSendTime(now int64, _ int) int64 { return max(now, c.paceUntil) }
 func (c *fakeCC) Stats() congestion.Stats             { return congestion.Stats{Window: c.window} }
 

@@ -62,7 +62,10 @@ type FlowResult struct {
 	// TimeoutsRun sums the timeouts since the first start, MaxTimeoutsRun the most one
 	// QP had.
 	Timeouts, Retransmits, TxPackets uint64
-	TimeoutsRun, MaxTimeoutsRun      uint64
+	// Duplicates counts data packets the receivers got more than once in the window:
+	// retransmissions that were not needed.
+	Duplicates                  uint64
+	TimeoutsRun, MaxTimeoutsRun uint64
 	// TargetMean is the mean of the senders' controllers' Stats().TargetDelay, sampled at
 	// each Sample boundary in the window (0 if the controller reports none); SRTTMean the
 	// mean of the QPs' SRTT sampled the same way.
@@ -94,6 +97,7 @@ type flowSnap struct {
 	t          int64
 	done       []uint64 // completed Write bytes per sender
 	rx         []uint64 // payload bytes accepted per receiver QP
+	dups       uint64   // data packets the receiver QPs got more than once
 	tx         []transport.QPStats
 	bottleneck simlink.BottleneckStats
 }
@@ -102,7 +106,9 @@ func (f *Fabric) snap() flowSnap {
 	s := flowSnap{t: f.Clock.Now(), bottleneck: f.Bottleneck.Stats()}
 	for i := range f.Tx {
 		s.done = append(s.done, f.TxSinks[i].Bytes[transport.OpWrite])
-		s.rx = append(s.rx, f.Rx[i].Stats().RxBytes)
+		rs := f.Rx[i].Stats()
+		s.rx = append(s.rx, rs.RxBytes)
+		s.dups += rs.Duplicates
 		s.tx = append(s.tx, f.Tx[i].Stats())
 	}
 	return s
@@ -246,6 +252,7 @@ func RunFlows(ctx context.Context, s FlowSpec) (res FlowResult) {
 	s1 := f.snap()
 	win := s.Measure.Seconds()
 	var done uint64
+	res.Duplicates = s1.dups - s0.dups
 	res.FlowGbps = make([]float64, n)
 	for i := range n {
 		done += s1.done[i] - s0.done[i]
@@ -279,10 +286,13 @@ func bdpBytes(bw int64, rtt time.Duration) int {
 }
 
 // WindowFor returns the transport.Config.Window a path of bw bit/s and rtt needs: the
-// next power of two of at least twice its bandwidth-delay product in packets of
-// maxPayload bytes, at least the engine's default of 1024 and at most 65536.
+// next power of two of at least four times its bandwidth-delay product in packets of
+// maxPayload bytes, at least 1024 and at most 65536. The window bounds the range from the
+// oldest unacknowledged PSN, which a hole holds open for two to three round trips under
+// loss; with twice the BDP (2048 at 1 ms) the sender stalled on the range at 1% loss, and
+// when the hole was repaired sent the freed range at once, overflowing the bottleneck.
 func WindowFor(bw int64, rtt time.Duration, maxPayload int) int {
-	need := 2 * bdpBytes(bw, rtt) / max(maxPayload, 1)
+	need := 4 * bdpBytes(bw, rtt) / max(maxPayload, 1)
 	w := 1024
 	for w < need && w < 1<<16 {
 		w *= 2
@@ -295,7 +305,11 @@ func WindowFor(bw int64, rtt time.Duration, maxPayload int) int {
 func QueueFor(bw int64, rtt time.Duration) int { return max(bdpBytes(bw, rtt), 64<<10) }
 
 // OutstandingFor returns how many Writes of size bytes a sender keeps posted so that they
-// cover twice the bandwidth-delay product: at least 16, at most 1024.
+// cover four bandwidth-delay products: at least 16, at most 1024. Writes complete in
+// posting order, so one whose packet was lost holds back the completions after it until
+// its retransmission is acknowledged, about two round trips later; at 1% loss a third of
+// 64 KiB Writes have a hole, and with only two round trips of Writes posted the sender ran
+// out of work (0.65 of lossless at 10 ms), as a TCP receive window must cover recovery.
 func OutstandingFor(bw int64, rtt time.Duration, size int) int {
-	return min(max(16, (2*bdpBytes(bw, rtt)+size-1)/max(size, 1)), 1024)
+	return min(max(16, (4*bdpBytes(bw, rtt)+size-1)/max(size, 1)), 1024)
 }

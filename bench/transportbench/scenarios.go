@@ -301,7 +301,7 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 	}, Records: []ScenarioRecord{}}
 	su.Header.Notes = append(su.Header.Notes,
 		"topology (bench/transportbench.Fabric): N sender hosts, each an engine with one QP, connected to N QPs on one receiver engine; every sender->receiver path feeds one simlink.Bottleneck at the receiver's ingress (bandwidth, tail-drop queue); latency RTT/2 each way; random loss on every path both ways (after the bottleneck); acks have no bandwidth limit",
-		"engine Config.Window = next power of two >= 2 x BDP packets, at least 1024 (the default), at most 65536; each sender keeps max(16, 2 x BDP / Write size) Writes posted (at most 1024; incast: 16); bottleneck queue = max(1 BDP, 64 KiB) (engine_window, outstanding, queue_bytes records)",
+		"engine Config.Window = next power of two >= 4 x BDP packets, at least 1024, at most 65536; each sender keeps max(16, 4 x BDP / Write size) Writes posted (at most 1024; incast: 16); bottleneck queue = max(1 BDP, 64 KiB) (engine_window, outstanding, queue_bytes records)",
 		"rtt: warm-up max(20 ms, 50 RTT), measured max(200 ms, 200 RTT) (quick: max(5 ms, 20 RTT) and max(20 ms, 50 RTT)); fairness: flow i starts at i x 10 RTT, measured from 100 RTT after the last start for 200 RTT (quick 50); incast: all start at once, warm-up 20 RTT, measured 300 RTT (quick 100)",
 		"goodput = bytes of Writes completed in the window x 8 / window; per-QP goodput (fairness, Jain) = new payload bytes the receiver QP accepted in the window; Jain windows are 10 RTT long from the last start",
 		"queueing delay = time a datagram waits at the bottleneck before its first bit is sent (simlink.BottleneckStats.Delay over the window; a bucket's upper bound, <= 1/32 above)",

@@ -23,7 +23,7 @@ func TestJain(t *testing.T) {
 
 func TestSizing(t *testing.T) {
 	const bw = 10_000_000_000
-	if w := WindowFor(bw, 10*time.Millisecond, 1472); w != 32768 {
+	if w := WindowFor(bw, 10*time.Millisecond, 1472); w != 65536 {
 		t.Errorf("window at 10 ms: %d", w)
 	}
 	if w := WindowFor(bw, 10*time.Microsecond, 1472); w != 1024 {
@@ -38,7 +38,7 @@ func TestSizing(t *testing.T) {
 	if q := QueueFor(bw, 10*time.Microsecond); q != 64<<10 {
 		t.Errorf("queue at 10 us: %d", q)
 	}
-	if n := OutstandingFor(bw, 10*time.Millisecond, 64<<10); n != 382 {
+	if n := OutstandingFor(bw, 10*time.Millisecond, 64<<10); n != 763 { // 4 x 12.5 MB / 64 KiB
 		t.Errorf("outstanding at 10 ms: %d", n)
 	}
 }

@@ -8,18 +8,20 @@
 //	post ──► OnSent ──► SentHistory ─── data PSN p ──► ReceiveTracker.Check(p)
 //	                       ▲   │                          │ New: place payload, Receive(p)
 //	                       │   │                          │ Duplicate: drop, re-ack
-//	OnAck(AckPSN, SACK) ───┘   │                          │ TooOld/TooNew: drop
-//	  │ acked packets          │                          ▼
-//	  │ RTT sample ──► RTO     │          ◄── Ack{Cumulative(), SACK()} (coalesced)
+//	OnAckBlocks(AckPSN, ───┘   │                          │ TooOld/TooNew: drop
+//	  SACK, HighPSN, HighSACK) │                          ▼
+//	  │ acked packets          │     ◄── Ack{Cumulative(), SACK(), High()} (coalesced)
+//	  │ RTT sample ──► RTO     │
 //	  ▼                        ▼
 //	complete WRs        DetectLost (SACK threshold + RACK) ──► retransmit ──► OnRetransmitted
 //	                    LossTime ──► timer: DetectLost again
 //	                    Oldest + RTO.Timeout ──► timer: retransmit oldest, RTO.Backoff
 //
-// Reliability is selective: SACK bitmaps (64 PSNs after the cumulative point, as in
-// wire.AckExt) tell the requester exactly which packets are missing, DetectLost names the
-// lost ones by a packet threshold (RFC 9002 §6.1.1) and by time (RACK, RFC 8985), and only
-// those are sent again, under their original PSN. The RTO (RFC 6298, with Karn's rule for
+// Reliability is selective: two SACK bitmaps (the 64 PSNs after the cumulative point and
+// the 64 most recent arrivals, as in wire.AckExt) tell the requester exactly which packets
+// are missing, however large the window; DetectLost names the lost ones by a packet
+// threshold (RFC 9002 §6.1.1) and by time (RACK, RFC 8985), at a cost per ack that does not
+// grow with the packets in flight, and only those are sent again, under their original PSN. The RTO (RFC 6298, with Karn's rule for
 // samples and exponential backoff) is the backstop for tail losses and lost acks; the
 // engine applies its retry limit to RTO.Backoffs and fails the QP when it is exceeded.
 // SentHistory.Unacked exists only for the go-back-N mode the benchmarks compare against.

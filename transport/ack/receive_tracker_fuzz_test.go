@@ -14,6 +14,8 @@ type receiveModel struct {
 	cum     wire.PSN
 	window  uint32
 	arrived map[wire.PSN]bool
+	high    wire.PSN // one past the highest PSN received (cum at first)
+	last    wire.PSN // one past the PSN received last (new arrivals only)
 }
 
 func (m *receiveModel) check(p wire.PSN) Verdict {
@@ -37,11 +39,35 @@ func (m *receiveModel) receive(p wire.PSN) Verdict {
 		return v
 	}
 	m.arrived[p] = true
+	m.last = p.Add(1)
+	if m.high.LessEq(p) {
+		m.high = p.Add(1)
+	}
 	for m.arrived[m.cum] {
 		delete(m.arrived, m.cum)
 		m.cum = m.cum.Add(1)
 	}
 	return New
+}
+
+// highBlock is the block of the most recent arrivals: a, one past the latest arrival if
+// that lies past the cumulative point (and below the highest), else one past the highest;
+// and bit i for PSN a-1-i arrived beyond the cumulative point.
+func (m *receiveModel) highBlock() (wire.PSN, uint64) {
+	if len(m.arrived) == 0 {
+		return m.cum, 0
+	}
+	a := m.high
+	if m.cum.Less(m.last) && m.last.Less(m.high) {
+		a = m.last
+	}
+	var s uint64
+	for i := uint32(0); i < 64; i++ {
+		if m.arrived[a-1-wire.PSN(i)] {
+			s |= 1 << i
+		}
+	}
+	return a, s
 }
 
 func (m *receiveModel) sack() uint64 {
@@ -56,7 +82,7 @@ func (m *receiveModel) sack() uint64 {
 
 // FuzzReceiveTracker decodes the input into a tracker (initial PSN, window) and a sequence
 // of Check+Receive calls at PSNs near the interesting places of the window, and compares
-// every verdict, Cumulative, SACK and HasGap with receiveModel.
+// every verdict, Cumulative, SACK, High and HasGap with receiveModel.
 //
 // Input: byte 0 picks the window (64 << (b&3)) and how the initial PSN is made (bit 2 set:
 // from bytes 1-4; else just below 2^32, minus byte 1, so the stream wraps early); then
@@ -87,7 +113,7 @@ func FuzzReceiveTracker(f *testing.F) {
 			data = data[2:]
 		}
 		r := NewReceiveTracker(initial, window)
-		m := &receiveModel{cum: initial, window: uint32(r.Window()), arrived: map[wire.PSN]bool{}}
+		m := &receiveModel{cum: initial, window: uint32(r.Window()), arrived: map[wire.PSN]bool{}, high: initial, last: initial}
 		if r.Window() != window {
 			t.Fatalf("window %d, want %d", r.Window(), window)
 		}
@@ -122,6 +148,10 @@ func FuzzReceiveTracker(f *testing.F) {
 			}
 			if s := m.sack(); r.SACK() != s {
 				t.Fatalf("op %d: SACK %#x, model %#x", i/2, r.SACK(), s)
+			}
+			hp, hs := r.High()
+			if mp, ms := m.highBlock(); hp != mp || hs != ms {
+				t.Fatalf("op %d: High %d %#x, model %d %#x", i/2, hp, hs, mp, ms)
 			}
 			if r.HasGap() != (len(m.arrived) > 0) || r.Pending() != len(m.arrived) {
 				t.Fatalf("op %d: HasGap %v Pending %d, model %d arrived", i/2, r.HasGap(), r.Pending(), len(m.arrived))

@@ -198,3 +198,65 @@ func TestVerdictString(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveTrackerHigh checks the block of the most recent arrivals: it follows the
+// latest arrival (the highest, for first transmissions in order; a repair far past the
+// first hole when one arrives) however far past the first hole, reports the 64 PSNs below
+// it (clear for
+// the holes and for PSNs before the cumulative point), and collapses to (Cumulative, 0) when
+// nothing after the cumulative point arrived.
+func TestReceiveTrackerHigh(t *testing.T) {
+	const initial = wire.PSN(math.MaxUint32 - 100) // the stream wraps inside the test
+	r := NewReceiveTracker(initial, 16384)
+	if hp, hs := r.High(); hp != initial || hs != 0 {
+		t.Fatalf("empty: High %d %#x, want %d 0", hp, hs, initial)
+	}
+	// Everything up to initial+5000 except initial+10 and every 100th PSN after it.
+	for i := uint32(0); i < 5000; i++ {
+		if i == 10 || (i > 10 && i%100 == 0) {
+			continue
+		}
+		r.Receive(initial.Add(i))
+	}
+	if r.Cumulative() != initial.Add(10) {
+		t.Fatalf("Cumulative %d, want %d", r.Cumulative(), initial.Add(10))
+	}
+	hp, hs := r.High()
+	if hp != initial.Add(5000) {
+		t.Fatalf("HighPSN %d, want %d", hp, initial.Add(5000))
+	}
+	// PSNs 4999 down to 4936 all arrived (none is a multiple of 100).
+	if hs != math.MaxUint64 {
+		t.Fatalf("HighSACK %#x, want all ones", hs)
+	}
+	r.Receive(initial.Add(5050)) // a new highest beyond a run of holes (5000..5049)
+	hp, hs = r.High()
+	// Bit 0 is 5050; bits 51..63 are 4999..4987, which arrived.
+	const older = uint64(1<<13-1) << 51
+	if want := 1 | older; hp != initial.Add(5051) || hs != want {
+		t.Fatalf("after 5050: High %d %#x, want %d %#x", hp, hs, initial.Add(5051), want)
+	}
+	r.Receive(initial.Add(5020)) // below the highest (a repair): the block follows it
+	hp, hs = r.High()
+	// Bit 0 is 5020; 5019..5000 are holes; bits 21..63 are 4999..4957, which arrived.
+	if want := 1 | uint64(1<<43-1)<<21; hp != initial.Add(5021) || hs != want {
+		t.Fatalf("after 5020: High %d %#x, want %d %#x", hp, hs, initial.Add(5021), want)
+	}
+	r.Receive(initial.Add(5051)) // a new highest again: the block returns to the front
+	if hp, _ = r.High(); hp != initial.Add(5052) {
+		t.Fatalf("after 5051: HighPSN %d, want %d", hp, initial.Add(5052))
+	}
+
+	// A short stream: the block overlaps the cumulative point, whose PSNs read clear.
+	r = NewReceiveTracker(initial, 64)
+	r.Receive(initial)
+	r.Receive(initial.Add(2))
+	hp, hs = r.High()
+	if hp != initial.Add(3) || hs != 1 {
+		t.Fatalf("short: High %d %#x, want %d 0x1", hp, hs, initial.Add(3))
+	}
+	r.Receive(initial.Add(1)) // fills the hole: nothing beyond the cumulative point
+	if hp, hs = r.High(); hp != initial.Add(3) || hs != 0 || r.Cumulative() != hp {
+		t.Fatalf("filled: High %d %#x, Cumulative %d", hp, hs, r.Cumulative())
+	}
+}

@@ -107,11 +107,16 @@ func (r *RTO) Sample(rtt int64) {
 }
 
 // base is the RTO without backoff, clamped to [Min, Max] (RFC 6298 §2.1, §2.3, §2.4).
+// The variance term is at least Min/2, as Linux keeps RTTVAR's term at least its minimum
+// RTO: on a path whose round trip is steady and longer than Min, 4*RTTVAR shrinks to
+// microseconds and the RTO to SRTT, and every queueing hiccup fired it (measured: a flow
+// of 16 in incast at 100 µs with 111 spurious timeouts in 30 ms). Paths shorter than Min/2
+// keep the RTO at Min, as before.
 func (r *RTO) base() int64 {
 	if !r.sampled {
 		return r.initial
 	}
-	return min(max(r.srtt+max(rtoGranularity, rtoK*r.rttvar), r.min), r.max)
+	return min(max(r.srtt+max(rtoGranularity, rtoK*r.rttvar, r.min/2), r.min), r.max)
 }
 
 // Timeout returns the current RTO in nanoseconds: the RFC 6298 value clamped to

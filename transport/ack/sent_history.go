@@ -13,6 +13,13 @@ const (
 	// MaxCapacity is the largest capacity, far below the 2^31 PSNs that serial-number
 	// comparison allows.
 	MaxCapacity = 1 << 20
+	// initialSlots is how many slots a history starts with (fewer if its capacity is
+	// smaller): an idle or slow QP never needs more, and the ring doubles when OnSent
+	// finds it full below the capacity.
+	initialSlots = 1024
+	// initialRetx is how many entries the retransmission queue starts with; it doubles
+	// when it fills with entries still pending.
+	initialRetx = 64
 )
 
 // PacketInfo describes one data packet of the local stream, as recorded by SentHistory.
@@ -42,7 +49,8 @@ type Stats struct {
 	DuplicateAcks   uint64 // valid acks that acknowledged no new packet
 	StaleAcks       uint64 // acks whose AckPSN is behind the cumulative point already known (reordered or repeated acks)
 	InvalidAcks     uint64 // acks ignored entirely: AckPSN beyond NextPSN (PSNs never sent)
-	IgnoredSACKBits uint64 // SACK bits naming PSNs at or beyond NextPSN, ignored one by one
+	IgnoredSACKBits uint64 // SACK bits (of either block) naming PSNs outside (AckPSN, NextPSN), ignored one by one
+	IgnoredBlocks   uint64 // recent-arrival blocks ignored: HighPSN outside [AckPSN, NextPSN]
 	Acked           uint64 // packets acknowledged (each exactly once)
 	Lost            uint64 // packets DetectLost reported
 	Retransmitted   uint64 // OnRetransmitted calls that matched an outstanding packet
@@ -57,7 +65,10 @@ type sentSlot struct {
 // SentHistory is the requester's record of the packets of its stream that are in flight:
 // what it sent, what the peer acknowledged (cumulatively or selectively), and what is lost.
 // It stores packets in a ring indexed by PSN, from the oldest unacknowledged PSN up to
-// NextPSN; a retransmission keeps the packet's PSN and slot.
+// NextPSN; a retransmission keeps the packet's PSN and slot. The ring starts at
+// min(1024, capacity) slots and doubles, up to the capacity, when OnSent finds it full, so
+// a QP that never has many packets in flight never pays for a large window: it costs
+// 56 bytes per slot, 56 KiB at 1024 and 896 KiB at 16384.
 //
 // Loss detection follows RACK (RFC 8985) with a packet threshold as in RFC 9002 §6.1.1;
 // RTT samples follow Karn's rule (RFC 6298 §3). Acknowledgements come from the network
@@ -65,11 +76,12 @@ type sentSlot struct {
 // [oldest unacknowledged, NextPSN) is ever marked.
 //
 // A SentHistory is owned by one engine goroutine and is not safe for concurrent use.
-// No method allocates; the append-style methods reuse the caller's slice and allocate only
-// if it is too small (give it the history's capacity once).
+// No method allocates except when the ring or the retransmission queue grows (a handful of
+// times in a history's life, each doubling it); the append-style methods reuse the caller's
+// slice and append to it.
 type SentHistory struct {
 	slots    []sentSlot
-	mask     uint32 // len(slots) - 1: slots is a power of two at least limit
+	mask     uint32 // len(slots) - 1: a power of two; below limit only while Len fits in it
 	limit    uint32 // most packets outstanding (the requested capacity)
 	start    wire.PSN
 	next     wire.PSN
@@ -93,7 +105,25 @@ type SentHistory struct {
 	lossTime    int64 // earliest time a not-yet-lost packet becomes lost by the time rule
 	lossTimeSet bool  // lossTime is meaningful
 
+	// scan is DetectLost's cursor over first transmissions: every packet in [start, scan)
+	// is acknowledged, reported lost or retransmitted. First transmissions are sent in PSN
+	// order, so the scan resumes here and stops at the first that is not lost yet.
+	scan wire.PSN
+	// rq is the queue of retransmissions in the order they were sent (a ring: rqLen
+	// entries from rqHead): DetectLost applies the time rule from its front. An entry is
+	// stale once its packet is acknowledged, reported lost or sent again (gen no longer
+	// equals its Retransmits) and is dropped when met.
+	rq     []retxEntry
+	rqHead uint32
+	rqLen  uint32
+
 	stats Stats
+}
+
+// retxEntry names one retransmission: the packet and which of its retransmissions.
+type retxEntry struct {
+	psn wire.PSN
+	gen uint32 // the packet's Retransmits after this retransmission
 }
 
 // NewSentHistory returns an empty history for a stream whose first PSN is initial (the QP's
@@ -108,13 +138,15 @@ func NewSentHistory(initial wire.PSN, capacity int) *SentHistory {
 	case capacity > MaxCapacity:
 		capacity = MaxCapacity
 	}
-	n := uint32(1) << bits.Len32(uint32(capacity-1))
+	n := min(uint32(1)<<bits.Len32(uint32(capacity-1)), initialSlots)
 	return &SentHistory{
 		slots: make([]sentSlot, n),
 		mask:  n - 1,
 		limit: uint32(capacity),
 		start: initial,
 		next:  initial,
+		scan:  initial,
+		rq:    make([]retxEntry, initialRetx),
 	}
 }
 
@@ -138,11 +170,28 @@ func (h *SentHistory) OnSent(p PacketInfo) bool {
 	if p.PSN != h.next || h.Full() {
 		return false
 	}
+	if h.next.Sub(h.start) == uint32(len(h.slots)) {
+		h.grow() // below the capacity (not Full), so the ring may double
+	}
 	*h.slot(p.PSN) = sentSlot{PacketInfo: p}
+	if p.Retransmits > 0 {
+		// Recorded as a retransmission already: only the time rule applies, from the queue.
+		h.pushRetx(retxEntry{psn: p.PSN, gen: uint32(p.Retransmits)})
+	}
 	h.next = h.next.Add(1)
 	h.inflight++
 	h.bytes += p.Bytes
 	return true
+}
+
+// grow doubles the ring, moving every slot in [start, next) to its place in the new one.
+func (h *SentHistory) grow() {
+	ns := make([]sentSlot, 2*len(h.slots))
+	nmask := uint32(len(ns) - 1)
+	for p := h.start; p != h.next; p = p.Add(1) {
+		ns[uint32(p)&nmask] = *h.slot(p)
+	}
+	h.slots, h.mask = ns, nmask
 }
 
 // outstanding returns the slot of psn if psn is in flight: sent and not acknowledged.
@@ -173,24 +222,104 @@ func (h *SentHistory) OnRetransmitted(psn wire.PSN, now int64) {
 	s.SentAt = now
 	s.Retransmits++
 	h.stats.Retransmitted++
+	h.pushRetx(retxEntry{psn: psn, gen: uint32(s.Retransmits)})
 }
 
-// OnAck applies an acknowledgement from the peer: every PSN before ackPSN arrived, and
-// bit i of sack says PSN ackPSN+1+i arrived. It appends the packets this ack acknowledges
+// pushRetx appends e to the retransmission queue. A full queue first drops its stale
+// entries; if more than half of it is still pending it doubles. The pending entries name
+// distinct outstanding packets, at most len(slots), so a queue of 2*len(slots) entries never
+// grows again and compaction then frees at least half of it (amortized O(1) per push).
+func (h *SentHistory) pushRetx(e retxEntry) {
+	n := uint32(len(h.rq))
+	if h.rqLen == n {
+		j := uint32(0)
+		for i := uint32(0); i < h.rqLen; i++ {
+			if x := h.rq[(h.rqHead+i)&(n-1)]; h.pendingRetx(x) != nil {
+				h.rq[(h.rqHead+j)&(n-1)] = x
+				j++
+			}
+		}
+		h.rqLen = j
+		if j > n/2 {
+			nq := make([]retxEntry, 2*n)
+			for i := uint32(0); i < j; i++ {
+				nq[i] = h.rq[(h.rqHead+i)&(n-1)]
+			}
+			h.rq, h.rqHead, n = nq, 0, 2*n
+		}
+	}
+	h.rq[(h.rqHead+h.rqLen)&(n-1)] = e
+	h.rqLen++
+}
+
+// pendingRetx returns the slot of e's packet if e is its latest transmission and the
+// packet is outstanding and not reported lost; nil when e is stale.
+func (h *SentHistory) pendingRetx(e retxEntry) *sentSlot {
+	s := h.outstanding(e.psn)
+	if s == nil || s.lost || uint32(s.Retransmits) != e.gen {
+		return nil
+	}
+	return s
+}
+
+// outstanding returns the slot of psn if psn is in flight: sent and not acknowledged.
+
+// OnAck is OnAckBlocks without a block of recent arrivals: an acknowledgement of one SACK
+// block (HighPSN equal to ackPSN).
+func (h *SentHistory) OnAck(ackPSN wire.PSN, sack uint64, now int64, acked []PacketInfo) ([]PacketInfo, int64) {
+	return h.OnAckBlocks(ackPSN, sack, ackPSN, 0, now, acked)
+}
+
+// OnAckBlocks applies an acknowledgement from the peer (the fields of wire.AckExt): every
+// PSN before ackPSN arrived, bit i of sack says PSN ackPSN+1+i arrived, and bit i of
+// highSack says PSN highPSN-1-i arrived (the peer's most recent arrivals, however far past
+// ackPSN). It appends the packets this ack acknowledges
 // for the first time to acked, in PSN order, and returns it, plus an RTT sample: now minus
 // the SentAt of the newest newly acknowledged packet that was never retransmitted (Karn's
 // rule, RFC 6298 §3), at least 1; 0 when there is none. The sample includes the time the
 // peer held the ack (wire.AckExt.Delay); subtracting it is the caller's business.
 //
-// An ack is never trusted: an ackPSN beyond NextPSN makes the whole ack invalid and it changes nothing; an ackPSN behind the known cumulative
-// point (a reordered or repeated ack) acknowledges nothing cumulatively but its SACK bits
-// still count; SACK bits for PSNs at or beyond NextPSN are ignored bit by bit. Stats
-// counts each case.
-func (h *SentHistory) OnAck(ackPSN wire.PSN, sack uint64, now int64, acked []PacketInfo) ([]PacketInfo, int64) {
+// An ack is never trusted: an ackPSN beyond NextPSN makes the whole ack invalid and it
+// changes nothing; an ackPSN behind the known cumulative point (a reordered or repeated
+// ack) acknowledges nothing cumulatively but its SACK bits still count; a highPSN outside
+// [ackPSN, NextPSN] makes the recent-arrivals block ignored (highPSN equal to ackPSN is the
+// empty block); bits of either block naming PSNs outside (ackPSN, NextPSN) are ignored bit
+// by bit. Stats counts each case. The work is proportional to the packets acknowledged
+// (cumulatively or by set bits), whatever the window.
+func (h *SentHistory) OnAckBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN, highSack uint64, now int64, acked []PacketInfo) ([]PacketInfo, int64) {
 	h.stats.Acks++
 	if h.next.Less(ackPSN) {
 		h.stats.InvalidAcks++
 		return acked, 0
+	}
+	// The recent-arrivals block, as bits of PSNs from restBase: the part within the first
+	// block's reach (ackPSN+1..ackPSN+64) is merged into sack, so that packets are
+	// acknowledged in PSN order; the rest lies beyond it.
+	var rest uint64
+	var restBase wire.PSN
+	if d := highPSN.Sub(ackPSN); d > h.next.Sub(ackPSN) {
+		h.stats.IgnoredBlocks++ // behind ackPSN, or beyond NextPSN
+	} else if highSack != 0 {
+		// r: bit j is PSN highPSN-64+j. Bits of PSNs at or before ackPSN are dropped (shifts
+		// of 64 or more give 0).
+		r := bits.Reverse64(highSack)
+		if d < 65 {
+			keep := r & (^uint64(0) << (65 - d))
+			h.stats.IgnoredSACKBits += uint64(bits.OnesCount64(r &^ keep))
+			r = keep
+		}
+		if d <= 65 {
+			sack |= r >> (65 - d) // all within the first block: highPSN-1 <= ackPSN+64
+		} else {
+			// j maps to sack bit j+d-65; the bits past sack's top are PSNs from
+			// ackPSN+65 on, or the whole block when it does not overlap sack at all.
+			sack |= r << (d - 65)
+			if d < 129 {
+				rest, restBase = r>>(129-d), ackPSN.Add(65)
+			} else {
+				rest, restBase = r, highPSN-64
+			}
+		}
 	}
 	before := len(acked)
 	var sample int64
@@ -217,6 +346,14 @@ func (h *SentHistory) OnAck(ackPSN wire.PSN, sack uint64, now int64, acked []Pac
 			break
 		}
 		sack &= sack - 1
+		if s := h.outstanding(p); s != nil {
+			acked = h.markAcked(s, now, acked, &sample, &sampled)
+		}
+	}
+	// The recent arrivals beyond the first block (all before NextPSN: highPSN <= NextPSN).
+	for rest != 0 {
+		p := restBase.Add(uint32(bits.TrailingZeros64(rest)))
+		rest &= rest - 1
 		if s := h.outstanding(p); s != nil {
 			acked = h.markAcked(s, now, acked, &sample, &sampled)
 		}
@@ -331,6 +468,8 @@ func (h *SentHistory) Reset() {
 	h.rackValid, h.rackRetx = false, false
 	h.rackXmit, h.rackPSN, h.rackRTT = 0, 0, 0
 	h.lossTime, h.lossTimeSet = 0, false
+	h.scan = h.next
+	h.rqHead, h.rqLen = 0, 0
 }
 
 // Unacked appends every unacknowledged packet to dst in PSN order and returns it. It

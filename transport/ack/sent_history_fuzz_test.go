@@ -3,6 +3,7 @@ package ack
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -56,6 +57,12 @@ func (m *sentModel) lost() (n, bytes int) {
 
 // ack returns the PSNs an ack newly acknowledges, ascending, and the Karn RTT sample.
 func (m *sentModel) ack(ackPSN wire.PSN, sack uint64, now int64) (newly []wire.PSN, rtt int64) {
+	return m.ackBlocks(ackPSN, sack, ackPSN, 0, now)
+}
+
+// ackBlocks is ack with a block of recent arrivals: bit i of highSack is PSN highPSN-1-i,
+// taken when highPSN is in [ackPSN, next] and the PSN in (ackPSN, next).
+func (m *sentModel) ackBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN, highSack uint64, now int64) (newly []wire.PSN, rtt int64) {
 	if m.next.Less(ackPSN) {
 		return nil, 0
 	}
@@ -79,12 +86,59 @@ func (m *sentModel) ack(ackPSN wire.PSN, sack uint64, now int64) (newly []wire.P
 	for p := m.front(); p.Less(ackPSN); p = p.Add(1) {
 		take(p)
 	}
+	// The selective bits of both blocks, taken in PSN order.
+	var offs []uint32 // distances from ackPSN
 	for i := uint32(0); i < 64; i++ {
 		if p := ackPSN.Add(1 + i); sack&(1<<i) != 0 && p.Less(m.next) {
-			take(p)
+			offs = append(offs, 1+i)
 		}
 	}
+	if highPSN.Sub(ackPSN) <= m.next.Sub(ackPSN) {
+		for i := uint32(0); i < 64; i++ {
+			p := highPSN - 1 - wire.PSN(i)
+			if highSack&(1<<i) != 0 && ackPSN.Less(p) && p.Less(m.next) {
+				offs = append(offs, p.Sub(ackPSN))
+			}
+		}
+	}
+	slices.Sort(offs)
+	for _, o := range slices.Compact(offs) {
+		take(ackPSN.Add(o))
+	}
 	return newly, rtt
+}
+
+// referenceLost is loss detection as a full scan of the history (the definition that
+// DetectLost computes incrementally): the packets it would report, in PSN order, and the
+// loss time. It changes nothing.
+func referenceLost(h *SentHistory, now, reoWnd int64) (lost []wire.PSN, lossTime int64, lossTimeSet bool) {
+	if !h.anyAcked || h.inflight == 0 {
+		return nil, 0, false
+	}
+	reoWnd = max(reoWnd, 0)
+	end := h.next
+	if !h.rackRetx && h.highestAcked.Less(end) {
+		end = h.highestAcked
+	}
+	for p := h.start; p.Less(end); p = p.Add(1) {
+		s := h.slot(p)
+		if s.acked || s.lost {
+			continue
+		}
+		isLost := s.Retransmits == 0 && p.Add(ReorderThreshold).LessEq(h.highestAcked)
+		if !isLost && h.rackValid && sentAfter(h.rackXmit, h.rackPSN, s.SentAt, p) {
+			deadline := s.SentAt + h.rackRTT + reoWnd
+			if now >= deadline {
+				isLost = true
+			} else if !lossTimeSet || deadline < lossTime {
+				lossTime, lossTimeSet = deadline, true
+			}
+		}
+		if isLost {
+			lost = append(lost, p)
+		}
+	}
+	return lost, lossTime, lossTimeSet
 }
 
 // FuzzSentHistory drives a SentHistory and sentModel with the same operations and checks
@@ -95,7 +149,7 @@ func (m *sentModel) ack(ackPSN wire.PSN, sack uint64, now int64) (newly []wire.P
 // Input: byte 0 sets the capacity (1 + b%48), byte 1 the initial PSN (just below 2^32, so
 // the stream wraps), then ops of a kind byte and an argument byte:
 //
-//	kind%6 0: send a packet of arg bytes at now
+//	kind%8 0: send a packet of arg bytes at now
 //	       1: ack: AckPSN = front + arg%(len+8) - 4 (stale, valid and beyond NextPSN),
 //	          or front + 2^31 when arg is 255; SACK from the next 8 bytes
 //	       2: retransmit front + arg%(len+2) at now
@@ -103,6 +157,13 @@ func (m *sentModel) ack(ackPSN wire.PSN, sack uint64, now int64) (newly []wire.P
 //	       4: now += arg*50
 //	       5: ack of everything up to front + arg%(len+1) (no SACK)
 //	       6: arg < 8: Reset; else Lookup(front + arg%(len+2))
+//	       7: ack with both blocks: AckPSN as for 1 (without the 255 case), HighPSN =
+//	          AckPSN + next byte - 8 (behind, within and beyond NextPSN), SACK and HighSACK
+//	          from the following 16 bytes
+//
+// Before every DetectLost the packets it must report and the loss time are computed by a
+// full scan of the history (referenceLost); DetectLost, which looks only at a cursor and
+// a queue, must agree exactly.
 func FuzzSentHistory(f *testing.F) {
 	f.Add([]byte{8, 3, 0, 10, 0, 20, 0, 30, 0, 40, 1, 4, 0, 0, 0, 0, 0, 0, 0, 6, 3, 1})
 	f.Add([]byte{3, 0, 0, 1, 0, 2, 0, 3, 0, 4, 4, 10, 1, 5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 3, 0, 2, 0, 4, 200, 5, 9})
@@ -119,7 +180,7 @@ func FuzzSentHistory(f *testing.F) {
 		var now int64
 		var buf []PacketInfo
 		for i := 0; i+1 < len(data); i += 2 {
-			kind, arg := data[i]%7, data[i+1]
+			kind, arg := data[i]%8, data[i+1]
 			used := h.Len()
 			switch kind {
 			case 0:
@@ -161,6 +222,23 @@ func FuzzSentHistory(f *testing.F) {
 				if rtt != wantRTT {
 					t.Fatalf("op %d: rtt %d, model %d", i, rtt, wantRTT)
 				}
+			case 7:
+				ackPSN := m.front().Add(uint32(arg)%uint32(used+8) - 4)
+				var highOff byte
+				var sack, highSack uint64
+				if len(data) >= i+2+17 {
+					highOff = data[i+2]
+					sack = binary.LittleEndian.Uint64(data[i+3:])
+					highSack = binary.LittleEndian.Uint64(data[i+11:])
+					i += 17
+				}
+				highPSN := ackPSN.Add(uint32(highOff)) - 8
+				newly, wantRTT := m.ackBlocks(ackPSN, sack, highPSN, highSack, now)
+				var rtt int64
+				buf, rtt = h.OnAckBlocks(ackPSN, sack, highPSN, highSack, now, buf[:0])
+				if !slices.Equal(psns(buf), newly) || rtt != wantRTT {
+					t.Fatalf("op %d: OnAckBlocks(%d, %#x, %d, %#x) acked %v rtt %d, model %v rtt %d", i, ackPSN, sack, highPSN, highSack, psns(buf), rtt, newly, wantRTT)
+				}
 			case 2:
 				psn := m.front().Add(uint32(arg) % uint32(used+2))
 				h.OnRetransmitted(psn, now)
@@ -170,7 +248,14 @@ func FuzzSentHistory(f *testing.F) {
 					pk.lost = false
 				}
 			case 3:
+				wantLost, wantLT, wantLTSet := referenceLost(h, now, int64(arg)*100)
 				buf = h.DetectLost(now, int64(arg)*100, buf[:0])
+				if !slices.Equal(psns(buf), wantLost) {
+					t.Fatalf("op %d: DetectLost reported %v, full scan %v", i, psns(buf), wantLost)
+				}
+				if lt, ok := h.LossTime(); ok != wantLTSet || ok && lt != wantLT {
+					t.Fatalf("op %d: LossTime %d %v, full scan %d %v", i, lt, ok, wantLT, wantLTSet)
+				}
 				prev := wire.PSN(0)
 				for j, p := range buf {
 					pk, ok := m.out[p.PSN]

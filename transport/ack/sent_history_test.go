@@ -547,3 +547,96 @@ func TestSentHistoryLostAccounting(t *testing.T) {
 		t.Fatalf("negative reoWnd: lost %v, want [4]", psns(lost))
 	}
 }
+
+// TestSentHistoryOnAckBlocks checks the block of recent arrivals: it acknowledges PSNs
+// however far past the first block, in PSN order with the first block's, and whatever it
+// says outside (AckPSN, NextPSN) is ignored and counted.
+func TestSentHistoryOnAckBlocks(t *testing.T) {
+	const initial = top - 100 // the stream wraps
+	for _, tc := range []struct {
+		name          string
+		ackOff        uint32
+		sack          uint64
+		highOff       uint32 // HighPSN - initial
+		highSack      uint64
+		want          []uint32 // offsets acknowledged, in order
+		ignoredBlocks uint64
+		ignoredBits   uint64
+	}{
+		{name: "far beyond the first block", ackOff: 10, sack: 1, highOff: 400, highSack: 1 | 1<<2,
+			want: []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 397, 399}},
+		{name: "overlapping the first block: merged in PSN order", ackOff: 0, sack: 1<<4 | 1<<8, highOff: 70, highSack: 1 | 1<<63 | 1<<60,
+			want: []uint32{5, 6, 9, 69}},
+		{name: "straddling the first block's end", ackOff: 0, highOff: 100, highSack: 1<<34 | 1<<36,
+			want: []uint32{63, 65}},
+		{name: "HighPSN equal to AckPSN is the empty block", ackOff: 3, highOff: 3,
+			want: []uint32{0, 1, 2}},
+		{name: "bits at or before AckPSN ignored", ackOff: 3, highOff: 5, highSack: 1 | 1<<1 | 1<<2 | 1<<3,
+			want: []uint32{0, 1, 2, 4}, ignoredBits: 3},
+		{name: "HighPSN beyond NextPSN ignored", ackOff: 3, highOff: 1001, highSack: math.MaxUint64,
+			want: []uint32{0, 1, 2}, ignoredBlocks: 1},
+		{name: "HighPSN at NextPSN taken", ackOff: 3, highOff: 1000, highSack: 1,
+			want: []uint32{0, 1, 2, 999}},
+		{name: "HighPSN behind AckPSN ignored", ackOff: 300, highOff: 200, highSack: math.MaxUint64,
+			ignoredBlocks: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewSentHistory(initial, 1000)
+			sendN(t, h, initial, 1000)
+			acked, _ := h.OnAckBlocks(initial.Add(tc.ackOff), tc.sack, initial.Add(tc.highOff), tc.highSack, 1e9, nil)
+			var got []uint32
+			for _, p := range acked {
+				got = append(got, p.PSN.Sub(initial))
+			}
+			if tc.name == "HighPSN behind AckPSN ignored" {
+				tc.want = make([]uint32, 300)
+				for i := range tc.want {
+					tc.want[i] = uint32(i)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("acked %v, want %v", got, tc.want)
+			}
+			if st := h.Stats(); st.IgnoredBlocks != tc.ignoredBlocks || st.IgnoredSACKBits != tc.ignoredBits {
+				t.Errorf("IgnoredBlocks %d IgnoredSACKBits %d, want %d %d", st.IgnoredBlocks, st.IgnoredSACKBits, tc.ignoredBlocks, tc.ignoredBits)
+			}
+			if n, _ := h.InFlight(); n != 1000-len(tc.want) {
+				t.Errorf("InFlight %d after %d acknowledged", n, len(tc.want))
+			}
+		})
+	}
+}
+
+// TestSentHistoryGrows checks that the ring starts at 1024 slots, doubles only when full
+// below the capacity (a capacity that is not a power of two included), keeps every packet
+// across the move (the stream wrapping), and still refuses past the capacity.
+func TestSentHistoryGrows(t *testing.T) {
+	const initial = top - 1500
+	h := NewSentHistory(initial, 5000)
+	if len(h.slots) != 1024 || h.Cap() != 5000 {
+		t.Fatalf("%d slots, Cap %d", len(h.slots), h.Cap())
+	}
+	sendN(t, h, initial, 1024)
+	h.OnAck(initial.Add(100), 0, 1e9, nil) // the live range no longer starts at slot 0
+	if len(h.slots) != 1024 {
+		t.Fatalf("grew early: %d slots", len(h.slots))
+	}
+	for i := 1024; i < 5100; i++ {
+		ok := h.OnSent(PacketInfo{PSN: initial.Add(uint32(i)), Bytes: 100 + i, SentAt: 1000 + 10*int64(i), Tag: uint64(i)})
+		if ok != (i < 5100) {
+			t.Fatalf("OnSent(%d) = %v", i, ok)
+		}
+	}
+	if !h.Full() || h.Len() != 5000 || len(h.slots) != 8192 {
+		t.Fatalf("Full %v Len %d, %d slots", h.Full(), h.Len(), len(h.slots))
+	}
+	if h.OnSent(PacketInfo{PSN: initial.Add(5100)}) {
+		t.Fatal("OnSent past the capacity accepted")
+	}
+	for i := 100; i < 5100; i++ {
+		p, ok := h.Lookup(initial.Add(uint32(i)))
+		if !ok || p.Bytes != 100+i || p.Tag != uint64(i) {
+			t.Fatalf("Lookup(%d) = %+v %v after growing", i, p, ok)
+		}
+	}
+}

@@ -2,13 +2,22 @@
 // flight: the congestion controllers of the transport engine.
 //
 //	engine (one goroutine)                         Controller (one per QP direction)
-//	  may I send?   inflight < Window() ─────────▶ window in bytes
+//	  may I send?   pipe < Window() ─────────────▶ window in bytes
 //	                NextSendTime(now, n) ────────▶ pacing, only below one packet
 //	  sent          OnSent(now, n)
-//	  ACK/SACK      OnAck(now, acked, delay) ────▶ delay < target: additive increase
+//	  ACK/SACK      OnAck(now, acked, delay) ────▶ delay < target: increase
 //	                                               delay > target: multiplicative decrease
-//	  SACK gap      OnLoss(now, lost) ───────────▶ decrease by MaxMDF
+//	  SACK gap      OnLoss(now, lost) ───────────▶ decrease (Delay: unless random loss)
 //	  RTO fired     OnTimeout(now) ──────────────▶ decrease, or reset after repeated RTOs
+//	  RTO spurious  OnSpuriousTimeout(now) ──────▶ undo the timeout's decrease
+//
+// The engine's default is Delay, a delay-based controller for paths of 10 µs to 10 ms
+// (docs/TRANSPORT.md, "Congestion control for paths of 10 µs to 10 ms", has the algorithm
+// and the reasons for its constants): Swift's absolute target on short paths, a learned
+// base plus a queue in proportion on long ones, slow start ended by delay, additive
+// increase scaled with the path, a delay cut that drains the queue, random loss told from
+// congestion, and spurious timeouts undone (OnSpuriousTimeout). Swift remains for
+// comparison and for deployments that want it.
 //
 // The engine passes the time into every call; nothing here reads a clock, sleeps, or
 // allocates after construction, so the controllers are exact and fast to test (see the

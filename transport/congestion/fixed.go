@@ -54,6 +54,9 @@ func (f *Fixed) OnLoss(now int64, lost int) {
 // OnTimeout counts the timeout; the window does not change.
 func (f *Fixed) OnTimeout(now int64) { f.stats.Timeouts++ }
 
+// OnSpuriousTimeout only counts: a fixed window has nothing to undo.
+func (f *Fixed) OnSpuriousTimeout(now int64) { f.stats.SpuriousTimeouts++ }
+
 // NextSendTime returns now: Fixed does not pace.
 func (f *Fixed) NextSendTime(now int64, bytes int) int64 { return now }
 

@@ -22,13 +22,15 @@ type simConfig struct {
 	baseRTT    int64   // ns of propagation, both directions together
 	extraDelay int64   // ns added to every ack (a constant delay the flows cannot drain)
 	jitter     int64   // ns: each ack is delayed by a seeded uniform [0, jitter)
+	randomLoss float64 // probability that a packet is lost before the bottleneck (not congestion)
 	buffer     int     // bytes the bottleneck queue holds before it drops
 	flows      int
 	lateStart  int64 // ns: start time of the last flow (0: all flows start together)
 	duration   int64 // ns of simulated time; statistics cover the second half
 	seed       uint64
 	swift      SwiftConfig
-	onAck      func(now int64, flow int, ctls []*Swift) // optional hook after every OnAck
+	delay      *DelayConfig                                 // if set, the flows run Delay with it instead of Swift
+	onAck      func(now int64, flow int, ctls []Controller) // optional hook after every OnAck
 }
 
 type simResult struct {
@@ -39,7 +41,7 @@ type simResult struct {
 	fairness    float64   // Jain's index of throughput
 	meanTarget  float64   // ns, mean TargetDelay of the flows at the end
 	drops       int
-	flows       []*Swift
+	flows       []Controller
 }
 
 type simEventKind uint8
@@ -78,7 +80,7 @@ func (q *simQueue) Pop() any {
 }
 
 type simFlow struct {
-	ctl         *Swift
+	ctl         Controller
 	inflight    int
 	wakePending bool
 	wakeAt      int64
@@ -91,9 +93,9 @@ type sim struct {
 	events    simQueue
 	seq       uint64
 	flows     []simFlow
-	ctls      []*Swift // flows[i].ctl, for hooks
-	busyUntil int64    // ns, when the bottleneck finishes everything queued so far
-	ser       int64    // ns to serialize one MSS packet
+	ctls      []Controller // flows[i].ctl, for hooks
+	busyUntil int64        // ns, when the bottleneck finishes everything queued so far
+	ser       int64        // ns to serialize one MSS packet
 	measureAt int64
 	busy      int64 // ns the bottleneck was busy in the measured half
 	queueWait []int64
@@ -110,7 +112,13 @@ func runSim(t testing.TB, cfg simConfig) simResult {
 		measureAt: cfg.duration / 2,
 	}
 	for i := range cfg.flows {
-		ctl, err := NewSwift(cfg.swift)
+		var ctl Controller
+		var err error
+		if cfg.delay != nil {
+			ctl, err = NewDelay(*cfg.delay)
+		} else {
+			ctl, err = NewSwift(cfg.swift)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,6 +202,10 @@ func (s *sim) trySend(i int, now int64) {
 
 // enqueue puts one MSS packet of flow i into the bottleneck FIFO at now.
 func (s *sim) enqueue(i int, now int64) {
+	if s.cfg.randomLoss > 0 && s.rng.Float64() < s.cfg.randomLoss {
+		s.schedule(simEvent{at: now + s.cfg.baseRTT, kind: evLoss, flow: i, sentAt: now})
+		return
+	}
 	queued := 0.0
 	if s.busyUntil > now {
 		queued = float64(s.busyUntil-now) * s.cfg.capacity
@@ -274,15 +286,15 @@ func TestSimConvergence(t *testing.T) {
 				// Convergence time of the late flow: from its start until its window first
 				// reaches 80% of the mean window of the others.
 				converged := int64(-1)
-				cfg.onAck = func(now int64, flow int, ctls []*Swift) {
+				cfg.onAck = func(now int64, flow int, ctls []Controller) {
 					if flow != n-1 || converged >= 0 {
 						return
 					}
 					others := 0.0
 					for _, c := range ctls[:n-1] {
-						others += c.cwnd / float64(n-1)
+						others += c.(*Swift).cwnd / float64(n-1)
 					}
-					if ctls[n-1].cwnd >= 0.8*others {
+					if ctls[n-1].(*Swift).cwnd >= 0.8*others {
 						converged = now - cfg.lateStart
 					}
 				}
@@ -318,15 +330,16 @@ func TestSimExtraDelayShrinksWindow(t *testing.T) {
 	cfg.extraDelay = 70_000
 	cfg.swift.MinCwnd = 0.01 // this test follows the window below one packet, into pacing
 	last := []float64{math.Inf(1), math.Inf(1)}
-	cfg.onAck = func(_ int64, flow int, ctls []*Swift) {
-		s := ctls[flow]
+	cfg.onAck = func(_ int64, flow int, ctls []Controller) {
+		s := ctls[flow].(*Swift)
 		if s.cwnd > last[flow] {
 			t.Fatalf("flow %d: window grew from %g to %g packets with delay above target", flow, last[flow], s.cwnd)
 		}
 		last[flow] = s.cwnd
 	}
 	r := runSim(t, cfg)
-	for i, s := range r.flows {
+	for i, c := range r.flows {
+		s := c.(*Swift)
 		st := s.Stats()
 		t.Logf("flow %d: cwnd %d B, delay decreases %d, target %d ns, last delay %d ns",
 			i, st.Cwnd, st.DelayDecreases, st.TargetDelay, st.LastDelay)

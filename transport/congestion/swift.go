@@ -33,6 +33,9 @@ type Swift struct {
 	lastDecrease int64 // ns, time of the last window decrease
 
 	retx int // consecutive timeouts since the last ack or loss event
+	// the window before the first timeout of the current run, for OnSpuriousTimeout
+	undoCwnd  float64
+	undoValid bool
 
 	sentAny  bool
 	lastSend int64 // ns, time of the last OnSent
@@ -135,6 +138,9 @@ func (s *Swift) OnLoss(now int64, lost int) {
 // last round trip.
 func (s *Swift) OnTimeout(now int64) {
 	s.stats.Timeouts++
+	if s.retx == 0 {
+		s.undoCwnd, s.undoValid = s.cwnd, true
+	}
 	if s.retx < s.cfg.RetxResetThreshold {
 		s.retx++
 	}
@@ -147,6 +153,18 @@ func (s *Swift) OnTimeout(now int64) {
 	if s.canDecrease(now) {
 		s.decrease(now, 1-s.cfg.MaxMDF, &s.stats.RTODecreases)
 	}
+}
+
+// OnSpuriousTimeout restores the window from before the run of timeouts that proved
+// spurious; without one to undo it only counts.
+func (s *Swift) OnSpuriousTimeout(now int64) {
+	s.stats.SpuriousTimeouts++
+	if !s.undoValid {
+		return
+	}
+	s.cwnd = max(s.cwnd, s.undoCwnd)
+	s.undoValid = false
+	s.retx = 0
 }
 
 // NextSendTime returns now while the window is at least one packet. Below one packet it

@@ -108,6 +108,11 @@ func edgeSamples() []sample {
 			x.p.Ack.Value = math.MaxUint16
 			x.name = "Ack-RNRmax"
 			out = append(out, x)
+			// The recent-arrivals block may say anything: Parse takes it, the sender judges.
+			x = s
+			x.p.Ack.HighPSN, x.p.Ack.HighSACK = x.p.Ack.AckPSN-5, math.MaxUint64
+			x.name = "Ack-HighBehind"
+			out = append(out, x)
 		}
 	}
 	return out

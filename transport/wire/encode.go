@@ -106,6 +106,8 @@ func putAck(b []byte, a *AckExt) {
 	binary.BigEndian.PutUint32(b[20:24], uint32(a.NakPSN))
 	binary.BigEndian.PutUint32(b[24:28], a.EchoTS)
 	binary.BigEndian.PutUint32(b[28:32], a.Delay)
+	binary.BigEndian.PutUint32(b[32:36], uint32(a.HighPSN))
+	binary.BigEndian.PutUint64(b[36:44], a.HighSACK)
 }
 
 func putCM(b []byte, c *CMExt) {

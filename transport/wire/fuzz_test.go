@@ -17,8 +17,9 @@ var updateCorpus = flag.Bool("update-corpus", false, "rewrite the committed fuzz
 // whatever it accepts must satisfy checkAccepted.
 //
 // The seeds are every sample and the edge samples (CM values ValidConnFields refuses, a
-// ReadRequest near 4 GiB, an RNR NAK with the largest delay); for an accepted CM packet it
-// also checks the ConnID rule and ValidConnFields against their specification.
+// ReadRequest near 4 GiB, an RNR NAK with the largest delay, an ack whose HighPSN is behind
+// its AckPSN); for an accepted CM packet it also checks the ConnID rule and ValidConnFields
+// against their specification.
 func FuzzParse(f *testing.F) {
 	for _, s := range append(samples(), edgeSamples()...) {
 		f.Add(dgram(f, &s.p, s.payload))

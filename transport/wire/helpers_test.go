@@ -68,11 +68,11 @@ func samples() []sample {
 
 	a := Packet{Header: hdr(OpAck, 0, 0)}
 	a.Ack = AckExt{AckPSN: 1001, SACK: 0x8000000000000005, Credits: 12, Syndrome: SynNakRNR, Value: 100,
-		NakPSN: 1001, EchoTS: 0x11223344, Delay: 25}
+		NakPSN: 1001, EchoTS: 0x11223344, Delay: 25, HighPSN: 1200, HighSACK: 0xf00000000000000f}
 	s = append(s, sample{"Ack", a, nil})
 
 	// Piggybacked acks (FlagAck) on every kind of data packet.
-	piggy := AckExt{AckPSN: 4242, SACK: 0x5, Credits: 31, EchoTS: 0x01020304, Delay: 7}
+	piggy := AckExt{AckPSN: 4242, SACK: 0x5, Credits: 31, EchoTS: 0x01020304, Delay: 7, HighPSN: 4400, HighSACK: 0x3}
 	for _, base := range []string{"SendOnly", "Write", "ReadRequest", "ReadResponse"} {
 		for _, x := range s {
 			if x.name == base {

@@ -264,6 +264,8 @@ func decodeAck(b []byte, a *AckExt) bool {
 	a.NakPSN = PSN(binary.BigEndian.Uint32(b[20:24]))
 	a.EchoTS = binary.BigEndian.Uint32(b[24:28])
 	a.Delay = binary.BigEndian.Uint32(b[28:32])
+	a.HighPSN = PSN(binary.BigEndian.Uint32(b[32:36]))
+	a.HighSACK = binary.BigEndian.Uint64(b[36:44])
 	return a.Syndrome <= SynNakInvalToken && b[17] == 0
 }
 

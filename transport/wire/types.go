@@ -21,7 +21,7 @@ const (
 	SendExtLen  = 16 // Send*: MSN, offset, total, invalidate token
 	RDMAExtLen  = 20 // Write, ReadRequest: remote address, token, length, offset
 	ReadRespLen = 8  // ReadResponse: request PSN, offset
-	AckExtLen   = 32 // Ack: see AckExt
+	AckExtLen   = 44 // Ack: see AckExt
 	TrailerLen  = 4  // CRC32C
 	// MaxPrivateData is the most private data a connection-management message carries
 	// (the same limit as InfiniBand's REQ).
@@ -150,6 +150,13 @@ type AckExt struct {
 	NakPSN   PSN      // the PSN a NAK refers to
 	EchoTS   uint32   // TS of the data packet that triggered this Ack
 	Delay    uint32   // microseconds the receiver held that packet before acking (coalescing)
+	// HighPSN and HighSACK describe the most recent arrivals, however far past AckPSN:
+	// HighPSN is one past the highest PSN that arrived (AckPSN when nothing after AckPSN
+	// did), and bit i of HighSACK says PSN HighPSN-1-i arrived. Parse takes any value; the
+	// sender ignores a HighPSN outside (AckPSN, its NextPSN] and the bits naming PSNs
+	// outside that range.
+	HighPSN  PSN
+	HighSACK uint64
 }
 
 // CMExt follows the header of the connection-management opcodes. Which fields matter

@@ -21,7 +21,7 @@ func TestSizes(t *testing.T) {
 		{"SendExt", []int{4, 4, 4, 4}, SendExtLen},
 		{"RDMAExt", []int{8, 4, 4, 4}, RDMAExtLen},
 		{"ReadRespExt", []int{4, 4}, ReadRespLen},
-		{"AckExt", []int{4, 8, 4, 1, 1, 2, 4, 4, 4}, AckExtLen},
+		{"AckExt", []int{4, 8, 4, 1, 1, 2, 4, 4, 4, 4, 8}, AckExtLen},
 		{"CMExt", []int{8, 8, 4, 4, 8, 2, 1, 1, 2, 2, 2}, CMExtLen},
 	} {
 		sum := 0
@@ -106,13 +106,15 @@ func TestEncodeLayout(t *testing.T) {
 
 	a := Packet{Header: Header{Opcode: OpAck}}
 	a.Ack = AckExt{AckPSN: 0x01020304, SACK: 0x05060708090a0b0c, Credits: 0x0d0e0f10, Syndrome: 0x11,
-		Value: 0x1314, NakPSN: 0x15161718, EchoTS: 0x191a1b1c, Delay: 0x1d1e1f20}
+		Value: 0x1314, NakPSN: 0x15161718, EchoTS: 0x191a1b1c, Delay: 0x1d1e1f20, HighPSN: 0x21222324,
+		HighSACK: 0x25262728292a2b2c}
 	var b [HeaderLen + AckExtLen]byte
 	if n, err := Encode(b[:], &a); err != nil || n != len(b) {
 		t.Fatalf("encode ack: %d %v", n, err)
 	}
 	wantExt := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0x11, 0, 0x13, 0x14,
-		0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20}
+		0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x24,
+		0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c}
 	if !bytes.Equal(b[HeaderLen:], wantExt) {
 		t.Fatalf("ack ext %x, want %x", b[HeaderLen:], wantExt)
 	}

@@ -1,0 +1,318 @@
+package congestion
+
+// Delay is the engine's default congestion controller: delay-based, for paths whose
+// unloaded round trip is anything from 10 µs to 10 ms (the package documentation has the
+// algorithm and the reasons for its constants). It learns the path's unloaded round trip
+// as the minimum delay sample, allows a queueing delay above it that grows with the path,
+// starts in slow start, cuts on delay by exactly the queue it sees, tells isolated loss
+// from congestion by the delay, and undoes the reaction to a timeout that proved
+// spurious.
+//
+// A Delay belongs to one QP direction and is driven by the engine goroutine; it is not
+// safe for concurrent use. Create it with NewDelay.
+type Delay struct {
+	cfg    DelayConfig
+	mss    float64
+	fs     target // flow-scaling term only (its fixed part is 0)
+	cwnd   float64
+	slow   bool // slow start: the window doubles per round trip until the delay rises
+	sample struct {
+		have       bool
+		last, srtt int64
+	}
+	// the path's unloaded delay: minimum of the current and previous half of BaseWindow
+	minCur, minPrev, minEpoch int64
+
+	decreased    bool
+	lastDecrease int64
+
+	// the current round (one smoothed round trip): packets acked and lost in it, for
+	// telling random loss from congestion
+	roundStart             int64
+	roundAcked, roundLost  float64
+	prevAcked, prevLost    float64
+	retx                   int // consecutive timeouts
+	undoCwnd               float64
+	undoSlow, undoDecrease bool
+	undoValid              bool
+
+	// The delay at which the path last dropped for congestion (0: none known), and when:
+	// the buffer overflows there, so the target stays below it.
+	ceiling, ceilingAt int64
+
+	sentAny  bool
+	lastSend int64
+	stats    Stats
+}
+
+var _ Controller = (*Delay)(nil)
+
+// NewDelay returns a Delay controller with configuration cfg, or an error wrapping
+// ErrInvalidConfig that names the first invalid field.
+func NewDelay(cfg DelayConfig) (*Delay, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	d := &Delay{cfg: cfg, mss: float64(cfg.MSS), cwnd: cfg.InitialCwnd, slow: true}
+	d.fs = newTarget(&SwiftConfig{FSRange: cfg.FSRange, FSMinCwnd: cfg.FSMinCwnd, FSMaxCwnd: cfg.FSMaxCwnd})
+	return d, nil
+}
+
+// Config returns the configuration d was created with.
+func (d *Delay) Config() DelayConfig { return d.cfg }
+
+// Window returns the congestion window in bytes, at least one MSS (below one packet the
+// window is enforced by NextSendTime).
+func (d *Delay) Window() int {
+	if d.cwnd < 1 {
+		return d.cfg.MSS
+	}
+	return int(d.cwnd * d.mss)
+}
+
+// OnSent records bytes sent at now, for pacing and counters.
+func (d *Delay) OnSent(now int64, bytes int) {
+	if bytes <= 0 {
+		return
+	}
+	d.stats.SentBytes += uint64(bytes)
+	d.sentAny, d.lastSend = true, now
+}
+
+// OnAck applies one acknowledgement of acked bytes with fabric delay sample delay (ns; 0:
+// no sample). Below the target the window grows: by acked in slow start, by AI packets
+// per round trip after. Above it, slow start ends and the window is multiplied by
+// max(1 - Beta*(delay-base)/delay, 1 - MaxMDF), at most once per round trip.
+func (d *Delay) OnAck(now int64, acked int, delay int64) {
+	if acked <= 0 {
+		return
+	}
+	d.stats.AckedBytes += uint64(acked)
+	d.retx = 0
+	pkts := float64(acked) / d.mss
+	d.round(now)
+	d.roundAcked += pkts
+	if delay <= 0 {
+		return
+	}
+	delay = min(delay, MaxDelay)
+	d.learn(now, delay)
+	t := d.targetDelay()
+	x := float64(delay)
+	switch {
+	case x < t:
+		// The path-scaled increase, in proportion to the headroom left below the target
+		// (all of it with the queue empty), but never below AI: many flows growing by
+		// the full amount together overshot a one-BDP buffer within a round trip.
+		base := float64(d.baseDelay())
+		ai := d.cfg.AI
+		if scaled := d.cfg.AI * base / float64(d.cfg.AIScale); scaled > ai && t > base {
+			ai = max(ai, scaled*min(max((t-x)/(t-base), 0.25), 1))
+		}
+		switch {
+		case d.slow:
+			d.cwnd += pkts
+		case d.cwnd >= 1:
+			d.cwnd += ai * pkts / d.cwnd
+		default:
+			d.cwnd += ai * pkts
+		}
+		d.cwnd = min(d.cwnd, d.cfg.MaxCwnd)
+	case x > t:
+		d.slow = false
+		if d.canDecrease(now) {
+			base := float64(d.baseDelay())
+			f := max((1-d.cfg.Beta*(x-base)/x)*(1-d.cfg.DrainMargin), 1-d.cfg.MaxMDF)
+			d.decrease(now, f, &d.stats.DelayDecreases)
+		}
+	}
+}
+
+// OnLoss applies one loss event of lost bytes. It is congestion, and the window is cut by
+// MaxMDF at most once per round trip, when the latest delay sample is above the target or
+// more than RandomLossMax of the packets of this round and the last were lost; otherwise
+// it is counted as random loss and the window is left alone.
+func (d *Delay) OnLoss(now int64, lost int) {
+	d.stats.LossEvents++
+	d.retx = 0
+	d.round(now)
+	if lost > 0 {
+		d.stats.LostBytes += uint64(lost)
+		d.roundLost += float64(lost) / d.mss
+	}
+	acked, gone := d.roundAcked+d.prevAcked, d.roundLost+d.prevLost
+	congested := (d.sample.have && float64(d.sample.last) > d.targetDelay()) ||
+		gone > d.cfg.RandomLossMax*(acked+gone)
+	if !congested {
+		d.stats.RandomLosses++
+		return
+	}
+	d.slow = false
+	if d.sample.have && gone > d.cfg.RandomLossMax*(acked+gone) &&
+		d.sample.last-d.baseDelay() > 2*d.cfg.QueueFloor {
+		// A burst of loss with a queue standing: the bottleneck's buffer ends about here.
+		d.ceiling, d.ceilingAt = d.sample.last, now
+	}
+	if d.canDecrease(now) {
+		d.decrease(now, 1-d.cfg.MaxMDF, &d.stats.LossDecreases)
+	}
+}
+
+// OnTimeout applies one retransmission timeout: the window restarts from InitialCwnd (or
+// stays below it) in slow start, which the delay ends where the path says; the
+// RetxResetThreshold-th timeout in a row drops it to MinCwnd. The state before the first
+// timeout of a run is kept for OnSpuriousTimeout.
+func (d *Delay) OnTimeout(now int64) {
+	d.stats.Timeouts++
+	if d.retx == 0 {
+		d.undoCwnd, d.undoSlow, d.undoDecrease, d.undoValid = d.cwnd, d.slow, d.decreased, true
+	}
+	d.retx = min(d.retx+1, d.cfg.RetxResetThreshold)
+	prev := d.cwnd
+	if d.retx >= d.cfg.RetxResetThreshold {
+		d.stats.WindowResets++
+		d.cwnd = d.cfg.MinCwnd
+	} else {
+		d.cwnd = min(d.cwnd, d.cfg.InitialCwnd)
+		d.slow = true
+	}
+	if d.cwnd < prev {
+		d.stats.RTODecreases++
+	}
+	d.decreased, d.lastDecrease = true, now
+}
+
+// OnSpuriousTimeout restores the window and slow-start state from before the run of
+// timeouts that just proved spurious (the original transmission had arrived). Without a
+// timeout to undo it only counts.
+func (d *Delay) OnSpuriousTimeout(now int64) {
+	d.stats.SpuriousTimeouts++
+	if !d.undoValid {
+		return
+	}
+	d.cwnd = max(d.cwnd, d.undoCwnd)
+	d.slow, d.decreased = d.undoSlow, d.undoDecrease
+	d.undoValid = false
+	d.retx = 0
+}
+
+// NextSendTime returns now while the window is at least one packet; below one packet it
+// paces MSS-sized packets cwnd per smoothed round trip.
+func (d *Delay) NextSendTime(now int64, bytes int) int64 {
+	if d.cwnd >= 1 || !d.sentAny || bytes <= 0 {
+		return now
+	}
+	return max(now, satAdd(d.lastSend, d.pacingGap(float64(bytes))))
+}
+
+// Stats returns a snapshot of d.
+func (d *Delay) Stats() Stats {
+	st := d.stats
+	st.Window = d.Window()
+	st.Cwnd = int(d.cwnd * d.mss)
+	st.TargetDelay = int64(d.targetDelay())
+	st.BaseDelay = d.baseDelay()
+	st.LastDelay = d.sample.last
+	st.SmoothedDelay = d.sample.srtt
+	st.SlowStart = d.slow
+	if d.cwnd < 1 {
+		st.PacingInterval = d.pacingGap(d.mss)
+	}
+	return st
+}
+
+// round rolls the per-round loss accounting over once a smoothed round trip has passed.
+func (d *Delay) round(now int64) {
+	if now-d.roundStart < d.rtt() && now >= d.roundStart {
+		return
+	}
+	d.prevAcked, d.prevLost = d.roundAcked, d.roundLost
+	d.roundAcked, d.roundLost = 0, 0
+	d.roundStart = now
+	if d.ceiling != 0 && now-d.ceilingAt > ceilingRounds*d.rtt() {
+		d.ceiling = 0 // no burst for a while: the path may have changed
+	}
+}
+
+// ceilingRounds is how many round trips without a loss burst the buffer's ceiling is
+// remembered.
+const ceilingRounds = 100
+
+// learn folds a valid sample (1..MaxDelay ns) into the smoothed delay and the windowed
+// minimum.
+func (d *Delay) learn(now, delay int64) {
+	s := &d.sample
+	s.last = delay
+	if !s.have {
+		s.have, s.srtt = true, delay
+	} else {
+		s.srtt += (delay - s.srtt) / 8
+	}
+	if now-d.minEpoch >= d.cfg.BaseWindow/2 || now < d.minEpoch {
+		d.minPrev, d.minCur, d.minEpoch = d.minCur, 0, now
+	}
+	if d.minCur == 0 || delay < d.minCur {
+		d.minCur = delay
+	}
+}
+
+// baseDelay is the path's unloaded delay as learned, 0 before the first sample.
+func (d *Delay) baseDelay() int64 {
+	switch {
+	case d.minPrev == 0:
+		return d.minCur
+	case d.minCur == 0:
+		return d.minPrev
+	}
+	return min(d.minCur, d.minPrev)
+}
+
+// targetDelay is max(BaseTarget, base + max(QueueFloor, TargetRatio*base)) + flow
+// scaling, in ns: on a short path the absolute target that every flow shares whatever it
+// learned (Swift's), on a long one the learned base plus a queue in proportion.
+func (d *Delay) targetDelay() float64 {
+	base := float64(d.baseDelay())
+	rel := base + max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base)
+	t := max(float64(d.cfg.BaseTarget), rel)
+	if c := float64(d.ceiling); c > 0 {
+		// Below the delay at which the buffer overflowed (a flow that learned a standing
+		// queue as base would otherwise aim above what the buffer holds, never see its
+		// delay above target, and keep the buffer full), but not below base + QueueFloor.
+		t = min(t, max(c-(c-base)/8, base+float64(d.cfg.QueueFloor)))
+	}
+	return t + d.fs.at(max(d.cwnd, d.cfg.MinCwnd))
+}
+
+// rtt is the round trip that spaces decreases and rounds: the larger of the smoothed and
+// the last sample.
+func (d *Delay) rtt() int64 {
+	if !d.sample.have {
+		return d.cfg.InitialRTT
+	}
+	return max(d.sample.srtt, d.sample.last)
+}
+
+func (d *Delay) canDecrease(now int64) bool {
+	return !d.decreased || now >= satAdd(d.lastDecrease, d.rtt())
+}
+
+func (d *Delay) decrease(now int64, factor float64, counter *uint64) {
+	prev := d.cwnd
+	d.cwnd = max(d.cwnd*factor, d.cfg.MinCwnd)
+	if d.cwnd < prev {
+		d.decreased, d.lastDecrease = true, now
+		*counter++
+	}
+}
+
+func (d *Delay) pacingGap(bytes float64) int64 {
+	rtt := d.cfg.InitialRTT
+	if d.sample.have {
+		rtt = d.sample.srtt
+	}
+	gap := float64(rtt) * (bytes / d.mss) / d.cwnd
+	if !(gap < float64(maxPacingGap)) {
+		return maxPacingGap
+	}
+	return int64(gap)
+}
