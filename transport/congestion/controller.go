@@ -41,25 +41,27 @@ type Controller interface {
 // Stats is a snapshot of a Controller for counters and debugging. Fields an
 // implementation does not track are zero.
 type Stats struct {
-	Window           int    // bytes: what Window returns
-	Cwnd             int    // bytes: the congestion window itself; below MSS it is enforced by pacing
-	TargetDelay      int64  // ns: the delay the controller currently steers towards
-	BaseDelay        int64  // ns: the path's unloaded delay as learned (0: not learned)
-	SlowStart        bool   // the window is in slow start
-	LastDelay        int64  // ns: the last valid delay sample (0 before the first)
-	SmoothedDelay    int64  // ns: moving average of delay samples (0 before the first)
-	PacingInterval   int64  // ns: gap between MSS-sized packets when pacing, 0 when not pacing
-	DelayDecreases   uint64 // multiplicative decreases caused by delay above target
-	LossDecreases    uint64 // multiplicative decreases caused by OnLoss
-	RTODecreases     uint64 // multiplicative decreases caused by OnTimeout
-	WindowResets     uint64 // times repeated timeouts reset the window to its minimum
-	Timeouts         uint64 // OnTimeout calls
-	LossEvents       uint64 // OnLoss calls
-	RandomLosses     uint64 // loss events taken as random loss (no decrease)
-	SpuriousTimeouts uint64 // OnSpuriousTimeout calls
-	SentBytes        uint64 // sum of OnSent bytes
-	AckedBytes       uint64 // sum of OnAck acked bytes
-	LostBytes        uint64 // sum of OnLoss lost bytes
+	Window             int    // bytes: what Window returns
+	Cwnd               int    // bytes: the congestion window itself; below MSS it is enforced by pacing
+	TargetDelay        int64  // ns: the delay the controller currently steers towards
+	BaseDelay          int64  // ns: the path's unloaded delay as learned (0: not learned)
+	SlowStart          bool   // the window is in slow start
+	Competitive        bool   // competing with flows that keep the queue full: delay ignored, loss rules
+	LastDelay          int64  // ns: the last valid delay sample (0 before the first)
+	SmoothedDelay      int64  // ns: moving average of delay samples (0 before the first)
+	PacingInterval     int64  // ns: gap between MSS-sized packets when pacing, 0 when not pacing
+	DelayDecreases     uint64 // multiplicative decreases caused by delay above target
+	LossDecreases      uint64 // multiplicative decreases caused by OnLoss
+	RTODecreases       uint64 // multiplicative decreases caused by OnTimeout
+	WindowResets       uint64 // times repeated timeouts reset the window to its minimum
+	Timeouts           uint64 // OnTimeout calls
+	LossEvents         uint64 // OnLoss calls
+	RandomLosses       uint64 // loss events taken as random loss (no decrease)
+	SpuriousTimeouts   uint64 // OnSpuriousTimeout calls
+	CompetitiveEntries uint64 // times the controller started competing with buffer-filling flows
+	SentBytes          uint64 // sum of OnSent bytes
+	AckedBytes         uint64 // sum of OnAck acked bytes
+	LostBytes          uint64 // sum of OnLoss lost bytes
 }
 
 // ErrInvalidConfig is wrapped by every configuration error a constructor in this package

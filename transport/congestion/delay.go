@@ -36,6 +36,13 @@ type Delay struct {
 	undoSlow, undoDecrease bool
 	undoValid              bool
 
+	// Competition with flows that fill the buffer (loss-based TCP): the smallest sample of
+	// the current round, how many rounds in a row did not see the queue drain, and whether
+	// the controller gave up on delay for now.
+	roundMin  int64
+	undrained int
+	compete   bool
+
 	// The delay at which the path last dropped for congestion (0: none known), and when:
 	// the buffer overflows there, so the target stays below it.
 	ceiling, ceilingAt int64
@@ -97,6 +104,17 @@ func (d *Delay) OnAck(now int64, acked int, delay int64) {
 	}
 	delay = min(delay, MaxDelay)
 	d.learn(now, delay)
+	if d.compete {
+		// Competing with buffer fillers: grow as a loss-based flow does (Reno's AI packets
+		// per round trip), and leave the cuts to loss.
+		if d.slow {
+			d.cwnd += pkts
+		} else {
+			d.cwnd += d.cfg.AI * pkts / max(d.cwnd, 1)
+		}
+		d.cwnd = min(d.cwnd, d.cfg.MaxCwnd)
+		return
+	}
 	t := d.targetDelay()
 	x := float64(delay)
 	switch {
@@ -141,6 +159,14 @@ func (d *Delay) OnLoss(now int64, lost int) {
 		d.roundLost += float64(lost) / d.mss
 	}
 	acked, gone := d.roundAcked+d.prevAcked, d.roundLost+d.prevLost
+	if d.compete {
+		// A loss-based flow's response (CUBIC's 0.7), once per round trip.
+		d.slow = false
+		if d.canDecrease(now) {
+			d.decrease(now, competeBeta, &d.stats.LossDecreases)
+		}
+		return
+	}
 	congested := (d.sample.have && float64(d.sample.last) > d.targetDelay()) ||
 		gone > d.cfg.RandomLossMax*(acked+gone)
 	if !congested {
@@ -215,6 +241,7 @@ func (d *Delay) Stats() Stats {
 	st.LastDelay = d.sample.last
 	st.SmoothedDelay = d.sample.srtt
 	st.SlowStart = d.slow
+	st.Competitive = d.compete
 	if d.cwnd < 1 {
 		st.PacingInterval = d.pacingGap(d.mss)
 	}
@@ -229,10 +256,43 @@ func (d *Delay) round(now int64) {
 	d.prevAcked, d.prevLost = d.roundAcked, d.roundLost
 	d.roundAcked, d.roundLost = 0, 0
 	d.roundStart = now
+	d.checkCompetition()
 	if d.ceiling != 0 && now-d.ceilingAt > ceilingRounds*d.rtt() {
 		d.ceiling = 0 // no burst for a while: the path may have changed
 	}
 }
+
+// checkCompetition ends a round: a round whose smallest delay stayed above half the
+// allowed queue (and above twice BaseTarget) did not see the queue drain. The delay cut drains it once per cycle when
+// the flows sharing it are delay-based; when it has not drained for CompeteRounds rounds,
+// somebody else keeps it full (a loss-based flow: its queue is not ours to empty, and
+// yielding to it starves us, as Vegas starves against Reno), and the controller competes:
+// it ignores delay, grows as a loss-based flow and cuts on loss, until a round sees the
+// queue drain again (Copa's competitive mode, on the same evidence).
+func (d *Delay) checkCompetition() {
+	m := d.roundMin
+	d.roundMin = 0
+	if m == 0 {
+		return
+	}
+	base := float64(d.baseDelay())
+	// Drained: below half the allowed queue, or at least within twice BaseTarget of the
+	// base (a short path allows so little queue that many flows of ours seldom go below
+	// half of it, while a buffer filler keeps milliseconds).
+	if float64(m) <= base+max((d.delayTarget()-base)/2, 2*float64(d.cfg.BaseTarget)) {
+		d.undrained = 0
+		d.compete = false
+		return
+	}
+	d.undrained++
+	if d.undrained >= d.cfg.CompeteRounds && !d.compete {
+		d.compete = true
+		d.stats.CompetitiveEntries++
+	}
+}
+
+// competeBeta is the window's cut on loss while competing: CUBIC's.
+const competeBeta = 0.7
 
 // ceilingRounds is how many round trips without a loss burst the buffer's ceiling is
 // remembered.
@@ -254,6 +314,9 @@ func (d *Delay) learn(now, delay int64) {
 	if d.minCur == 0 || delay < d.minCur {
 		d.minCur = delay
 	}
+	if d.roundMin == 0 || delay < d.roundMin {
+		d.roundMin = delay
+	}
 }
 
 // baseDelay is the path's unloaded delay as learned, 0 before the first sample.
@@ -270,7 +333,10 @@ func (d *Delay) baseDelay() int64 {
 // targetDelay is max(BaseTarget, base + max(QueueFloor, TargetRatio*base)) + flow
 // scaling, in ns: on a short path the absolute target that every flow shares whatever it
 // learned (Swift's), on a long one the learned base plus a queue in proportion.
-func (d *Delay) targetDelay() float64 {
+func (d *Delay) targetDelay() float64 { return d.delayTarget() }
+
+// delayTarget computes targetDelay.
+func (d *Delay) delayTarget() float64 {
 	base := float64(d.baseDelay())
 	rel := base + max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base)
 	t := max(float64(d.cfg.BaseTarget), rel)

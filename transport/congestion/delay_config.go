@@ -73,6 +73,13 @@ type DelayConfig struct {
 	// event is congestion).
 	RandomLossMax float64
 
+	// CompeteRounds is how many round trips in a row the queue may stay above half the
+	// allowed queueing delay (and above twice BaseTarget) before the controller concludes that flows which fill the
+	// buffer (loss-based TCP) share the bottleneck and competes with them: it then ignores
+	// delay, grows by AI per round trip and cuts by 0.3 on loss, until the queue
+	// drains again. >= 1.
+	CompeteRounds int
+
 	// RetxResetThreshold is the number of consecutive retransmission timeouts after which
 	// the window drops to MinCwnd; earlier ones restart it from InitialCwnd. >= 1.
 	RetxResetThreshold int
@@ -100,7 +107,8 @@ type DelayConfig struct {
 //	                        1 ms path did not reach Jain 0.95 (measured)
 //	FSRange 25 µs           flow scaling as Swift's, 0.1 to 100 packets
 //	BaseWindow 10 s         the unloaded round trip is the minimum of 10 s (BBR's choice)
-//	RandomLossMax 0.2       up to 20% of a round's packets lost at low delay is noise
+//	RandomLossMax 0.1       up to 10% of two rounds' packets lost at low delay is noise
+//	CompeteRounds 20        a queue that never drains for 20 round trips is not ours
 //	RetxResetThreshold 5    five timeouts in a row: the path is gone
 //	InitialRTT 25 µs
 func DefaultDelayConfig() DelayConfig {
@@ -122,6 +130,7 @@ func DefaultDelayConfig() DelayConfig {
 		FSMaxCwnd:          100,
 		BaseWindow:         10e9,
 		RandomLossMax:      0.1,
+		CompeteRounds:      20,
 		RetxResetThreshold: 5,
 		InitialRTT:         25_000,
 	}
@@ -170,6 +179,8 @@ func (c *DelayConfig) validate() error {
 		return bad("BaseWindow", c.BaseWindow, fmt.Sprintf("1..%d ns", MaxDelay*1000))
 	case !finite(c.RandomLossMax) || c.RandomLossMax < 0 || c.RandomLossMax > 1:
 		return bad("RandomLossMax", c.RandomLossMax, "in [0, 1]")
+	case c.CompeteRounds < 1:
+		return bad("CompeteRounds", c.CompeteRounds, ">= 1")
 	case c.RetxResetThreshold < 1:
 		return bad("RetxResetThreshold", c.RetxResetThreshold, ">= 1")
 	case c.InitialRTT < 1 || c.InitialRTT > MaxDelay:

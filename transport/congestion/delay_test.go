@@ -277,3 +277,42 @@ func TestSimDelayFairness(t *testing.T) {
 		}
 	}
 }
+
+// A queue that never drains is somebody else's: after CompeteRounds round trips of it
+// the controller competes (grows although the delay is above target, cuts by 0.3 on
+// loss) and it stops as soon as a round sees the queue drain.
+func TestDelayCompetesWithBufferFillers(t *testing.T) {
+	d := newDelayT(t, nil)
+	const base, rtt = 20_000, 2_000_000 // a 20 µs path behind a 2 ms standing queue
+	now := int64(0)
+	d.OnAck(now, 1400, base) // the path's base, seen once
+	step := func(delay int64) {
+		now += rtt
+		for range 4 {
+			d.OnAck(now, 1400, delay)
+		}
+	}
+	for i := 0; i < d.cfg.CompeteRounds+2 && !d.Stats().Competitive; i++ {
+		step(rtt)
+	}
+	st := d.Stats()
+	if !st.Competitive || st.CompetitiveEntries != 1 {
+		t.Fatalf("after %d rounds above the queue: competitive %v (%d entries)", d.cfg.CompeteRounds+2, st.Competitive, st.CompetitiveEntries)
+	}
+	w := st.Cwnd
+	step(rtt)
+	if got := d.Stats().Cwnd; got <= w {
+		t.Fatalf("competing: window %d -> %d with the delay above target, want growth", w, got)
+	}
+	w = d.Stats().Cwnd
+	now += rtt
+	d.OnLoss(now, 1400)
+	if got := d.Stats().Cwnd; math.Abs(float64(got)-0.7*float64(w)) > 1400 {
+		t.Fatalf("competing: a loss cut %d to %d, want 0.7 of it", w, got)
+	}
+	step(base + 1000) // the queue drained: delay rules again
+	step(base + 1000)
+	if d.Stats().Competitive {
+		t.Fatal("still competing after the queue drained")
+	}
+}

@@ -16,7 +16,8 @@
 // and the reasons for its constants): Swift's absolute target on short paths, a learned
 // base plus a queue in proportion on long ones, slow start ended by delay, additive
 // increase scaled with the path, a delay cut that drains the queue, random loss told from
-// congestion, and spurious timeouts undone (OnSpuriousTimeout). Swift remains for
+// congestion, spurious timeouts undone (OnSpuriousTimeout), and a competitive mode against
+// flows that keep the buffer full. Swift remains for
 // comparison and for deployments that want it.
 //
 // The engine passes the time into every call; nothing here reads a clock, sleeps, or
