@@ -68,7 +68,7 @@ func Goals(o Options) []Goal {
 			}
 			gs = append(gs,
 				Goal{Name: fmt.Sprintf("xdp: goodput at %g%% XDP loss / lossless", l), Figure: w(ScenarioXDP, SystemNDK, l, MetricRatio), Cmp: AtLeast, Limit: limit},
-				Goal{Name: fmt.Sprintf("xdp: timeouts / retransmits at %g%% XDP loss", l), Figure: w(ScenarioXDP, SystemNDK, l, MetricRTOShare), Cmp: Below, Limit: 0.1})
+				Goal{Name: fmt.Sprintf("xdp: timer retransmissions / retransmissions at %g%% XDP loss", l), Figure: w(ScenarioXDP, SystemNDK, l, MetricRTOShare), Cmp: Below, Limit: 0.1})
 		}
 	}
 	return gs

@@ -38,7 +38,7 @@ const (
 	MetricTxPackets  = "tx_pkts"     // data packets the QP sent, retransmissions included
 	MetricRetransmit = "retransmits" // data packets the QP sent again
 	MetricTimeouts   = "timeouts"    // the QP's retransmission-timer expiries
-	MetricRTOShare   = "rto_share"   // timeouts / retransmits
+	MetricRTOShare   = "rto_share"   // retransmissions the timer sent / retransmissions
 	MetricDrops      = "drops"       // packets dropped (tbf queue full, random loss)
 	MetricSRTT       = "srtt"        // the QP's smoothed RTT at the end of the window, us
 	MetricCwnd       = "cwnd"        // the QP's congestion window at the end of the window, bytes

@@ -147,13 +147,14 @@ func (r *runner) routed(ctx context.Context, bed *testbed.Bed, sel []string) err
 func (r *runner) qpFigures(ref Ref, a, b sample, i int) (retx, timeouts uint64) {
 	sa, sb := a.stats[i], b.stats[i]
 	retx, timeouts = sb.Retransmits-sa.Retransmits, sb.Timeouts-sa.Timeouts
+	byTimer := sb.RTORetransmits - sa.RTORetransmits
 	at := func(m string) Ref { ref.Metric = m; return ref }
 	r.res.add(at(MetricTxPackets), UnitCount, float64(sb.TxPackets-sa.TxPackets))
 	r.res.add(at(MetricRetransmit), UnitCount, float64(retx))
 	r.res.add(at(MetricTimeouts), UnitCount, float64(timeouts))
 	if retx > 0 {
-		r.res.add(at(MetricRTOShare), UnitRatio, float64(timeouts)/float64(retx))
-	} else if timeouts == 0 {
+		r.res.add(at(MetricRTOShare), UnitRatio, float64(byTimer)/float64(retx))
+	} else if byTimer == 0 {
 		r.res.add(at(MetricRTOShare), UnitRatio, 0)
 	}
 	r.res.add(at(MetricSRTT), UnitMicro, float64(sb.SRTT)/1e3)
@@ -431,7 +432,7 @@ func definitionNotes(o Options) []string {
 		fmt.Sprintf("every scenario: %v warm-up, then the %v window; counters (tx_pkts, retransmits, timeouts) are A's QP's over the window, srtt and cwnd its estimates at the window's end", o.Warmup, o.Duration),
 		"share = goodput / bottleneck rate; jain = (sum x)^2 / (n sum x^2) of the QPs' goodputs over the second half of the two-QP window",
 		"loss: the router's tc BPF classifiers (internal/tcloss) drop at random on its egress in both directions (data towards B, acknowledgements towards A); ratio = lossy / lossless goodput, measured one after the other on the same QP",
-		"xdp: both hosts' XDP programs drop each of our datagrams they receive at random (both directions); rto_share = timeouts / retransmits (each timer expiry resends one packet, so it is the share of retransmissions the timer caused)",
+		"xdp: both hosts' XDP programs drop each of our datagrams they receive at random (both directions); rto_share = QPStats.RTORetransmits / Retransmits: the share of retransmissions the timer caused (the rest: SACK/RACK loss detection, tail probes, RNR)",
 		"tcp: iperf3 server intervals (received bytes) within the window, the QP and iperf3 started together",
 		"drops: bottleneck = packets tbf dropped with its queue full; path = packets the loss programs dropped; links = datagrams both AF_XDP sockets dropped on receipt (Link.Stats().RxDropped); veth = the kernel's receive and transmit drops at every veth end (ip -s link); retransmissions beyond these are spurious",
 	}

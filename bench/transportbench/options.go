@@ -57,9 +57,9 @@ type Options struct {
 
 	// Overrides of the engine's defaults, for diagnosis (0 keeps the default). They
 	// change the engines' Config as any application could; the engine itself is unchanged.
-	// AckEvery and AckDelay set transport.Config's fields; SwiftTarget sets the Swift
-	// controller's BaseTarget; FixedWindow replaces Swift by congestion.Fixed with this
-	// window in bytes.
+	// AckEvery and AckDelay set transport.Config's fields; SwiftTarget replaces the
+	// default controller by Swift with this BaseTarget; FixedWindow replaces it by
+	// congestion.Fixed with this window in bytes.
 	AckEvery    int
 	AckDelay    time.Duration
 	SwiftTarget time.Duration
