@@ -2,7 +2,6 @@ package congestion
 
 import (
 	"fmt"
-	"math"
 )
 
 // DelayConfig configures a Delay controller. Windows are in packets of MSS payload bytes
@@ -138,21 +137,11 @@ func DefaultDelayConfig() DelayConfig {
 
 // validate reports the first invalid field, wrapping ErrInvalidConfig.
 func (c *DelayConfig) validate() error {
-	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("congestion: delay config: %s = %v, want %s: %w", field, v, want, ErrInvalidConfig)
+	bad := configError("delay")
+	if err := checkWindow(bad, c.MSS, c.InitialCwnd, c.MinCwnd, c.MaxCwnd); err != nil {
+		return err
 	}
-	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 	switch {
-	case c.MSS < 1 || c.MSS > MaxMSS:
-		return bad("MSS", c.MSS, fmt.Sprintf("1..%d", MaxMSS))
-	case !finite(c.MinCwnd) || c.MinCwnd <= 0:
-		return bad("MinCwnd", c.MinCwnd, "> 0")
-	case !finite(c.MaxCwnd) || c.MaxCwnd < c.MinCwnd:
-		return bad("MaxCwnd", c.MaxCwnd, ">= MinCwnd")
-	case c.MaxCwnd*float64(c.MSS) > MaxWindowBytes:
-		return bad("MaxCwnd", c.MaxCwnd, fmt.Sprintf("<= MaxWindowBytes/MSS = %d", MaxWindowBytes/c.MSS))
-	case !finite(c.InitialCwnd) || c.InitialCwnd < c.MinCwnd || c.InitialCwnd > c.MaxCwnd:
-		return bad("InitialCwnd", c.InitialCwnd, "in [MinCwnd, MaxCwnd]")
 	case !finite(c.AI) || c.AI <= 0:
 		return bad("AI", c.AI, "> 0")
 	case c.AIScale < 1 || c.AIScale > MaxDelay:
