@@ -37,23 +37,10 @@ type sender struct {
 	gbnUntil   wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
 	gbnOn      bool
 	scratch    []ack.PacketInfo // what the latest OnAck acknowledged
-	retx       []ack.PacketInfo // packets waiting for retransmission (lost)
-	forced     int              // the first forced entries of retx: sent regardless of the window
-	// Tail loss probe (RFC 8985 §7): when the probe timeout passes without an
-	// acknowledgement, the last packet goes again so that its ack reveals any loss before
-	// it, instead of waiting for the retransmission timer.
-	tlpAt    int64 // when the probe is due; 0 when not armed
-	tlpCount int   // probes sent since the last acknowledgement of new data
-	// Spurious timeout detection (Eifel, RFC 3522, with the timestamp echo): the first
-	// timeout of a run, and the packet it sent again.
-	rtoRun   bool
-	rtoFirst int64
-	rtoPSN   wire.PSN
+	retx       retxQueue        // packets waiting to be sent again
+	tlp        tailProbe        // the tail loss probe's timer
+	rtoRun     timeoutRun       // the run of timeouts in progress, for spurious-timeout undo
 }
-
-// maxTailProbes is how many tail loss probes may go before the retransmission timer has
-// to fire: two, as Linux's TLP.
-const maxTailProbes = 2
 
 // senderConfig is what a sender takes of the engine's Config.
 type senderConfig struct {
@@ -103,7 +90,7 @@ func newSender(cfg senderConfig, rto ack.RTOConfig, h senderHooks, ctr *qpCounte
 	return sender{
 		cfg: cfg, h: h, ctr: ctr, rto: ack.NewRTO(rto),
 		scratch: make([]ack.PacketInfo, 0, n),
-		retx:    make([]ack.PacketInfo, 0, n),
+		retx:    retxQueue{list: make([]ack.PacketInfo, 0, n)},
 	}
 }
 
@@ -125,7 +112,7 @@ func (s *sender) CanSend(now int64, size int) (ok bool, at int64) {
 	if npk >= s.cfg.window {
 		return false, 0
 	}
-	if pipe := s.pipe(); pipe > 0 && pipe+size > s.cc.Window() {
+	if pipe := pipe(s.sent); pipe > 0 && pipe+size > s.cc.Window() {
 		return false, 0
 	}
 	if t := s.cc.NextSendTime(now, size); t > now {
@@ -136,9 +123,9 @@ func (s *sender) CanSend(now int64, size int) (ok bool, at int64) {
 
 // pipe is the payload bytes in the network (RFC 6675): in flight, less what was found
 // lost and not yet sent again.
-func (s *sender) pipe() int {
-	_, bytes := s.sent.InFlight()
-	_, lost := s.sent.Lost()
+func pipe(h *ack.SentHistory) int {
+	_, bytes := h.InFlight()
+	_, lost := h.Lost()
 	return bytes - lost
 }
 
@@ -149,10 +136,10 @@ func (s *sender) pipe() int {
 //
 // i is the entry's index in what Retransmissions returned.
 func (s *sender) CanResend(now int64, i int) bool {
-	if i < s.forced {
+	if s.retx.isForced(i) {
 		return true
 	}
-	if pipe := s.pipe(); pipe > 0 && pipe >= s.cc.Window() {
+	if pipe := pipe(s.sent); pipe > 0 && pipe >= s.cc.Window() {
 		return false
 	}
 	return s.cc.NextSendTime(now, 1) <= now
@@ -177,36 +164,15 @@ func (s *sender) OnSent(now int64, bytes int, tag uint64) (wire.PSN, bool) {
 func (s *sender) Retransmissions(now int64) []ack.PacketInfo {
 	if s.rnrAt != 0 && now >= s.rnrAt {
 		if info, ok := s.sent.Lookup(s.rnrPSN); ok {
-			s.pushForced(info)
+			s.retx.pushForced(info)
 		}
 		s.rnrAt = 0
 	}
-	return s.retx
+	return s.retx.list
 }
 
 // ConsumeRetransmissions drops the first n packets Retransmissions returned.
-func (s *sender) ConsumeRetransmissions(n int) {
-	s.retx = s.retx[:copy(s.retx, s.retx[n:])]
-	s.forced = max(s.forced-n, 0)
-}
-
-// pushForced puts info at the front of the retransmissions, as one that goes regardless
-// of the window (a timeout's, an RNR wait's or a tail probe's packet), once.
-func (s *sender) pushForced(info ack.PacketInfo) {
-	for i := range s.retx {
-		if s.retx[i].PSN == info.PSN {
-			if i < s.forced {
-				return
-			}
-			s.retx = append(s.retx[:i], s.retx[i+1:]...)
-			break
-		}
-	}
-	s.retx = append(s.retx, ack.PacketInfo{})
-	copy(s.retx[1:], s.retx)
-	s.retx[0] = info
-	s.forced++
-}
+func (s *sender) ConsumeRetransmissions(n int) { s.retx.consume(n) }
 
 // OnRetransmitted records that info's packet left again at now.
 func (s *sender) OnRetransmitted(now int64, info ack.PacketInfo) {
@@ -220,26 +186,15 @@ func (s *sender) ArmTimer(now int64) {
 	if s.rtoAt == 0 {
 		s.rtoAt = now + s.rto.Timeout()
 	}
-	if s.tlpAt == 0 {
+	if s.tlp.at == 0 {
 		s.armProbe(now)
 	}
 }
 
-// armProbe arms the tail loss probe at now plus the probe timeout, 2*SRTT plus the time
-// the peer may hold an acknowledgement (RFC 8985 §7.2), if a probe is left, an estimate
-// exists and it comes before the retransmission timer; otherwise it disarms it.
+// armProbe arms the tail loss probe (tailProbe.arm) for what is in flight now.
 func (s *sender) armProbe(now int64) {
-	s.tlpAt = 0
-	srtt := s.rto.SRTT()
-	if s.cfg.goBackN || srtt == 0 || s.tlpCount >= maxTailProbes {
-		return
-	}
-	if npk, _ := s.sent.InFlight(); npk == 0 {
-		return
-	}
-	if at := now + 2*srtt + s.cfg.ackDelay; s.rtoAt == 0 || at < s.rtoAt {
-		s.tlpAt = at
-	}
+	npk, _ := s.sent.InFlight()
+	s.tlp.arm(now, s.rto.SRTT(), s.cfg.ackDelay, s.rtoAt, npk > 0 && !s.cfg.goBackN)
 }
 
 // OnAck takes the positive part of acknowledgement a at now: it releases what a
@@ -270,8 +225,9 @@ func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
 	if rtt > 0 {
 		s.rto.Sample(rtt)
 	}
-	if s.rtoRun {
-		s.checkSpurious(now, a)
+	if s.rtoRun.on && s.rtoRun.ended(s.sent, a) {
+		s.ctr.spuriousRTOs.Add(1)
+		s.cc.OnSpuriousTimeout(now)
 	}
 	s.cc.OnAck(now, bytes, rtt)
 	if npk, _ := s.sent.InFlight(); npk > 0 {
@@ -279,25 +235,9 @@ func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
 	} else {
 		s.rtoAt = 0
 	}
-	s.tlpCount = 0
+	s.tlp.count = 0
 	s.armProbe(now)
 	return acked
-}
-
-// checkSpurious ends a run of timeouts once the packet its first timeout sent again is
-// acknowledged: if the acknowledgement answers a packet sent before that timeout (its
-// timestamp echo is older), the original transmission had arrived and the timeout was
-// spurious (Eifel detection, RFC 3522, with our timestamp echo in place of TCP's); the
-// controller then undoes its reaction (RFC 4015).
-func (s *sender) checkSpurious(now int64, a *wire.AckExt) {
-	if _, out := s.sent.Lookup(s.rtoPSN); out {
-		return
-	}
-	s.rtoRun = false
-	if a.EchoTS != 0 && int32(uint32(s.rtoFirst/1000)-a.EchoTS) > 0 {
-		s.ctr.spuriousRTOs.Add(1)
-		s.cc.OnSpuriousTimeout(now)
-	}
 }
 
 // echoDelay returns the round trip an ack's timestamp echo measures, without the receiver's
@@ -403,10 +343,9 @@ func (s *sender) DetectLoss(now int64, a *wire.AckExt) {
 			s.gbnOn = false
 		}
 		if !s.gbnOn && (a.SACK != 0 || a.Syndrome == wire.SynNakSeq) {
-			s.retx = s.sent.Unacked(s.retx[:0])
-			s.forced = len(s.retx) // go-back-N resends at once, as RoCE NICs do
-			if len(s.retx) > 0 {
-				s.cc.OnLoss(now, lostBytes(s.retx))
+			s.retx.setForced(s.sent.Unacked(s.retx.list[:0])) // go-back-N resends at once, as RoCE NICs do
+			if len(s.retx.list) > 0 {
+				s.cc.OnLoss(now, lostBytes(s.retx.list))
 				s.gbnOn, s.gbnUntil = true, s.sent.NextPSN()
 			}
 		}
@@ -417,12 +356,12 @@ func (s *sender) DetectLoss(now int64, a *wire.AckExt) {
 
 // detectLost queues what the history now finds lost and reports whether it found any.
 func (s *sender) detectLost(now int64) bool {
-	before := len(s.retx)
-	s.retx = s.sent.DetectLost(now, s.rto.SRTT()/4, s.retx)
-	if len(s.retx) == before {
+	before := len(s.retx.list)
+	s.retx.list = s.sent.DetectLost(now, s.rto.SRTT()/4, s.retx.list)
+	if len(s.retx.list) == before {
 		return false
 	}
-	s.cc.OnLoss(now, lostBytes(s.retx[before:]))
+	s.cc.OnLoss(now, lostBytes(s.retx.list[before:]))
 	return true
 }
 
@@ -441,8 +380,8 @@ func (s *sender) Deadline() int64 { return s.deadline(true) }
 // deadline is Deadline, leaving the reordering timer out unless loss.
 func (s *sender) deadline(loss bool) int64 {
 	next := s.rtoAt
-	if s.tlpAt != 0 && (next == 0 || s.tlpAt < next) {
-		next = s.tlpAt
+	if s.tlp.at != 0 && (next == 0 || s.tlp.at < next) {
+		next = s.tlp.at
 	}
 	if t, ok := s.lossTime(); ok && loss && (next == 0 || t < next) {
 		next = t
@@ -468,7 +407,7 @@ func (s *sender) lossTime() (int64, bool) {
 // Deadline, except that a reordering timer that ran now is looked at again only in the
 // next call (the engine polls again at once when something fired).
 func (s *sender) OnTimer(now int64) (next int64, fired bool) {
-	if s.tlpAt != 0 && now >= s.tlpAt && (s.rtoAt == 0 || now < s.rtoAt) {
+	if s.tlp.at != 0 && now >= s.tlp.at && (s.rtoAt == 0 || now < s.rtoAt) {
 		fired = s.probeTail(now) || fired
 	}
 	if s.rtoAt != 0 && now >= s.rtoAt {
@@ -489,14 +428,14 @@ func (s *sender) OnTimer(now int64) (next int64, fired bool) {
 // with no new data to send, the highest-PSN packet), with the retransmission timer
 // restarted behind it. It reports whether a probe was queued.
 func (s *sender) probeTail(now int64) bool {
-	s.tlpAt = 0
+	s.tlp.at = 0
 	info, ok := s.sent.Lookup(s.sent.NextPSN().Add(^uint32(0)))
 	if !ok {
 		return false // the last packet was acknowledged: loss detection sees the rest
 	}
-	s.tlpCount++
+	s.tlp.count++
 	s.ctr.tailProbes.Add(1)
-	s.pushForced(info)
+	s.retx.pushForced(info)
 	s.rtoAt = now + s.rto.Timeout()
 	s.armProbe(now)
 	return true
@@ -518,7 +457,9 @@ func (s *sender) onRTO(now int64) bool {
 	// retry limit alone would give up after Min*(2^(RetryLimit+1)-1), 51 ms: a peer whose
 	// host does not run for that long (a stalled vCPU, a descheduled poller) would lose its
 	// connection although nothing was lost.
-	tries := s.lossRetries(oldest)
+	// Retransmissions for loss: its retransmissions less those that answered RNR NAKs of
+	// its request, which RNRRetryLimit bounds on its own (IB keeps the two apart too).
+	tries := max(oldest.Retransmits-s.h.rnrRetries(oldest.Tag), 0)
 	floor := oldest.FirstSentAt + s.rto.Max()
 	if tries >= s.cfg.retryLimit && now >= floor {
 		s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag))
@@ -527,18 +468,15 @@ func (s *sender) onRTO(now int64) bool {
 	s.cc.OnTimeout(now)
 	s.rto.Backoff()
 	if s.cfg.goBackN {
-		s.retx = s.sent.Unacked(s.retx[:0])
-		s.forced = len(s.retx)
+		s.retx.setForced(s.sent.Unacked(s.retx.list[:0]))
 		s.gbnOn, s.gbnUntil = true, s.sent.NextPSN()
-		s.ctr.rtoRetransmits.Add(uint64(len(s.retx)))
+		s.ctr.rtoRetransmits.Add(uint64(len(s.retx.list)))
 	} else {
-		if !s.rtoRun {
-			s.rtoRun, s.rtoFirst, s.rtoPSN = true, now, oldest.PSN
-		}
-		s.pushForced(oldest)
+		s.rtoRun.start(now, oldest.PSN)
+		s.retx.pushForced(oldest)
 		s.ctr.rtoRetransmits.Add(1)
 	}
-	s.tlpAt = 0
+	s.tlp.at = 0
 	s.rtoAt = now + s.rto.Timeout()
 	if tries+1 >= s.cfg.retryLimit && floor > now && floor < s.rtoAt {
 		s.rtoAt = floor // past the limit: fail when the packet has been outstanding long enough
@@ -574,17 +512,10 @@ func (s *sender) probeRead(now int64) bool {
 	return false
 }
 
-// lossRetries is how many times a packet was retransmitted for loss: its retransmissions
-// less those that answered RNR NAKs of its request, which RNRRetryLimit bounds on its own
-// (IB keeps the two retry counters apart too).
-func (s *sender) lossRetries(info ack.PacketInfo) int {
-	return max(info.Retransmits-s.h.rnrRetries(info.Tag), 0)
-}
-
 // reset forgets everything in flight and every timer: the connection failed.
 func (s *sender) reset() {
-	s.retx, s.forced = s.retx[:0], 0
-	s.tlpAt, s.tlpCount, s.rtoRun = 0, 0, false
+	s.retx.consume(len(s.retx.list))
+	s.tlp, s.rtoRun = tailProbe{}, timeoutRun{}
 	s.rtoAt, s.rnrAt, s.rnrSet = 0, 0, false
 	s.probes, s.probeSince = 0, 0
 	if s.sent != nil { // nil on a QP that never connected

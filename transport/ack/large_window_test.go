@@ -179,7 +179,7 @@ func TestSentHistoryLargeWindow(t *testing.T) {
 	if maxLen <= window || len(s.h.slots) < maxLen {
 		t.Errorf("history reached %d packets in %d slots; window %d", maxLen, len(s.h.slots), window)
 	}
-	t.Logf("%d holes, history up to %d packets, %d slots, retransmission queue %d", len(s.holes), maxLen, len(s.h.slots), len(s.h.rq))
+	t.Logf("%d holes, history up to %d packets, %d slots, retransmission queue %d", len(s.holes), maxLen, len(s.h.slots), len(s.h.rq.buf))
 
 	// Once grown, the steady state allocates nothing.
 	if n := testing.AllocsPerRun(2000, func() { s.step(true) }); n != 0 {

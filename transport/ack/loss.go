@@ -44,7 +44,7 @@ const ReorderThreshold = 3
 // ones were sent later); retransmissions from the front of a queue in the order they were
 // sent (OnRetransmitted with non-decreasing now), up to the first not due yet.
 func (h *SentHistory) DetectLost(now int64, reoWnd int64, lost []PacketInfo) []PacketInfo {
-	h.lossTimeSet = false
+	h.lossTime = earliest{}
 	if !h.anyAcked || h.inflight == 0 {
 		return lost
 	}
@@ -75,7 +75,7 @@ func (h *SentHistory) DetectLost(now int64, reoWnd int64, lost []PacketInfo) []P
 			if now >= deadline {
 				isLost = true
 			} else {
-				h.setLossTime(deadline)
+				h.lossTime.set(deadline)
 			}
 		}
 		if !isLost {
@@ -100,10 +100,9 @@ func (h *SentHistory) detectLostRetx(now, reoWnd int64, end wire.PSN, lost []Pac
 	if !h.rackValid {
 		return lost
 	}
-	n := uint32(len(h.rq))
 	front := true // every entry before i was dropped
-	for i := uint32(0); i < h.rqLen; {
-		e := h.rq[(h.rqHead+i)&(n-1)]
+	for i := uint32(0); i < h.rq.n; {
+		e := h.rq.at(i)
 		s := h.pendingRetx(e)
 		switch {
 		case s == nil:
@@ -118,25 +117,18 @@ func (h *SentHistory) detectLostRetx(now, reoWnd int64, end wire.PSN, lost []Pac
 		default:
 			deadline := s.SentAt + h.rackRTT + reoWnd
 			if now < deadline {
-				h.setLossTime(deadline) // the earliest: later entries were sent no earlier
+				h.lossTime.set(deadline) // the earliest: later entries were sent no earlier
 				return lost
 			}
 			lost = h.markLost(s, lost)
 		}
 		if front && (s == nil || s.lost) {
-			h.rqHead = (h.rqHead + 1) & (n - 1)
-			h.rqLen--
+			h.rq.pop()
 			continue
 		}
 		i++
 	}
 	return lost
-}
-
-func (h *SentHistory) setLossTime(t int64) {
-	if !h.lossTimeSet || t < h.lossTime {
-		h.lossTime, h.lossTimeSet = t, true
-	}
 }
 
 // markLost reports s lost.
@@ -153,4 +145,4 @@ func (h *SentHistory) markLost(s *sentSlot, lost []PacketInfo) []PacketInfo {
 // latest delivered one, but not yet late enough, becomes lost. Call DetectLost again then.
 // It is false when no packet waits on the time threshold. Acks and retransmissions since
 // that DetectLost call are not reflected until the next one.
-func (h *SentHistory) LossTime() (int64, bool) { return h.lossTime, h.lossTimeSet }
+func (h *SentHistory) LossTime() (int64, bool) { return h.lossTime.t, h.lossTime.ok }

@@ -102,20 +102,17 @@ type SentHistory struct {
 	rackRetx  bool     // it had been retransmitted (loss candidates may lie beyond highestAcked)
 	minRTT    int64    // smallest RTT sample (Karn-valid), 0 before the first
 
-	lossTime    int64 // earliest time a not-yet-lost packet becomes lost by the time rule
-	lossTimeSet bool  // lossTime is meaningful
+	lossTime earliest // earliest time a not-yet-lost packet becomes lost by the time rule
 
 	// scan is DetectLost's cursor over first transmissions: every packet in [start, scan)
 	// is acknowledged, reported lost or retransmitted. First transmissions are sent in PSN
 	// order, so the scan resumes here and stops at the first that is not lost yet.
 	scan wire.PSN
-	// rq is the queue of retransmissions in the order they were sent (a ring: rqLen
-	// entries from rqHead): DetectLost applies the time rule from its front. An entry is
+	// rq is the queue of retransmissions in the order they were sent: DetectLost applies
+	// the time rule from its front. An entry is
 	// stale once its packet is acknowledged, reported lost or sent again (gen no longer
 	// equals its Retransmits) and is dropped when met.
-	rq     []retxEntry
-	rqHead uint32
-	rqLen  uint32
+	rq retxRing
 
 	stats Stats
 }
@@ -124,6 +121,41 @@ type SentHistory struct {
 type retxEntry struct {
 	psn wire.PSN
 	gen uint32 // the packet's Retransmits after this retransmission
+}
+
+// retxRing is a ring of retransmission entries: n of them from head, len(buf) a power of
+// two.
+type retxRing struct {
+	buf     []retxEntry
+	head, n uint32
+}
+
+func (q *retxRing) at(i uint32) retxEntry     { return q.buf[(q.head+i)&uint32(len(q.buf)-1)] }
+func (q *retxRing) set(i uint32, e retxEntry) { q.buf[(q.head+i)&uint32(len(q.buf)-1)] = e }
+
+// pop drops the front entry.
+func (q *retxRing) pop() { q.head, q.n = (q.head+1)&uint32(len(q.buf)-1), q.n-1 }
+
+// grow doubles the ring, keeping its n entries in order from the start.
+func (q *retxRing) grow() {
+	nb := make([]retxEntry, 2*len(q.buf))
+	for i := uint32(0); i < q.n; i++ {
+		nb[i] = q.at(i)
+	}
+	q.buf, q.head = nb, 0
+}
+
+// earliest is the earliest of the times given to set since it was zero; ok is false when
+// none was.
+type earliest struct {
+	t  int64
+	ok bool
+}
+
+func (e *earliest) set(t int64) {
+	if !e.ok || t < e.t {
+		*e = earliest{t, true}
+	}
 }
 
 // NewSentHistory returns an empty history for a stream whose first PSN is initial (the QP's
@@ -146,7 +178,7 @@ func NewSentHistory(initial wire.PSN, capacity int) *SentHistory {
 		start: initial,
 		next:  initial,
 		scan:  initial,
-		rq:    make([]retxEntry, initialRetx),
+		rq:    retxRing{buf: make([]retxEntry, initialRetx)},
 	}
 }
 
@@ -230,26 +262,22 @@ func (h *SentHistory) OnRetransmitted(psn wire.PSN, now int64) {
 // distinct outstanding packets, at most len(slots), so a queue of 2*len(slots) entries never
 // grows again and compaction then frees at least half of it (amortized O(1) per push).
 func (h *SentHistory) pushRetx(e retxEntry) {
-	n := uint32(len(h.rq))
-	if h.rqLen == n {
+	q := &h.rq
+	if q.n == uint32(len(q.buf)) {
 		j := uint32(0)
-		for i := uint32(0); i < h.rqLen; i++ {
-			if x := h.rq[(h.rqHead+i)&(n-1)]; h.pendingRetx(x) != nil {
-				h.rq[(h.rqHead+j)&(n-1)] = x
+		for i := uint32(0); i < q.n; i++ {
+			if x := q.at(i); h.pendingRetx(x) != nil {
+				q.set(j, x)
 				j++
 			}
 		}
-		h.rqLen = j
-		if j > n/2 {
-			nq := make([]retxEntry, 2*n)
-			for i := uint32(0); i < j; i++ {
-				nq[i] = h.rq[(h.rqHead+i)&(n-1)]
-			}
-			h.rq, h.rqHead, n = nq, 0, 2*n
+		q.n = j
+		if j > uint32(len(q.buf))/2 {
+			q.grow()
 		}
 	}
-	h.rq[(h.rqHead+h.rqLen)&(n-1)] = e
-	h.rqLen++
+	q.set(q.n, e)
+	q.n++
 }
 
 // pendingRetx returns the slot of e's packet if e is its latest transmission and the
@@ -467,9 +495,9 @@ func (h *SentHistory) Reset() {
 	h.anyAcked, h.highestAcked = false, 0
 	h.rackValid, h.rackRetx = false, false
 	h.rackXmit, h.rackPSN, h.rackRTT = 0, 0, 0
-	h.lossTime, h.lossTimeSet = 0, false
+	h.lossTime = earliest{}
 	h.scan = h.next
-	h.rqHead, h.rqLen = 0, 0
+	h.rq.head, h.rq.n = 0, 0
 }
 
 // Unacked appends every unacknowledged packet to dst in PSN order and returns it. It
