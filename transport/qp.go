@@ -255,7 +255,7 @@ type qpCounters struct {
 	txPackets, txBytes, rxPackets, rxBytes, retransmits, timeouts atomic.Uint64
 	acksSent, naksSent, naksRecv, dupRecv, rnrNaks                atomic.Uint64
 	acksPiggybacked                                               atomic.Uint64
-	tailProbes, spuriousRTOs, rtoRetransmits                      atomic.Uint64
+	tailProbes, needlessProbes, spuriousRTOs, rtoRetransmits      atomic.Uint64
 	naksSentBy, naksRecvBy                                        [nakKinds]atomic.Uint64
 	// estimates, published by the engine after each acknowledgement it processes
 	srtt, rttvar, rto, cwnd, inflight atomic.Int64
@@ -269,6 +269,7 @@ type QPStats struct {
 	Timeouts           uint64 // retransmission timer expiries
 	RTORetransmits     uint64 // retransmissions a timer expiry sent (the rest: loss detection, tail probes, RNR)
 	TailProbes         uint64 // tail loss probes sent (RFC 8985 §7): the last packet sent again before the timer
+	NeedlessProbes     uint64 // tail probes whose original had arrived (the probe timeout then grows)
 	SpuriousTimeouts   uint64 // timer expiries the timestamp echo proved spurious (their window cut undone)
 	AcksSent, NaksSent uint64
 	AcksPiggybacked    uint64 // acknowledgements carried by data packets (FlagAck)
@@ -292,6 +293,7 @@ func (q *QP) Stats() QPStats {
 		RxPackets: q.ctr.rxPackets.Load(), RxBytes: q.ctr.rxBytes.Load(),
 		Retransmits: q.ctr.retransmits.Load(), Timeouts: q.ctr.timeouts.Load(),
 		RTORetransmits: q.ctr.rtoRetransmits.Load(), TailProbes: q.ctr.tailProbes.Load(),
+		NeedlessProbes:   q.ctr.needlessProbes.Load(),
 		SpuriousTimeouts: q.ctr.spuriousRTOs.Load(),
 		AcksSent:         q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(), AcksPiggybacked: q.ctr.acksPiggybacked.Load(),
 		NaksReceived: q.ctr.naksRecv.Load(), Duplicates: q.ctr.dupRecv.Load(), RNRNaks: q.ctr.rnrNaks.Load(),

@@ -229,6 +229,9 @@ func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
 		s.ctr.spuriousRTOs.Add(1)
 		s.cc.OnSpuriousTimeout(now)
 	}
+	if s.tlp.acked(s.sent, a, s.rto.SRTT(), s.rto.Timeout()) {
+		s.ctr.needlessProbes.Add(1)
+	}
 	s.cc.OnAck(now, bytes, rtt)
 	if npk, _ := s.sent.InFlight(); npk > 0 {
 		s.rtoAt = now + s.rto.Timeout()
@@ -433,7 +436,7 @@ func (s *sender) probeTail(now int64) bool {
 	if !ok {
 		return false // the last packet was acknowledged: loss detection sees the rest
 	}
-	s.tlp.count++
+	s.tlp.probed(now, info.PSN)
 	s.ctr.tailProbes.Add(1)
 	s.retx.pushForced(info)
 	s.rtoAt = now + s.rto.Timeout()
@@ -515,7 +518,7 @@ func (s *sender) probeRead(now int64) bool {
 // reset forgets everything in flight and every timer: the connection failed.
 func (s *sender) reset() {
 	s.retx.consume(len(s.retx.list))
-	s.tlp, s.rtoRun = tailProbe{}, timeoutRun{}
+	s.tlp, s.rtoRun = tailProbe{extra: s.tlp.extra}, timeoutRun{}
 	s.rtoAt, s.rnrAt, s.rnrSet = 0, 0, false
 	s.probes, s.probeSince = 0, 0
 	if s.sent != nil { // nil on a QP that never connected

@@ -92,19 +92,33 @@ type interval struct {
 type sizeResult struct {
 	lat latResult
 	bw  bwResult
-	// retransmits and timeouts are the client QPs' retransmitted packets and retransmission
-	// timer expiries during the size's run (warm-up included).
-	retransmits, timeouts uint64
+	// the client QPs' transport counters during the size's run (warm-up included)
+	retx retxCounts
 }
 
-// transportCounters sums the QPs' retransmissions and timeouts.
-func (r *runner) transportCounters() (retx, timeouts uint64) {
+// retxCounts are a QP's retransmission counters (transport.QPStats), summed.
+type retxCounts struct {
+	retransmits, timeouts, byTimer, spurious, probes, needless uint64
+}
+
+// sub returns c - o, counter by counter.
+func (c retxCounts) sub(o retxCounts) retxCounts {
+	return retxCounts{c.retransmits - o.retransmits, c.timeouts - o.timeouts, c.byTimer - o.byTimer,
+		c.spurious - o.spurious, c.probes - o.probes, c.needless - o.needless}
+}
+
+// transportCounters sums the QPs' retransmission counters.
+func (r *runner) transportCounters() (c retxCounts) {
 	for _, q := range r.qps {
 		st := q.qp.Transport().Stats()
-		retx += st.Retransmits
-		timeouts += st.Timeouts
+		c.retransmits += st.Retransmits
+		c.timeouts += st.Timeouts
+		c.byTimer += st.RTORetransmits
+		c.spurious += st.SpuriousTimeouts
+		c.probes += st.TailProbes
+		c.needless += st.NeedlessProbes
 	}
-	return retx, timeouts
+	return c
 }
 
 // tally is what one phase counted.
@@ -138,11 +152,10 @@ func (r *runner) measure(size, iters int, dur time.Duration, warm int, onInterva
 
 func (r *runner) measureLocked(size, iters int, dur time.Duration, warm int, onInterval func(interval)) (res sizeResult, err error) {
 	r.window = r.s.o.depthFor(size)
-	retx0, to0 := r.transportCounters()
+	c0 := r.transportCounters()
 	defer func() {
-		retx, to := r.transportCounters()
-		res.retransmits, res.timeouts = retx-retx0, to-to0
-		res.lat.Retransmits, res.bw.Retransmits = res.retransmits, res.retransmits
+		res.retx = r.transportCounters().sub(c0)
+		res.lat.Retransmits, res.bw.Retransmits = res.retx.retransmits, res.retx.retransmits
 	}()
 	if warm > 0 {
 		if _, err := r.phase(size, int64(warm), 0, false, nil); err != nil {

@@ -127,10 +127,14 @@ func printResult(w io.Writer, k proto.Kind, r sizeResult, duration bool) {
 	retransmissions(w, r)
 }
 
-// retransmissions notes, under a result line, the packets the client sent again.
+// retransmissions notes, under a result line, the packets the client sent again, and why:
+// the retransmission timer (and how many of its expiries proved spurious), tail loss
+// probes (and how many were needless), the rest loss detection and RNR retries.
 func retransmissions(w io.Writer, r sizeResult) {
-	if r.retransmits > 0 || r.timeouts > 0 {
-		fmt.Fprintf(w, "%10s (%d packets retransmitted, %d retransmission timeouts)\n", "", r.retransmits, r.timeouts)
+	c := r.retx
+	if c.retransmits > 0 || c.timeouts > 0 {
+		fmt.Fprintf(w, "%10s (%d packets retransmitted: %d by the timer in %d expiries, %d of them spurious; %d tail probes, %d needless)\n",
+			"", c.retransmits, c.byTimer, c.timeouts, c.spurious, c.probes, c.needless)
 	}
 }
 
