@@ -269,7 +269,7 @@ type QPStats struct {
 	Timeouts           uint64 // retransmission timer expiries
 	RTORetransmits     uint64 // retransmissions a timer expiry sent (the rest: loss detection, tail probes, RNR)
 	TailProbes         uint64 // tail loss probes sent (RFC 8985 §7): the last packet sent again before the timer
-	NeedlessProbes     uint64 // tail probes whose original had arrived (the probe timeout then grows)
+	NeedlessProbes     uint64 // tail probes whose original had arrived (its ack was late, not lost)
 	SpuriousTimeouts   uint64 // timer expiries the timestamp echo proved spurious (their window cut undone)
 	AcksSent, NaksSent uint64
 	AcksPiggybacked    uint64 // acknowledgements carried by data packets (FlagAck)

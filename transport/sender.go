@@ -229,7 +229,7 @@ func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
 		s.ctr.spuriousRTOs.Add(1)
 		s.cc.OnSpuriousTimeout(now)
 	}
-	if s.tlp.acked(s.sent, a, s.rto.SRTT(), s.rto.Timeout()) {
+	if s.tlp.needless(s.sent, a) {
 		s.ctr.needlessProbes.Add(1)
 	}
 	s.cc.OnAck(now, bytes, rtt)
@@ -518,7 +518,7 @@ func (s *sender) probeRead(now int64) bool {
 // reset forgets everything in flight and every timer: the connection failed.
 func (s *sender) reset() {
 	s.retx.consume(len(s.retx.list))
-	s.tlp, s.rtoRun = tailProbe{extra: s.tlp.extra}, timeoutRun{}
+	s.tlp, s.rtoRun = tailProbe{}, timeoutRun{}
 	s.rtoAt, s.rnrAt, s.rnrSet = 0, 0, false
 	s.probes, s.probeSince = 0, 0
 	if s.sent != nil { // nil on a QP that never connected

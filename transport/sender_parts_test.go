@@ -7,11 +7,11 @@ import (
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
-// A tail probe whose packet is acknowledged by an ack answering an older transmission was
-// needless: the probe timeout grows (from SRTT, doubling, up to the limit); a needed one
-// shrinks it again.
-func TestTailProbeLearnsFromNeedlessProbes(t *testing.T) {
-	const srtt, ackDelay, limit = 30_000, 20_000, 200_000
+// The tail probe is armed 2*SRTT plus the ack delay ahead, never past the retransmission
+// timer, never without an estimate or beyond its budget; once the probed packet is
+// acknowledged, an ack that answers an older transmission marks the probe needless.
+func TestTailProbe(t *testing.T) {
+	const srtt, ackDelay = 30_000, 20_000
 	h := ack.NewSentHistory(100, 64)
 	var p tailProbe
 	send := func(now int64) wire.PSN {
@@ -25,49 +25,35 @@ func TestTailProbeLearnsFromNeedlessProbes(t *testing.T) {
 	if want := now + 2*srtt + ackDelay; p.at != want {
 		t.Fatalf("probe at %d, want %d", p.at, want)
 	}
-	// Needless: the ack of the probed packet echoes its first transmission.
 	p.probed(p.at, psn)
+	if p.needless(h, &wire.AckExt{AckPSN: psn}) {
+		t.Fatal("needless before the probed packet was acknowledged")
+	}
 	h.OnAck(psn.Add(1), 0, p.at+5_000, nil)
-	a := wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32(now / 1000)}
-	if !p.acked(h, &a, srtt, limit) || p.extra != srtt {
-		t.Fatalf("needless probe: extra %d, want %d", p.extra, srtt)
+	if !p.needless(h, &wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32(now / 1000)}) {
+		t.Fatal("an ack echoing the first transmission: the probe should be needless")
 	}
-	for range 5 { // doubling, capped
-		psn, now = send(now+1_000_000), now+1_000_000
-		p.count = 0
-		p.probed(now+100_000, psn)
-		h.OnAck(psn.Add(1), 0, now+200_000, nil)
-		a = wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32(now / 1000)}
-		p.acked(h, &a, srtt, limit)
+	if p.needless(h, &wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32(now / 1000)}) {
+		t.Fatal("a probe judged twice")
 	}
-	if p.extra != limit {
-		t.Fatalf("after needless probes: extra %d, want the limit %d", p.extra, limit)
+	psn, now = send(now+1_000_000), now+1_000_000
+	p.probed(now+100_000, psn)
+	h.OnAck(psn.Add(1), 0, now+200_000, nil)
+	if p.needless(h, &wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32((now + 100_000) / 1000)}) {
+		t.Fatal("an ack echoing the probe itself: the probe was needed")
 	}
 	p.count = 0
-	p.arm(now, srtt, ackDelay, 0, true)
-	if want := now + 2*srtt + ackDelay + limit; p.at != want {
-		t.Fatalf("probe at %d, want %d (extended)", p.at, want)
-	}
-	// Needed: the ack echoes the probe itself.
-	psn, now = send(now+1_000_000), now+1_000_000
-	p.probed(now+300_000, psn)
-	h.OnAck(psn.Add(1), 0, now+400_000, nil)
-	a = wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32((now + 300_000) / 1000)}
-	if p.acked(h, &a, srtt, limit) || p.extra != limit/2 {
-		t.Fatalf("needed probe: extra %d, want %d", p.extra, limit/2)
-	}
-	// Not armed past the timer, nor without an estimate, nor beyond the probe budget.
-	p.arm(now, srtt, ackDelay, now+1000, true)
-	if p.at != 0 {
+	if p.arm(now, srtt, ackDelay, now+1000, true); p.at != 0 {
 		t.Fatal("armed after the retransmission timer")
 	}
-	p.arm(now, 0, ackDelay, 0, true)
-	if p.at != 0 {
+	if p.arm(now, 0, ackDelay, 0, true); p.at != 0 {
 		t.Fatal("armed without an RTT estimate")
 	}
+	if p.arm(now, srtt, ackDelay, 0, false); p.at != 0 {
+		t.Fatal("armed when not allowed")
+	}
 	p.count = maxTailProbes
-	p.arm(now, srtt, ackDelay, 0, true)
-	if p.at != 0 {
+	if p.arm(now, srtt, ackDelay, 0, true); p.at != 0 {
 		t.Fatal("armed beyond the probe budget")
 	}
 }
