@@ -5,8 +5,8 @@ package congestion
 // algorithm and the reasons for its constants). It learns the path's unloaded round trip
 // as the minimum delay sample, allows a queueing delay above it that grows with the path,
 // starts in slow start, cuts on delay by exactly the queue it sees, tells isolated loss
-// from congestion by the delay, and undoes the reaction to a timeout that proved
-// spurious.
+// from congestion by the delay, undoes the reaction to a timeout that proved spurious, and
+// competes like a loss-based flow with flows that keep the buffer full.
 //
 // A Delay belongs to one QP direction and is driven by the engine goroutine; it is not
 // safe for concurrent use. Create it with NewDelay.
@@ -159,8 +159,9 @@ func (d *Delay) OnAck(now int64, acked int, delay int64) {
 
 // OnLoss applies one loss event of lost bytes. It is congestion, and the window is cut by
 // MaxMDF at most once per round trip, when the latest delay sample is above the target or
-// more than RandomLossMax of the packets of this round and the last were lost; otherwise
-// it is counted as random loss and the window is left alone.
+// more than RandomLossMax of the packets of this round and the last were lost (a burst,
+// whose delay also marks the buffer's ceiling); otherwise it is counted as random loss and
+// the window is left alone. While competing every loss is congestion, cut by 0.3.
 func (d *Delay) OnLoss(now int64, lost int) {
 	d.stats.LossEvents++
 	d.retx = 0
@@ -274,9 +275,9 @@ func (d *Delay) round(now int64) {
 }
 
 // checkCompetition ends a round: a round whose smallest delay stayed above half the
-// allowed queue (and above twice BaseTarget) did not see the queue drain. The delay cut drains it once per cycle when
-// the flows sharing it are delay-based; when it has not drained for CompeteRounds rounds,
-// somebody else keeps it full (a loss-based flow: its queue is not ours to empty, and
+// allowed queue (and above twice BaseTarget) did not see the queue drain. The delay cut
+// drains it once per cycle when the flows sharing it are delay-based; when it has not
+// drained for CompeteRounds rounds, somebody else keeps it full (a loss-based flow: its queue is not ours to empty, and
 // yielding to it starves us, as Vegas starves against Reno), and the controller competes:
 // it ignores delay, grows as a loss-based flow and cuts on loss, until a round sees the
 // queue drain again (Copa's competitive mode, on the same evidence).
@@ -290,7 +291,7 @@ func (d *Delay) checkCompetition() {
 	// Drained: below half the allowed queue, or at least within twice BaseTarget of the
 	// base (a short path allows so little queue that many flows of ours seldom go below
 	// half of it, while a buffer filler keeps milliseconds).
-	if float64(m) <= base+max((d.delayTarget()-base)/2, 2*float64(d.cfg.BaseTarget)) {
+	if float64(m) <= base+max((d.targetDelay()-base)/2, 2*float64(d.cfg.BaseTarget)) {
 		d.undrained = 0
 		d.compete = false
 		return
@@ -341,11 +342,6 @@ func (d *Delay) baseDelay() int64 {
 	return min(d.minCur, d.minPrev)
 }
 
-// targetDelay is max(BaseTarget, base + max(QueueFloor, TargetRatio*base)) + flow
-// scaling, in ns: on a short path the absolute target that every flow shares whatever it
-// learned (Swift's), on a long one the learned base plus a queue in proportion.
-func (d *Delay) targetDelay() float64 { return d.delayTarget() }
-
 // swiftBeta is Swift's decrease factor, used on short paths.
 const swiftBeta = 0.8
 
@@ -356,8 +352,11 @@ func (d *Delay) shortPath() bool {
 	return base+max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base) <= float64(d.cfg.BaseTarget)
 }
 
-// delayTarget computes targetDelay.
-func (d *Delay) delayTarget() float64 {
+// targetDelay is max(BaseTarget, base + max(QueueFloor, TargetRatio*base)) + flow
+// scaling, in ns: on a short path the absolute target that every flow shares whatever it
+// learned (Swift's), on a long one the learned base plus a queue in proportion; below the
+// buffer's ceiling when one is known.
+func (d *Delay) targetDelay() float64 {
 	base := float64(d.baseDelay())
 	rel := base + max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base)
 	t := max(float64(d.cfg.BaseTarget), rel)
