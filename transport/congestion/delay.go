@@ -4,7 +4,8 @@ package congestion
 // unloaded round trip is anything from 10 µs to 10 ms (the package documentation has the
 // algorithm and the reasons for its constants). It learns the path's unloaded round trip
 // as the minimum delay sample, allows a queueing delay above it that grows with the path,
-// starts in slow start, cuts on delay by exactly the queue it sees, tells isolated loss
+// starts in slow start, cuts on delay (draining the queue it sees on a long path, as Swift
+// does on a short one), tells isolated loss
 // from congestion by the delay, undoes the reaction to a timeout that proved spurious, and
 // competes like a loss-based flow with flows that keep the buffer full.
 //
