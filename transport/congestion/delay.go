@@ -5,9 +5,9 @@ package congestion
 // algorithm and the reasons for its constants). It learns the path's unloaded round trip
 // as the minimum delay sample, allows a queueing delay above it that grows with the path,
 // starts in slow start, cuts on delay (draining the queue it sees on a long path, as Swift
-// does on a short one), tells isolated loss
-// from congestion by the delay, undoes the reaction to a timeout that proved spurious, and
-// competes like a loss-based flow with flows that keep the buffer full.
+// does on a short one), tells isolated loss from congestion by the delay, undoes the
+// reaction to a timeout that proved spurious, and competes like a loss-based flow with
+// flows that keep the buffer full.
 //
 // A Delay belongs to one QP direction and is driven by the engine goroutine; it is not
 // safe for concurrent use. Create it with NewDelay.
