@@ -283,71 +283,38 @@ func (l *Link) TxDone(dst []uint64) int {
 // other clock it returns at once: virtual time moves only when the test moves it. It
 // returns link.ErrClosed after Close.
 func (l *Link) Wait(timeout time.Duration) error {
-	n := l.net
 	defer l.drainWake()
 	if l.closed.Load() {
 		return link.ErrClosed
 	}
-	if !n.sleeps || timeout <= 0 || l.done.Len() > 0 {
+	if l.done.Len() > 0 {
 		return nil
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		n.mu.Lock()
-		if l.closed.Load() {
-			n.mu.Unlock()
-			return link.ErrClosed
-		}
-		now := n.clock.Now()
-		next, pending := int64(0), l.q.len() > 0
-		if pending {
-			next = l.q.head().at
-		}
-		n.mu.Unlock()
-		if pending && next <= now {
-			return nil
-		}
-		d := time.Until(deadline)
-		if d <= 0 {
-			return nil
-		}
-		if pending && time.Duration(next-now) < d {
-			d = time.Duration(next - now)
-		}
-		l.timer.Reset(d)
-		select {
-		case <-l.wake:
-			l.timer.Stop()
-			return nil
-		case <-l.closedCh:
-			l.timer.Stop()
-			return link.ErrClosed
-		case <-l.kick:
-			l.timer.Stop()
-		case <-l.timer.C:
-		}
-	}
+	return l.sleep(timeout, l.timer)
 }
 
 // Watch implements link.Watcher: Wait without the engine's own state (its timer and
 // its finished zero-copy cookies), for a goroutine that watches the link while another
 // polls the engine. It allocates a timer per call.
 func (l *Link) Watch(timeout time.Duration) error {
-	n := l.net
 	defer l.drainWake()
 	if l.closed.Load() {
 		return link.ErrClosed
 	}
+	timer := time.NewTimer(time.Duration(math.MaxInt64))
+	timer.Stop()
+	return l.sleep(timeout, timer)
+}
+
+// sleep is Wait's and Watch's wait, on timer: on a network that sleeps, until a datagram
+// is due, a Wake, a kick, Close or timeout (nil at once on a network that does not).
+func (l *Link) sleep(timeout time.Duration, timer *time.Timer) error {
+	n := l.net
 	if !n.sleeps || timeout <= 0 {
 		return nil
 	}
+	defer timer.Stop()
 	deadline := time.Now().Add(timeout)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		n.mu.Lock()
 		if l.closed.Load() {
@@ -370,11 +337,7 @@ func (l *Link) Watch(timeout time.Duration) error {
 		if pending && time.Duration(next-now) < d {
 			d = time.Duration(next - now)
 		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
+		timer.Reset(d)
 		select {
 		case <-l.wake:
 			return nil
