@@ -12,20 +12,10 @@ package congestion
 // A Delay belongs to one QP direction and is driven by the engine goroutine; it is not
 // safe for concurrent use. Create it with NewDelay.
 type Delay struct {
+	window // the path's unloaded delay: the minimum over BaseWindow
 	cfg    DelayConfig
-	mss    float64
 	fs     target // flow-scaling term only (its fixed part is 0)
-	cwnd   float64
-	slow   bool // slow start: the window doubles per round trip until the delay rises
-	sample struct {
-		have       bool
-		last, srtt int64
-	}
-	// the path's unloaded delay: minimum of the current and previous half of BaseWindow
-	minCur, minPrev, minEpoch int64
-
-	decreased    bool
-	lastDecrease int64
+	slow   bool   // slow start: the window doubles per round trip until the delay rises
 
 	// the current round (one smoothed round trip): packets acked and lost in it, for
 	// telling random loss from congestion
@@ -49,9 +39,7 @@ type Delay struct {
 	// the buffer overflows there, so the target stays below it.
 	ceiling, ceilingAt int64
 
-	sentAny  bool
-	lastSend int64
-	stats    Stats
+	stats Stats
 }
 
 var _ Controller = (*Delay)(nil)
@@ -62,7 +50,7 @@ func NewDelay(cfg DelayConfig) (*Delay, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &Delay{cfg: cfg, mss: float64(cfg.MSS), cwnd: cfg.InitialCwnd, slow: true}
+	d := &Delay{window: newWindow(cfg.MSS, cfg.InitialCwnd, cfg.MinCwnd, cfg.InitialRTT), cfg: cfg, slow: true}
 	d.fs = newTarget(&SwiftConfig{FSRange: cfg.FSRange, FSMinCwnd: cfg.FSMinCwnd, FSMaxCwnd: cfg.FSMaxCwnd})
 	return d, nil
 }
@@ -70,22 +58,13 @@ func NewDelay(cfg DelayConfig) (*Delay, error) {
 // Config returns the configuration d was created with.
 func (d *Delay) Config() DelayConfig { return d.cfg }
 
-// Window returns the congestion window in bytes, at least one MSS (below one packet the
-// window is enforced by NextSendTime).
-func (d *Delay) Window() int {
-	if d.cwnd < 1 {
-		return d.cfg.MSS
-	}
-	return int(d.cwnd * d.mss)
-}
-
 // OnSent records bytes sent at now, for pacing and counters.
 func (d *Delay) OnSent(now int64, bytes int) {
 	if bytes <= 0 {
 		return
 	}
 	d.stats.SentBytes += uint64(bytes)
-	d.sentAny, d.lastSend = true, now
+	d.sent(now)
 }
 
 // OnAck applies one acknowledgement of acked bytes with fabric delay sample delay (ns; 0:
@@ -180,17 +159,17 @@ func (d *Delay) OnLoss(now int64, lost int) {
 		}
 		return
 	}
-	congested := (d.sample.have && float64(d.sample.last) > d.targetDelay()) ||
+	congested := (d.have && float64(d.last) > d.targetDelay()) ||
 		gone > d.cfg.RandomLossMax*(acked+gone)
 	if !congested {
 		d.stats.RandomLosses++
 		return
 	}
 	d.slow = false
-	if d.sample.have && gone > d.cfg.RandomLossMax*(acked+gone) &&
-		d.sample.last-d.baseDelay() > 2*d.cfg.QueueFloor {
+	if d.have && gone > d.cfg.RandomLossMax*(acked+gone) &&
+		d.last-d.baseDelay() > 2*d.cfg.QueueFloor {
 		// A burst of loss with a queue standing: the bottleneck's buffer ends about here.
-		d.ceiling, d.ceilingAt = d.sample.last, now
+		d.ceiling, d.ceilingAt = d.last, now
 	}
 	if d.canDecrease(now) {
 		d.decrease(now, 1-d.cfg.MaxMDF, &d.stats.LossDecreases)
@@ -235,29 +214,14 @@ func (d *Delay) OnSpuriousTimeout(now int64) {
 	d.retx = 0
 }
 
-// NextSendTime returns now while the window is at least one packet; below one packet it
-// paces MSS-sized packets cwnd per smoothed round trip.
-func (d *Delay) NextSendTime(now int64, bytes int) int64 {
-	if d.cwnd >= 1 || !d.sentAny || bytes <= 0 {
-		return now
-	}
-	return max(now, satAdd(d.lastSend, d.pacingGap(float64(bytes))))
-}
-
 // Stats returns a snapshot of d.
 func (d *Delay) Stats() Stats {
 	st := d.stats
-	st.Window = d.Window()
-	st.Cwnd = int(d.cwnd * d.mss)
+	d.fill(&st)
 	st.TargetDelay = int64(d.targetDelay())
 	st.BaseDelay = d.baseDelay()
-	st.LastDelay = d.sample.last
-	st.SmoothedDelay = d.sample.srtt
 	st.SlowStart = d.slow
 	st.Competitive = d.compete
-	if d.cwnd < 1 {
-		st.PacingInterval = d.pacingGap(d.mss)
-	}
 	return st
 }
 
@@ -311,46 +275,14 @@ const competeBeta = 0.7
 // remembered.
 const ceilingRounds = 100
 
-// learn folds a valid sample (1..MaxDelay ns) into the smoothed delay and the windowed
-// minimum.
+// learn folds a valid sample (1..MaxDelay ns) into the smoothed delay, the windowed
+// minimum and the round's minimum.
 func (d *Delay) learn(now, delay int64) {
-	s := &d.sample
-	s.last = delay
-	if !s.have {
-		s.have, s.srtt = true, delay
-	} else {
-		s.srtt += (delay - s.srtt) / 8
-	}
-	if now-d.minEpoch >= d.cfg.BaseWindow/2 || now < d.minEpoch {
-		d.minPrev, d.minCur, d.minEpoch = d.minCur, 0, now
-	}
-	if d.minCur == 0 || delay < d.minCur {
-		d.minCur = delay
-	}
+	d.sample(delay)
+	d.learnMin(now, delay, d.cfg.BaseWindow)
 	if d.roundMin == 0 || delay < d.roundMin {
 		d.roundMin = delay
 	}
-}
-
-// baseDelay is the path's unloaded delay as learned, 0 before the first sample.
-func (d *Delay) baseDelay() int64 {
-	switch {
-	case d.minPrev == 0:
-		return d.minCur
-	case d.minCur == 0:
-		return d.minPrev
-	}
-	return min(d.minCur, d.minPrev)
-}
-
-// swiftBeta is Swift's decrease factor, used on short paths.
-const swiftBeta = 0.8
-
-// shortPath reports whether the target is the absolute BaseTarget (the path's own queue
-// allowance would fall below it).
-func (d *Delay) shortPath() bool {
-	base := float64(d.baseDelay())
-	return base+max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base) <= float64(d.cfg.BaseTarget)
 }
 
 // targetDelay is max(BaseTarget, base + max(QueueFloor, TargetRatio*base)) + flow
@@ -359,8 +291,7 @@ func (d *Delay) shortPath() bool {
 // buffer's ceiling when one is known.
 func (d *Delay) targetDelay() float64 {
 	base := float64(d.baseDelay())
-	rel := base + max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base)
-	t := max(float64(d.cfg.BaseTarget), rel)
+	t := max(float64(d.cfg.BaseTarget), d.pathTarget())
 	if c := float64(d.ceiling); c > 0 {
 		// Below the delay at which the buffer overflowed (a flow that learned a standing
 		// queue as base would otherwise aim above what the buffer holds, never see its
@@ -370,36 +301,16 @@ func (d *Delay) targetDelay() float64 {
 	return t + d.fs.at(max(d.cwnd, d.cfg.MinCwnd))
 }
 
-// rtt is the round trip that spaces decreases and rounds: the larger of the smoothed and
-// the last sample.
-func (d *Delay) rtt() int64 {
-	if !d.sample.have {
-		return d.cfg.InitialRTT
-	}
-	return max(d.sample.srtt, d.sample.last)
+// pathTarget is the learned base plus the queue a path of its length may keep:
+// base + max(QueueFloor, TargetRatio*base), in ns.
+func (d *Delay) pathTarget() float64 {
+	base := float64(d.baseDelay())
+	return base + max(float64(d.cfg.QueueFloor), d.cfg.TargetRatio*base)
 }
 
-func (d *Delay) canDecrease(now int64) bool {
-	return !d.decreased || now >= satAdd(d.lastDecrease, d.rtt())
-}
+// shortPath reports whether the target is the absolute BaseTarget (the path's own
+// allowance would fall below it).
+func (d *Delay) shortPath() bool { return d.pathTarget() <= float64(d.cfg.BaseTarget) }
 
-func (d *Delay) decrease(now int64, factor float64, counter *uint64) {
-	prev := d.cwnd
-	d.cwnd = max(d.cwnd*factor, d.cfg.MinCwnd)
-	if d.cwnd < prev {
-		d.decreased, d.lastDecrease = true, now
-		*counter++
-	}
-}
-
-func (d *Delay) pacingGap(bytes float64) int64 {
-	rtt := d.cfg.InitialRTT
-	if d.sample.have {
-		rtt = d.sample.srtt
-	}
-	gap := float64(rtt) * (bytes / d.mss) / d.cwnd
-	if !(gap < float64(maxPacingGap)) {
-		return maxPacingGap
-	}
-	return int64(gap)
-}
+// swiftBeta is Swift's decrease factor, used on short paths.
+const swiftBeta = 0.8

@@ -14,31 +14,14 @@ const maxPacingGap = 100 * MaxDelay
 // A Swift belongs to one QP direction and is driven by the engine goroutine; it is not
 // safe for concurrent use. Create it with NewSwift.
 type Swift struct {
+	window // cwnd within [cfg.MinCwnd, cfg.MaxCwnd]; the minimum over BaseDelayWindow
 	cfg    SwiftConfig
-	mss    float64 // cfg.MSS as a float
 	target target
-
-	cwnd float64 // packets, always within [cfg.MinCwnd, cfg.MaxCwnd]
-
-	haveSample bool
-	lastDelay  int64 // ns, last valid sample, clamped to [1, MaxDelay]
-	srtt       int64 // ns, moving average of samples with gain 1/8
-
-	// The path's unloaded delay: the minimum sample of the current and of the previous
-	// half of BaseDelayWindow (a windowed minimum that forgets a path that got longer).
-	minCur, minPrev int64 // ns; 0 means none yet
-	minEpoch        int64 // ns, start of the current half
-
-	decreased    bool  // lastDecrease is valid
-	lastDecrease int64 // ns, time of the last window decrease
 
 	retx int // consecutive timeouts since the last ack or loss event
 	// the window before the first timeout of the current run, for OnSpuriousTimeout
 	undoCwnd  float64
 	undoValid bool
-
-	sentAny  bool
-	lastSend int64 // ns, time of the last OnSent
 
 	stats Stats // counters only; the state fields are filled in by Stats
 }
@@ -52,24 +35,14 @@ func NewSwift(cfg SwiftConfig) (*Swift, error) {
 		return nil, err
 	}
 	return &Swift{
+		window: newWindow(cfg.MSS, cfg.InitialCwnd, cfg.MinCwnd, cfg.InitialRTT),
 		cfg:    cfg,
-		mss:    float64(cfg.MSS),
 		target: newTarget(&cfg),
-		cwnd:   cfg.InitialCwnd,
 	}, nil
 }
 
 // Config returns the configuration s was created with.
 func (s *Swift) Config() SwiftConfig { return s.cfg }
-
-// Window returns the congestion window in bytes, but never less than one MSS: below one
-// packet the window is enforced by NextSendTime instead (one packet in flight, paced).
-func (s *Swift) Window() int {
-	if s.cwnd < 1 {
-		return s.cfg.MSS
-	}
-	return int(s.cwnd * s.mss)
-}
 
 // OnSent records bytes sent at now; Swift uses it only for pacing and counters.
 func (s *Swift) OnSent(now int64, bytes int) {
@@ -77,8 +50,7 @@ func (s *Swift) OnSent(now int64, bytes int) {
 		return
 	}
 	s.stats.SentBytes += uint64(bytes)
-	s.sentAny = true
-	s.lastSend = now
+	s.sent(now)
 }
 
 // OnAck applies one acknowledgement of acked bytes with fabric delay sample delay (ns).
@@ -167,113 +139,25 @@ func (s *Swift) OnSpuriousTimeout(now int64) {
 	s.retx = 0
 }
 
-// NextSendTime returns now while the window is at least one packet. Below one packet it
-// paces: a packet of bytes may leave SmoothedDelay*(bytes/MSS)/cwnd after the previous
-// OnSent (so MSS-sized packets leave cwnd per round trip), or now if that time has
-// passed. The gap is capped at 100*MaxDelay; bytes <= 0 needs no gap.
-func (s *Swift) NextSendTime(now int64, bytes int) int64 {
-	if s.cwnd >= 1 || !s.sentAny || bytes <= 0 {
-		return now
-	}
-	gap := s.pacingGap(float64(bytes))
-	return max(now, satAdd(s.lastSend, gap))
-}
-
 // Stats returns a snapshot of s.
 func (s *Swift) Stats() Stats {
 	st := s.stats
-	st.Window = s.Window()
-	st.Cwnd = int(s.cwnd * s.mss)
+	s.fill(&st)
 	st.TargetDelay = int64(s.targetDelay())
-	st.LastDelay = s.lastDelay
-	st.SmoothedDelay = s.srtt
-	if s.cwnd < 1 {
-		st.PacingInterval = s.pacingGap(s.mss)
-	}
 	return st
 }
 
-// sample folds one valid delay sample (1..MaxDelay ns) into the estimates.
-// learnBase keeps the windowed minimum delay (the path's unloaded delay).
+// learnBase keeps the windowed minimum delay (the path's unloaded delay) when learning.
 func (s *Swift) learnBase(now, delay int64) {
-	w := s.cfg.BaseDelayWindow
-	if w == 0 {
-		return
+	if w := s.cfg.BaseDelayWindow; w != 0 {
+		s.learnMin(now, delay, w)
 	}
-	if now-s.minEpoch >= w/2 || now < s.minEpoch {
-		s.minPrev, s.minCur, s.minEpoch = s.minCur, 0, now
-	}
-	if s.minCur == 0 || delay < s.minCur {
-		s.minCur = delay
-	}
-}
-
-// baseDelay is the learned unloaded delay of the path, 0 when not learning or not yet known.
-func (s *Swift) baseDelay() int64 {
-	switch {
-	case s.minPrev == 0:
-		return s.minCur
-	case s.minCur == 0:
-		return s.minPrev
-	}
-	return min(s.minCur, s.minPrev)
 }
 
 // targetDelay is the target for the current window: the configured target (with flow
-// scaling), above the path's learned unloaded delay when learning.
+// scaling), above the path's learned unloaded delay when learning (0 otherwise).
 func (s *Swift) targetDelay() float64 {
 	return s.target.at(s.cwnd) + float64(s.baseDelay())
-}
-
-func (s *Swift) sample(delay int64) {
-	s.lastDelay = delay
-	if !s.haveSample {
-		s.haveSample = true
-		s.srtt = delay
-		return
-	}
-	s.srtt += (delay - s.srtt) / 8
-}
-
-// rtt returns the round-trip time, in ns, that limits decreases to one per round trip: the
-// larger of the smoothed and the last sample, so a growing queue never lets decreases come
-// faster than their effect can be seen.
-func (s *Swift) rtt() int64 {
-	if !s.haveSample {
-		return s.cfg.InitialRTT
-	}
-	return max(s.srtt, s.lastDelay)
-}
-
-// canDecrease reports whether a round trip has passed since the last decrease. Time is
-// assumed not to go backwards; if it does, decreases wait until it passes the last one.
-func (s *Swift) canDecrease(now int64) bool {
-	return !s.decreased || now >= satAdd(s.lastDecrease, s.rtt())
-}
-
-// decrease multiplies the window by factor (< 1), clamps it to MinCwnd, and if it
-// actually shrank, starts a new once-per-round-trip period and bumps counter.
-func (s *Swift) decrease(now int64, factor float64, counter *uint64) {
-	prev := s.cwnd
-	s.cwnd = max(s.cwnd*factor, s.cfg.MinCwnd)
-	if s.cwnd < prev {
-		s.decreased, s.lastDecrease = true, now
-		*counter++
-	}
-}
-
-// pacingGap returns the time, in ns, a packet of bytes occupies at the current window
-// and round trip: rtt*(bytes/MSS)/cwnd, capped at maxPacingGap.
-func (s *Swift) pacingGap(bytes float64) int64 {
-	rtt := s.cfg.InitialRTT
-	if s.haveSample {
-		rtt = s.srtt
-	}
-	gap := float64(rtt) * (bytes / s.mss) / s.cwnd
-	if !(gap < float64(maxPacingGap)) { // also catches NaN and +Inf
-		return maxPacingGap
-	}
-	return int64(gap)
 }
 
 // satAdd returns a+b for b >= 0, saturating at math.MaxInt64.
