@@ -111,6 +111,19 @@ func RXQueues(ifname string) (int, error) {
 	return n, nil
 }
 
+// ethFlagNtuple is ETH_FLAG_NTUPLE in ETHTOOL_GFLAGS's value.
+const ethFlagNtuple = 1 << 27
+
+// NtupleEnabled reports whether interface ifname has n-tuple filters on (`ethtool -K IF
+// ntuple on`, ETHTOOL_GFLAGS's ETH_FLAG_NTUPLE), which SteerNtuple needs.
+func NtupleEnabled(ifname string) (bool, error) {
+	flags, err := ethtoolFlags(ifname)
+	if err != nil {
+		return false, fmt.Errorf("ETHTOOL_GFLAGS on %s: %w", ifname, err)
+	}
+	return flags&ethFlagNtuple != 0, nil
+}
+
 // ntupleRule is the rule `flow-type udp4|udp6 dst-ip dst dst-port port action queue` at any
 // location.
 func ntupleRule(dst netip.Addr, port uint16, queue int) ntupleSpec {

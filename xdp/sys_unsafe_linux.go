@@ -80,6 +80,13 @@ func ethtoolChannels(ifname string) (ethChannels, error) {
 	return c, err
 }
 
+// ethtoolFlags reads ETHTOOL_GFLAGS (struct ethtool_value: the ETH_FLAG_* bits).
+func ethtoolFlags(ifname string) (uint32, error) {
+	v := struct{ cmd, data uint32 }{cmd: unix.ETHTOOL_GFLAGS}
+	err := ethtoolIoctl(ifname, unsafe.Pointer(&v))
+	return v.data, err
+}
+
 // ethtoolRxnfc runs the ETHTOOL_*RXCLS* command laid out in b (struct ethtool_rxnfc); the
 // kernel writes its answer into b.
 func ethtoolRxnfc(ifname string, b []byte) error {

@@ -202,11 +202,11 @@ func diagnose(iface string, port uint16) ([]check, int) {
 		frames, _ := xdp.DefaultQueueSizes(queues)
 		add("queues", verdictOK, fmt.Sprintf("%d RX queues: ndkpeer serves every one (one engine polls %d AF_XDP sockets, %d frames each)", queues, queues, frames), "")
 	}
-	flags, ferr := ethtoolFlags(iface)
+	ntuple, ferr := xdp.NtupleEnabled(iface)
 	switch {
 	case ferr != nil:
 		add("ntuple", verdictOK, fmt.Sprintf("not reported (%v); needed only to serve one queue (--queue with --steer ntuple)", ferr), "")
-	case flags&ethFlagNtuple != 0:
+	case ntuple:
 		add("ntuple", verdictOK, "n-tuple filters on: --queue Q --steer ntuple can serve one queue", "")
 	default:
 		add("ntuple", verdictOK, "n-tuple filters off: not needed while every queue is served", "")

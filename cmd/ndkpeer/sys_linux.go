@@ -265,3 +265,17 @@ func leadingInt(s string) int {
 	}
 	return n
 }
+
+// ethtoolDriver returns ETHTOOL_GDRVINFO's driver name, version and bus address.
+func ethtoolDriver(ifname string) (driver, version, bus string, err error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "", "", "", fmt.Errorf("socket for ethtool: %w", err)
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifname)
+	if err != nil {
+		return "", "", "", fmt.Errorf("ETHTOOL_GDRVINFO on %s: %w", ifname, err)
+	}
+	return unix.ByteSliceToString(info.Driver[:]), unix.ByteSliceToString(info.Version[:]), unix.ByteSliceToString(info.Bus_info[:]), nil
+}
