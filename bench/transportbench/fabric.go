@@ -247,51 +247,14 @@ func (f *Fabric) Close() {
 // moves to limit, if one was given).
 func (f *Fabric) Step(limit int64) bool {
 	f.Steps++
-	now := f.Clock.Now()
-	next, busy := int64(0), false
-	for _, e := range f.engines {
-		n, b := e.Poll(now)
-		busy = busy || b
-		if n > now && (next == 0 || n < next) {
-			next = n
-		}
-	}
-	if busy {
-		return true
-	}
-	if d, ok := f.Net.NextDelivery(); ok && (next == 0 || d < next) {
-		next = d
-	}
-	scheduled := next != 0
-	if limit > 0 && (next == 0 || next > limit) {
-		next = limit
-	}
-	if next == 0 {
-		return false
-	}
-	if next <= now {
-		next = now + 1 // something due that no engine took: let time advance
-	}
-	f.Clock.Set(next)
-	return scheduled
+	ok, _ := step(f.Clock, f.Net, limit, f.engines...)
+	return ok
 }
 
 // RunUntil steps until cond holds, or fails when limit of virtual time passes, nothing is
 // scheduled any more, or maxSteps steps were taken.
 func (f *Fabric) RunUntil(limit time.Duration, cond func() bool) error {
-	end := f.Clock.Now() + int64(limit)
-	for steps := 0; !cond(); steps++ {
-		if f.Clock.Now() >= end {
-			return fmt.Errorf("not done after %v of virtual time", limit)
-		}
-		if steps >= maxSteps {
-			return fmt.Errorf("not done after %d steps", steps)
-		}
-		if !f.Step(end) && !cond() {
-			return fmt.Errorf("%w at virtual time %v", ErrStalled, time.Duration(f.Clock.Now()))
-		}
-	}
-	return nil
+	return runUntil(f.Clock, limit, cond, f.Step)
 }
 
 // errFlowFailed is wrapped when a Write completes with an error.

@@ -262,20 +262,31 @@ func (p *Pair) Close() {
 // engine deadline, no datagram queued): the clock then moves to limit, if one was given.
 func (p *Pair) Step(limit int64) bool {
 	p.Steps++
-	now := p.Clock.Now()
-	na, ba := p.A.Poll(now)
-	nb, bb := p.B.Poll(now)
-	if ba || bb {
-		return true
+	ok, advanced := step(p.Clock, p.Net, limit, p.A, p.B)
+	if advanced {
+		p.Advances++
 	}
-	next := int64(0)
-	if na > now {
-		next = na
+	return ok
+}
+
+// step polls engines once, in order, at clock's time; if none did anything it moves the
+// clock to the earliest engine deadline or delivery on net, but not past limit (limit <= 0:
+// no limit), and reports that it advanced. It returns false when nothing at all is
+// scheduled (the clock then moves to limit, if one was given).
+func step(clock *simlink.ManualClock, net *simlink.Network, limit int64, engines ...*transport.Engine) (ok, advanced bool) {
+	now := clock.Now()
+	next, busy := int64(0), false
+	for _, e := range engines {
+		n, b := e.Poll(now)
+		busy = busy || b
+		if n > now && (next == 0 || n < next) {
+			next = n
+		}
 	}
-	if nb > now && (next == 0 || nb < next) {
-		next = nb
+	if busy {
+		return true, false
 	}
-	if d, ok := p.Net.NextDelivery(); ok && (next == 0 || d < next) {
+	if d, ok := net.NextDelivery(); ok && (next == 0 || d < next) {
 		next = d
 	}
 	scheduled := next != 0
@@ -283,16 +294,15 @@ func (p *Pair) Step(limit int64) bool {
 		next = limit
 	}
 	if next == 0 {
-		return false
+		return false, false
 	}
 	if next <= now {
-		// Something is due now that neither engine took (a deadline in the past): move on
-		// by a nanosecond so that time always advances between idle polls.
+		// Something is due now that no engine took (a deadline in the past): move on by a
+		// nanosecond so that time always advances between idle polls.
 		next = now + 1
 	}
-	p.Advances++
-	p.Clock.Set(next)
-	return scheduled
+	clock.Set(next)
+	return scheduled, true
 }
 
 // ErrStalled is returned by RunUntil when nothing is scheduled any more and the condition
@@ -305,16 +315,21 @@ const maxSteps = 100_000_000
 // RunUntil steps until cond holds, or fails when limit of virtual time passes, nothing is
 // scheduled any more, or maxSteps steps were taken.
 func (p *Pair) RunUntil(limit time.Duration, cond func() bool) error {
-	end := p.Clock.Now() + int64(limit)
+	return runUntil(p.Clock, limit, cond, p.Step)
+}
+
+// runUntil is RunUntil over any set of engines: step is their Step.
+func runUntil(clock *simlink.ManualClock, limit time.Duration, cond func() bool, step func(limit int64) bool) error {
+	end := clock.Now() + int64(limit)
 	for steps := 0; !cond(); steps++ {
-		if now := p.Clock.Now(); now >= end {
+		if clock.Now() >= end {
 			return fmt.Errorf("not done after %v of virtual time", limit)
 		}
 		if steps >= maxSteps {
 			return fmt.Errorf("not done after %d steps", steps)
 		}
-		if !p.Step(end) && !cond() {
-			return fmt.Errorf("%w at virtual time %v", ErrStalled, time.Duration(p.Clock.Now()))
+		if !step(end) && !cond() {
+			return fmt.Errorf("%w at virtual time %v", ErrStalled, time.Duration(clock.Now()))
 		}
 	}
 	return nil
