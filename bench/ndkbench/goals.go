@@ -107,13 +107,7 @@ func Evaluate(goals []Goal, records []Record) []Goal {
 
 // Verdict is "met", "NOT met", or "not evaluated".
 func (g Goal) Verdict() string {
-	switch {
-	case !g.Evaluated:
-		return "not evaluated"
-	case g.Met:
-		return "met"
-	}
-	return "NOT met"
+	return report.Verdict(g.Evaluated, g.Met)
 }
 
 // Line formats the goal for the table: name, ratio, target, verdict, per-repetition ratios.

@@ -2,6 +2,7 @@ package pathbench
 
 import (
 	"fmt"
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"math"
 	"slices"
 )
@@ -97,13 +98,7 @@ func Evaluate(goals []Goal, res *Results) []Goal {
 
 // Verdict is "met", "NOT met", or "not evaluated".
 func (g Goal) Verdict() string {
-	switch {
-	case !g.Evaluated:
-		return "not evaluated"
-	case g.Met:
-		return "met"
-	}
-	return "NOT met"
+	return report.Verdict(g.Evaluated, g.Met)
 }
 
 // Line formats the goal for the table: name, value, target, verdict.

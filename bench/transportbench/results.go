@@ -292,7 +292,7 @@ func Collect(o Options, runs []CaseResult) *Results {
 			}
 			for _, g := range Goals {
 				if g.Ratio == q.name && g.Loss == pct(l) {
-					rec.Note = fmt.Sprintf("goal >= %g: %s", g.Min, metWord(rec.Value >= g.Min))
+					rec.Note = fmt.Sprintf("goal >= %g: %s", g.Min, report.Verdict(true, rec.Value >= g.Min))
 				}
 			}
 			r.Records = append(r.Records, rec)
@@ -306,13 +306,6 @@ func Collect(o Options, runs []CaseResult) *Results {
 		r.Header.Goals = append(r.Header.Goals, g)
 	}
 	return r
-}
-
-func metWord(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "NOT met"
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -414,7 +407,7 @@ func (r *Results) WriteTable(w io.Writer) error {
 			case g.Met == nil:
 				fmt.Fprintf(&b, "  %-40s not measured\n", g.What)
 			default:
-				fmt.Fprintf(&b, "  %-40s %6.3f  %s\n", g.What, g.Value, metWord(*g.Met))
+				fmt.Fprintf(&b, "  %-40s %6.3f  %s\n", g.What, g.Value, report.Verdict(true, *g.Met))
 			}
 		}
 	}

@@ -167,13 +167,7 @@ type ScenarioGoal struct {
 
 // Verdict is "met", "NOT met", or "not evaluated".
 func (g *ScenarioGoal) Verdict() string {
-	switch {
-	case !g.Evaluated:
-		return "not evaluated"
-	case g.Met:
-		return "met"
-	}
-	return "NOT met"
+	return report.Verdict(g.Evaluated, g.Met)
 }
 
 func (g *ScenarioGoal) eval(v float64, ok bool) {

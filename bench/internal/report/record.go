@@ -40,3 +40,15 @@ func Values[R any, V cmp.Ordered](records []R, key func(R) (V, bool)) []V {
 	slices.Sort(out)
 	return out
 }
+
+// Verdict is a goal's word in the tables: "met", "NOT met", or "not evaluated" when the
+// figure it needs is missing.
+func Verdict(evaluated, met bool) string {
+	switch {
+	case !evaluated:
+		return "not evaluated"
+	case met:
+		return "met"
+	}
+	return "NOT met"
+}
