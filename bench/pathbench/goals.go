@@ -2,9 +2,10 @@ package pathbench
 
 import (
 	"fmt"
-	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"math"
 	"slices"
+
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
 // Goal is one of the targets on one figure. Evaluate fills in its outcome.
