@@ -34,3 +34,38 @@ func checkWindow(bad badField, mss int, initial, minCwnd, maxCwnd float64) error
 	}
 	return nil
 }
+
+// controlFields are the fields Swift's and Delay's configurations share beyond the window:
+// the increase and decrease, the target and its flow scaling, the timeouts.
+type controlFields struct {
+	AI, Beta, MaxMDF     float64
+	BaseTarget, FSRange  int64
+	FSMinCwnd, FSMaxCwnd float64
+	RetxResetThreshold   int
+	InitialRTT           int64
+}
+
+// check reports the first invalid one of f.
+func (f controlFields) check(bad badField) error {
+	switch {
+	case !finite(f.AI) || f.AI <= 0:
+		return bad("AI", f.AI, "> 0")
+	case !finite(f.Beta) || f.Beta <= 0 || f.Beta > 1:
+		return bad("Beta", f.Beta, "in (0, 1]")
+	case !finite(f.MaxMDF) || f.MaxMDF <= 0 || f.MaxMDF >= 1:
+		return bad("MaxMDF", f.MaxMDF, "in (0, 1)")
+	case f.BaseTarget < 1 || f.BaseTarget > MaxDelay:
+		return bad("BaseTarget", f.BaseTarget, fmt.Sprintf("1..%d ns", MaxDelay))
+	case f.FSRange < 0 || f.FSRange > MaxDelay:
+		return bad("FSRange", f.FSRange, fmt.Sprintf("0..%d ns", MaxDelay))
+	case !finite(f.FSMinCwnd) || f.FSMinCwnd <= 0:
+		return bad("FSMinCwnd", f.FSMinCwnd, "> 0")
+	case !finite(f.FSMaxCwnd) || f.FSMaxCwnd <= f.FSMinCwnd:
+		return bad("FSMaxCwnd", f.FSMaxCwnd, "> FSMinCwnd")
+	case f.RetxResetThreshold < 1:
+		return bad("RetxResetThreshold", f.RetxResetThreshold, ">= 1")
+	case f.InitialRTT < 1 || f.InitialRTT > MaxDelay:
+		return bad("InitialRTT", f.InitialRTT, fmt.Sprintf("1..%d ns", MaxDelay))
+	}
+	return nil
+}

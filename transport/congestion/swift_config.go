@@ -132,29 +132,15 @@ func (c *SwiftConfig) validate() error {
 	if err := checkWindow(bad, c.MSS, c.InitialCwnd, c.MinCwnd, c.MaxCwnd); err != nil {
 		return err
 	}
+	if err := (controlFields{c.AI, c.Beta, c.MaxMDF, c.BaseTarget, c.FSRange, c.FSMinCwnd, c.FSMaxCwnd,
+		c.RetxResetThreshold, c.InitialRTT}).check(bad); err != nil {
+		return err
+	}
 	switch {
 	case c.BaseDelayWindow < 0 || c.BaseDelayWindow > MaxDelay*1000:
 		return bad("BaseDelayWindow", c.BaseDelayWindow, fmt.Sprintf("0..%d", MaxDelay*1000))
-	case !finite(c.AI) || c.AI <= 0:
-		return bad("AI", c.AI, "> 0")
-	case !finite(c.Beta) || c.Beta <= 0 || c.Beta > 1:
-		return bad("Beta", c.Beta, "in (0, 1]")
-	case !finite(c.MaxMDF) || c.MaxMDF <= 0 || c.MaxMDF >= 1:
-		return bad("MaxMDF", c.MaxMDF, "in (0, 1)")
-	case c.BaseTarget < 1 || c.BaseTarget > MaxDelay:
-		return bad("BaseTarget", c.BaseTarget, fmt.Sprintf("1..%d ns", MaxDelay))
 	case c.HopScale < 0 || c.HopScale > MaxDelay:
 		return bad("HopScale", c.HopScale, fmt.Sprintf("0..%d ns", MaxDelay))
-	case c.FSRange < 0 || c.FSRange > MaxDelay:
-		return bad("FSRange", c.FSRange, fmt.Sprintf("0..%d ns", MaxDelay))
-	case !finite(c.FSMinCwnd) || c.FSMinCwnd <= 0:
-		return bad("FSMinCwnd", c.FSMinCwnd, "> 0")
-	case !finite(c.FSMaxCwnd) || c.FSMaxCwnd <= c.FSMinCwnd:
-		return bad("FSMaxCwnd", c.FSMaxCwnd, "> FSMinCwnd")
-	case c.RetxResetThreshold < 1:
-		return bad("RetxResetThreshold", c.RetxResetThreshold, ">= 1")
-	case c.InitialRTT < 1 || c.InitialRTT > MaxDelay:
-		return bad("InitialRTT", c.InitialRTT, fmt.Sprintf("1..%d ns", MaxDelay))
 	}
 	return nil
 }
