@@ -159,15 +159,13 @@ func (d *Delay) OnLoss(now int64, lost int) {
 		}
 		return
 	}
-	congested := (d.have && float64(d.last) > d.targetDelay()) ||
-		gone > d.cfg.RandomLossMax*(acked+gone)
-	if !congested {
+	burst := gone > d.cfg.RandomLossMax*(acked+gone)
+	if !burst && !(d.have && float64(d.last) > d.targetDelay()) {
 		d.stats.RandomLosses++
 		return
 	}
 	d.slow = false
-	if d.have && gone > d.cfg.RandomLossMax*(acked+gone) &&
-		d.last-d.baseDelay() > 2*d.cfg.QueueFloor {
+	if burst && d.have && d.last-d.baseDelay() > 2*d.cfg.QueueFloor {
 		// A burst of loss with a queue standing: the bottleneck's buffer ends about here.
 		d.ceiling, d.ceilingAt = d.last, now
 	}
