@@ -127,6 +127,9 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 	if l.hops.hold.n > 0 && l.hops.service() {
 		l.finishTx()
 	}
+	if l.rx.owed > 0 {
+		l.rx.repay()
+	}
 	n := 0
 	var rxBytes, dropped uint64
 	r := &l.rx

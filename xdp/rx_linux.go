@@ -6,8 +6,16 @@ import "github.com/xdpndk/xdpndk/memreg"
 // ring and not handed out yet (Receive walks them, one packet at a time, and parses each
 // with unwrap), and the received frames on their way back to the fill ring. Engine
 // goroutine only.
+//
+// The kernel should always hold FillSize frames to receive into. It publishes the RX ring's
+// producer index before the fill ring's consumer index (xsk_flush in net/xdp/xsk.c), and
+// drivers may publish the consumer lazily, so a frame received and handed back at once can
+// find the fill ring still full. That frame goes to the pool and is owed to the fill ring;
+// repay and flushRecycle pay it back from the pool when the ring has room. Without that
+// every such moment would shrink the kernel's share for good, until receiving stopped.
 type rxState struct {
 	sock  *Socket
+	fill  fillRing // sock's fill ring (a fake in tests)
 	pool  *memreg.FramePool
 	fsize uint64
 
@@ -16,34 +24,35 @@ type rxState struct {
 	tail     int // end of the descriptors taken from the ring
 	recycle  [rxBatch]uint64
 	nrecycle int
+	target   int // frames the kernel should hold: the fill ring's size
+	owed     int // frames the kernel is short of target (the ring had no room, the pool no frames)
+}
+
+// fillRing is the producer side of a socket's fill ring.
+type fillRing interface {
+	// Fill puts up to len(addrs) frames on the ring and returns how many it took.
+	Fill(addrs []uint64) int
+	// FillNeedsWakeup reports whether the kernel needs WakeFill to look at the ring.
+	FillNeedsWakeup() bool
+	// WakeFill makes the kernel look at the ring.
+	WakeFill()
 }
 
 // newRxState gives the kernel every frame the fill ring of s holds, before any traffic
 // arrives, and returns the receive side of s.
 func newRxState(s *Socket, pool *memreg.FramePool, fsize uint64) rxState {
-	var addrs [rxBatch]uint64
-	for left := int(s.Config().FillSize); left > 0; {
-		n := 0
-		for n < len(addrs) && n < left {
-			a, ok := pool.Get()
-			if !ok {
-				break
-			}
-			addrs[n] = a
-			n++
-		}
-		if n == 0 {
+	return startRx(rxState{sock: s, fill: s, pool: pool, fsize: fsize, target: int(s.Config().FillSize)})
+}
+
+// startRx fills r's fill ring with its target of frames from its pool and returns r.
+func startRx(r rxState) rxState {
+	r.owed = r.target
+	for r.owed > 0 {
+		if !r.topUp() {
 			break
 		}
-		if put := s.Fill(addrs[:n]); put != n {
-			for _, a := range addrs[put:n] {
-				pool.Put(a)
-			}
-			break
-		}
-		left -= n
 	}
-	return rxState{sock: s, pool: pool, fsize: fsize}
+	return r
 }
 
 // buffered reports whether descriptors taken from the ring wait to be handed out.
@@ -64,12 +73,62 @@ func (r *rxState) flushRecycle() {
 	if r.nrecycle == 0 {
 		return
 	}
-	put := r.sock.Fill(r.recycle[:r.nrecycle])
+	put := r.fill.Fill(r.recycle[:r.nrecycle])
 	for _, a := range r.recycle[put:r.nrecycle] {
 		r.pool.Put(a)
 	}
+	r.owed += r.nrecycle - put
 	r.nrecycle = 0
-	if r.sock.FillNeedsWakeup() {
-		r.sock.WakeFill()
+	if r.owed > 0 && put > 0 {
+		// The ring had room for some: the rest may fit once the kernel publishes more.
+		r.topUp()
+	}
+	if r.fill.FillNeedsWakeup() {
+		r.fill.WakeFill()
 	}
 }
+
+// topUp repays up to a batch of owed frames from the pool to the fill ring and reports
+// whether it repaid any. The caller has flushed the recycle queue (topUp uses it as
+// scratch).
+func (r *rxState) topUp() bool {
+	n := 0
+	for n < len(r.recycle) && n < r.owed {
+		a, ok := r.pool.Get()
+		if !ok {
+			break
+		}
+		r.recycle[n] = a
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	put := r.fill.Fill(r.recycle[:n])
+	for _, a := range r.recycle[put:n] {
+		r.pool.Put(a)
+	}
+	r.owed -= put
+	return put > 0
+}
+
+// repay tops the fill ring up with owed frames and wakes the kernel's fill processing when
+// it asks for it. Receive and Wait call it when frames are owed, so the kernel gets them
+// back even when nothing arrives (with no frames it would receive nothing).
+func (r *rxState) repay() {
+	if r.nrecycle != 0 {
+		r.flushRecycle() // it repays too
+		return
+	}
+	if !r.topUp() {
+		return
+	}
+	if r.fill.FillNeedsWakeup() {
+		r.fill.WakeFill()
+	}
+}
+
+// share is the receive side's share of the frames: the fill ring's size less what is owed
+// to it and what waits to go back to it. It is what the kernel holds to receive into plus
+// the received frames not yet released.
+func (r *rxState) share() int { return r.target - r.nrecycle - r.owed }

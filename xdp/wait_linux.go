@@ -39,6 +39,9 @@ func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
 	if l.hops.hold.n > 0 && l.hops.service() {
 		l.finishTx()
 	}
+	if l.rx.owed > 0 {
+		l.rx.repay()
+	}
 	// Whatever is still on the TX ring must move even if the engine sleeps.
 	if l.sock.TxPending() > 0 {
 		l.kickTx()
@@ -52,6 +55,11 @@ func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
 	limit = time.Duration(1<<63 - 1)
 	if l.zc.pending() {
 		limit = zcWaitPoll
+	}
+	if l.rx.owed > 0 {
+		// The fill ring is owed frames that wait for room or for the pool: with too few
+		// the kernel receives nothing that would wake us, so look again soon.
+		limit = min(limit, zcWaitPoll)
 	}
 	if l.hops.hold.n > 0 {
 		// The worker rings when it finishes a resolution; lost requests are looked at
