@@ -3,6 +3,7 @@ package memreg
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 )
 
@@ -141,10 +142,12 @@ func (u *UMEM) NewFramePool(n int) (*FramePool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &FramePool{free: make([]uint64, n), frameSize: uint64(u.frameSize)}
+	p := &FramePool{free: make([]uint64, n), isFree: make([]uint64, (n+63)/64), frameSize: uint64(u.frameSize)}
+	p.shift = uint(bits.TrailingZeros64(p.frameSize))
 	for i := range n {
 		// Hand out low addresses last so a fresh pool fills rings in address order.
 		p.free[n-1-i] = uint64(first+i) * uint64(u.frameSize)
+		p.isFree[i/64] |= 1 << (i % 64)
 	}
 	p.lo = uint64(first) * uint64(u.frameSize)
 	p.hi = uint64(first+n) * uint64(u.frameSize)
@@ -152,11 +155,17 @@ func (u *UMEM) NewFramePool(n int) (*FramePool, error) {
 }
 
 // FramePool is a stack of free packet frames (UMEM offsets of their first byte) owned by one
-// engine. It is not safe for concurrent use and never allocates after creation.
+// engine. It knows which of its frames are free, so a frame returned again before it was
+// taken again (a completion address reported twice, say) is refused and counted instead of
+// being handed out to two users. It is not safe for concurrent use and never allocates
+// after creation.
 type FramePool struct {
 	free      []uint64
+	isFree    []uint64 // a bit per frame of [lo, hi): set while the frame is in free
 	frameSize uint64
+	shift     uint   // log2 of frameSize
 	lo, hi    uint64 // the pool's frames are exactly [lo, hi)
+	refused   uint64 // Puts refused: foreign offsets and frames already free
 }
 
 // Get takes a free frame. It returns false when none is left.
@@ -167,19 +176,36 @@ func (p *FramePool) Get() (uint64, bool) {
 	}
 	a := p.free[n-1]
 	p.free = p.free[:n-1]
+	i := (a - p.lo) >> p.shift
+	if w := i / 64; w < uint64(len(p.isFree)) {
+		p.isFree[w] &^= 1 << (i % 64)
+	}
 	return a, true
 }
 
-// Put returns the frame containing offset addr. It reports false, and changes nothing, for
-// an offset that is not one of the pool's frames or when the pool is already full (a double
-// free).
+// Put returns the frame containing offset addr. It reports false, counts a refusal and
+// changes nothing for an offset that is not one of the pool's frames or a frame that is
+// already free (a double free).
 func (p *FramePool) Put(addr uint64) bool {
-	if addr < p.lo || addr >= p.hi || len(p.free) == cap(p.free) {
+	if addr < p.lo || addr >= p.hi {
+		p.refused++
 		return false
 	}
+	i := (addr - p.lo) >> p.shift
+	w, bit := i/64, uint64(1)<<(i%64)
+	if w >= uint64(len(p.isFree)) || p.isFree[w]&bit != 0 || len(p.free) == cap(p.free) {
+		p.refused++
+		return false
+	}
+	p.isFree[w] |= bit
 	p.free = append(p.free, addr&^(p.frameSize-1))
 	return true
 }
+
+// Refused is how many Puts the pool has refused: offsets outside it and frames returned
+// while already free. Anything but 0 means some owner handed a frame back twice or a wrong
+// address.
+func (p *FramePool) Refused() uint64 { return p.refused }
 
 // Owns reports whether offset addr lies in one of the pool's frames.
 func (p *FramePool) Owns(addr uint64) bool { return addr >= p.lo && addr < p.hi }

@@ -6,7 +6,7 @@ import (
 
 // newTestUMEM maps a small UMEM; small enough for the default RLIMIT_MEMLOCK of an
 // unprivileged user.
-func newTestUMEM(t *testing.T, opts UMEMOptions) *UMEM {
+func newTestUMEM(t testing.TB, opts UMEMOptions) *UMEM {
 	t.Helper()
 	u, err := NewUMEM(opts)
 	if err != nil {
@@ -124,6 +124,53 @@ func TestFramePool(t *testing.T) {
 			t.Fatalf("Get after Put gave %d", b)
 		}
 	}
+	if p1.Refused() != 2 {
+		t.Fatalf("Refused %d, want 2", p1.Refused())
+	}
+}
+
+// TestFramePoolDoubleFree returns a frame twice while the pool has room: the second Put is
+// refused and counted, and the frame is handed out once only.
+func TestFramePoolDoubleFree(t *testing.T) {
+	u := newTestUMEM(t, UMEMOptions{FrameSize: 4096, Frames: 70, HugePages: HugeOff})
+	if _, err := u.NewFramePool(3); err != nil { // the pool under test starts at frame 3
+		t.Fatal(err)
+	}
+	p, err := u.NewFramePool(67) // more than one word of free bits
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken []uint64
+	for range 67 {
+		a, ok := p.Get()
+		if !ok {
+			t.Fatal("pool ran dry early")
+		}
+		taken = append(taken, a)
+	}
+	for _, i := range []int{0, 1, 64, 66} {
+		a := taken[i]
+		if !p.Put(a + 5) {
+			t.Fatalf("first Put(%d) refused", a+5)
+		}
+		if p.Put(a) || p.Put(a+4095) {
+			t.Fatalf("frame %d taken back twice", a)
+		}
+	}
+	if p.Len() != 4 || p.Refused() != 8 {
+		t.Fatalf("Len %d Refused %d, want 4 and 8", p.Len(), p.Refused())
+	}
+	seen := map[uint64]bool{}
+	for range 4 {
+		a, _ := p.Get()
+		if seen[a] {
+			t.Fatalf("frame %d handed out twice", a)
+		}
+		seen[a] = true
+	}
+	if _, ok := p.Get(); ok {
+		t.Fatal("a fifth frame came out of four returned")
+	}
 }
 
 func TestFramePoolNoAllocs(t *testing.T) {
@@ -157,6 +204,26 @@ func TestPageKindString(t *testing.T) {
 	for k, want := range map[PageKind]string{PagesNormal: "normal", PagesTransparentHuge: "thp", PagesHugeTLB: "hugetlb", PageKind(9): "PageKind(9)"} {
 		if got := k.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
+		}
+	}
+}
+
+// BenchmarkFramePoolGetPut is the per-frame cost of the pool on the packet path (a frame
+// taken for TX and returned at completion).
+func BenchmarkFramePoolGetPut(b *testing.B) {
+	u := newTestUMEM(b, UMEMOptions{FrameSize: 4096, Frames: 1024, HugePages: HugeOff})
+	p, err := u.NewFramePool(1024)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var held [32]uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range held {
+			held[i], _ = p.Get()
+		}
+		for _, a := range held {
+			p.Put(a)
 		}
 	}
 }

@@ -212,6 +212,9 @@ func TestZeroCopyExchange(t *testing.T) {
 				if l.rx.owed != 0 {
 					t.Errorf("host %s: the fill ring is %d frames short", name, l.rx.owed)
 				}
+				if n := l.pool.Refused(); n != 0 {
+					t.Errorf("host %s: the pool refused %d frames handed back twice or foreign", name, n)
+				}
 			}
 		})
 	}
