@@ -35,9 +35,9 @@ const (
 	// pays no goroutine hand-off: the lowest latency, for applications that poll. Blocking
 	// calls poll while they wait. When nobody has polled for InlineFallback, or at once when
 	// the application arms a CQ (it is about to wait for a notification), the adapter's own
-	// goroutine takes the engine over and runs it event-driven, sleeping until a datagram, a
-	// post or a timer (it never spins), and steps aside as soon as the application polls
-	// again. An application that sleeps between polls without arming a CQ leaves the engine
+	// goroutine takes the engine over and runs it as ProgressAdaptive does (polling for Spin
+	// after its last work, then sleeping until a datagram, a post or a timer), and steps
+	// aside as soon as the application polls again. An application that sleeps between polls without arming a CQ leaves the engine
 	// unserved for up to InlineFallback each time (its peer may retransmit meanwhile): arm a
 	// CQ before waiting, or use ProgressAdaptive.
 	ProgressInline
@@ -47,8 +47,8 @@ const (
 type Options struct {
 	// Progress is who runs the engine (default ProgressAdaptive, the zero value).
 	Progress Progress
-	// Spin is how long the adaptive engine polls after its last work before it sleeps
-	// (default 50 µs).
+	// Spin is how long the adaptive engine, and the inline fallback while it serves the
+	// engine, poll after their last work before they sleep (default 50 µs).
 	Spin time.Duration
 	// InlineFallback is how long a ProgressInline adapter may go unpolled before its own
 	// goroutine serves the engine (default 500 µs: shorter, and a polling thread that the
@@ -225,9 +225,12 @@ const fallbackMaxPause = time.Millisecond
 const fallbackWatch = time.Millisecond
 
 // fallback serves the engine of an inline adapter that the application has not polled for
-// InlineFallback: it polls while there is work, and between rounds it sleeps in the link's
-// Watch (until a datagram, a post or a timer) without holding the engine, so the
-// application's next Poll takes the engine back at once and the fallback steps aside. While
+// InlineFallback: it polls while there is work and for Options.Spin after it, and then
+// sleeps in the link's Watch (until a datagram, a post or a timer) without holding the
+// engine, so the application's next Poll takes the engine back at once and the fallback
+// steps aside. The spin matters for a stream that completes nothing here (Writes into
+// this host): waking per packet delays every acknowledgement by a wake-up, which the
+// peer's delay-based congestion control reads as a queue (docs/NDK.md, "Progress"). While
 // the application polls, the fallback only looks now and then (the pause doubles up to
 // fallbackMaxPause). Until Close. A link without Watch is polled every InlineFallback.
 func (a *Adapter) fallback() {
@@ -245,6 +248,8 @@ func (a *Adapter) fallback() {
 			timer.Stop()
 		}
 	}
+	spin := int64(a.opts.Spin)
+	var lastBusy int64
 	for !a.closed.Load() {
 		if idle := a.now() - a.polled.Load(); idle < d {
 			sleep(max(pause, time.Duration(d-idle)))
@@ -258,10 +263,16 @@ func (a *Adapter) fallback() {
 		}
 		now := a.now()
 		next, busy := a.eng.Poll(now)
-		parked := !busy && w != nil && a.eng.Park()
+		if busy {
+			lastBusy = now
+		}
+		spinning := !busy && now-lastBusy < spin
+		parked := !busy && !spinning && w != nil && a.eng.Park()
 		a.pollMu.Unlock()
 		switch {
 		case busy:
+		case spinning:
+			runtime.Gosched() // as the adaptive engine: let the application's goroutines run
 		case parked:
 			wait := fallbackWatch
 			if next > 0 {

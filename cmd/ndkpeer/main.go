@@ -46,8 +46,9 @@
 // responses). The server's polling loop (one goroutine on its own thread, ProgressInline by
 // default) takes every connection's completions and spins while they keep coming; after 1 ms
 // without any it arms the CQs and sleeps until a notification, and the adapter's own
-// goroutine serves the engine event-driven meanwhile (connection requests included). A connection whose peer sent nothing for --idle-timeout is
-// disconnected (a client killed without disconnecting).
+// goroutine serves the engine meanwhile, as the adaptive engine does (connection requests
+// and the acknowledgements of a client's Writes included). A connection whose peer sent
+// nothing for --idle-timeout is disconnected (a client killed without disconnecting).
 //
 // # How the tests measure
 //
