@@ -37,9 +37,10 @@ const (
 	// the application arms a CQ (it is about to wait for a notification), the adapter's own
 	// goroutine takes the engine over and runs it as ProgressAdaptive does (polling for Spin
 	// after its last work, then sleeping until a datagram, a post or a timer), and steps
-	// aside as soon as the application polls again. An application that sleeps between polls without arming a CQ leaves the engine
-	// unserved for up to InlineFallback each time (its peer may retransmit meanwhile): arm a
-	// CQ before waiting, or use ProgressAdaptive.
+	// aside as soon as the application polls again. An application that sleeps between
+	// polls without arming a CQ leaves the engine unserved for up to InlineFallback each
+	// time (its peer may retransmit meanwhile): arm a CQ before waiting, or use
+	// ProgressAdaptive.
 	ProgressInline
 )
 

@@ -8,9 +8,9 @@ import "github.com/xdpndk/xdpndk/memreg"
 // goroutine only.
 //
 // The kernel should always hold FillSize frames to receive into. It publishes the RX ring's
-// producer index before the fill ring's consumer index (xsk_flush in net/xdp/xsk.c), and
-// drivers may publish the consumer lazily, so a frame received and handed back at once can
-// find the fill ring still full. That frame goes to the pool and is owed to the fill ring;
+// producer index before the fill ring's consumer index (xsk_flush in net/xdp/xsk.c), so a
+// frame received and handed back at once, on another CPU, can find the fill ring still
+// full. That frame goes to the pool and is owed to the fill ring;
 // repay and flushRecycle pay it back from the pool when the ring has room. Without that
 // every such moment would shrink the kernel's share for good, until receiving stopped.
 type rxState struct {
