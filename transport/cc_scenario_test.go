@@ -85,7 +85,7 @@ func runCCCase(t *testing.T, c ccCase) {
 	mem := newTestMem()
 	mem.add(1, 0, 0x10000, target, transport.AccessRemoteWrite)
 	rxEngine := mkEngine(rxLink, mem)
-	engines := []*transport.Engine{rxEngine}
+	engines := []simlink.Poller{rxEngine}
 	rec := newRecorder()
 	var txs, rxs []*transport.QP
 	var txLinks []*simlink.Link
@@ -93,19 +93,9 @@ func runCCCase(t *testing.T, c ccCase) {
 	// due, but not past limit (0: none).
 	stepTo := func(limit int64) bool {
 		now := clock.Now()
-		next, busy := int64(0), false
-		for _, e := range engines {
-			n, b := e.Poll(now)
-			busy = busy || b
-			if n > now && (next == 0 || n < next) {
-				next = n
-			}
-		}
+		next, busy := nw.PollAll(now, engines...)
 		if busy {
 			return true
-		}
-		if d, ok := nw.NextDelivery(); ok && (next == 0 || d < next) {
-			next = d
 		}
 		if next == 0 && limit == 0 {
 			return false

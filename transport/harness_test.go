@@ -161,17 +161,11 @@ func (w *world) step() bool {
 // next time after now something is due (0: nothing is scheduled): the earlier of the
 // engines' timers and the network's next delivery (at least now+1).
 func (w *world) poll(now int64) (busy bool, next int64) {
-	na, ba := w.a.Poll(now)
-	nb, bb := w.b.Poll(now)
-	for _, n := range []int64{na, nb} {
-		if n > now && (next == 0 || n < next) {
-			next = n
-		}
+	next, busy = w.net.PollAll(now, w.a, w.b)
+	if next != 0 {
+		next = max(next, now+1) // a datagram waiting: time still moves
 	}
-	if d, ok := w.net.NextDelivery(); ok && (next == 0 || d < next) {
-		next = max(d, now+1)
-	}
-	return ba || bb, next
+	return busy, next
 }
 
 // runUntil steps until cond holds, failing the test past limit of virtual time or when

@@ -72,7 +72,7 @@ type Fabric struct {
 	// Steps counts Step calls.
 	Steps uint64
 
-	engines []*transport.Engine // senders then receiver, the order Step polls them
+	engines []simlink.Poller // senders then receiver, the order Step polls them
 }
 
 // fabricHost returns host i's address: senders 198.18.0.1.., the receiver 198.18.1.1.
@@ -156,7 +156,10 @@ func NewFabric(cfg FabricConfig) (*Fabric, error) {
 		f.TxEngines = append(f.TxEngines, e)
 		f.TxSinks = append(f.TxSinks, new(Counter))
 	}
-	f.engines = append(append(f.engines, f.TxEngines...), f.RxEngine)
+	for _, e := range f.TxEngines {
+		f.engines = append(f.engines, e)
+	}
+	f.engines = append(f.engines, f.RxEngine)
 	if err := f.connect(cfg); err != nil {
 		return nil, err
 	}

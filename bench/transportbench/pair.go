@@ -273,21 +273,11 @@ func (p *Pair) Step(limit int64) bool {
 // clock to the earliest engine deadline or delivery on net, but not past limit (limit <= 0:
 // no limit), and reports that it advanced. It returns false when nothing at all is
 // scheduled (the clock then moves to limit, if one was given).
-func step(clock *simlink.ManualClock, net *simlink.Network, limit int64, engines ...*transport.Engine) (ok, advanced bool) {
+func step(clock *simlink.ManualClock, net *simlink.Network, limit int64, engines ...simlink.Poller) (ok, advanced bool) {
 	now := clock.Now()
-	next, busy := int64(0), false
-	for _, e := range engines {
-		n, b := e.Poll(now)
-		busy = busy || b
-		if n > now && (next == 0 || n < next) {
-			next = n
-		}
-	}
+	next, busy := net.PollAll(now, engines...)
 	if busy {
 		return true, false
-	}
-	if d, ok := net.NextDelivery(); ok && (next == 0 || d < next) {
-		next = d
 	}
 	scheduled := next != 0
 	if limit > 0 && (next == 0 || next > limit) {

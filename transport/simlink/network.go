@@ -234,6 +234,35 @@ func (n *Network) NextDelivery() (int64, bool) {
 	return t, ok
 }
 
+// Poller is one party a virtual-time test steps, a transport engine for instance: Poll does
+// what is due at now and returns when it next needs to run (0: nothing due) and whether it
+// did anything.
+type Poller interface {
+	Poll(now int64) (next int64, busy bool)
+}
+
+// PollAll polls each of ps once at now, in order: the round of a virtual-time loop. If any
+// of them did anything it returns busy and next 0 (poll again before moving the clock);
+// otherwise next is the earliest thing due, a poller's time after now or the network's
+// next delivery (at or before now when a datagram is waiting), and 0 when nothing at all
+// is scheduled. It does not allocate.
+func (n *Network) PollAll(now int64, ps ...Poller) (next int64, busy bool) {
+	for _, p := range ps {
+		t, b := p.Poll(now)
+		busy = busy || b
+		if t > now && (next == 0 || t < next) {
+			next = t
+		}
+	}
+	if busy {
+		return 0, true
+	}
+	if d, ok := n.NextDelivery(); ok && (next == 0 || d < next) {
+		next = d
+	}
+	return next, false
+}
+
 // PathStats returns the counters of the path from one host address to another (zero if
 // the network has no such path).
 func (n *Network) PathStats(from, to netip.AddrPort) PathStats {
