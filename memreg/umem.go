@@ -177,9 +177,7 @@ func (p *FramePool) Get() (uint64, bool) {
 	a := p.free[n-1]
 	p.free = p.free[:n-1]
 	i := (a - p.lo) >> p.shift
-	if w := i / 64; w < uint64(len(p.isFree)) {
-		p.isFree[w] &^= 1 << (i % 64)
-	}
+	p.isFree[i/64] &^= 1 << (i % 64)
 	return a, true
 }
 
@@ -193,7 +191,7 @@ func (p *FramePool) Put(addr uint64) bool {
 	}
 	i := (addr - p.lo) >> p.shift
 	w, bit := i/64, uint64(1)<<(i%64)
-	if w >= uint64(len(p.isFree)) || p.isFree[w]&bit != 0 || len(p.free) == cap(p.free) {
+	if p.isFree[w]&bit != 0 { // already free (a full pool has every bit set)
 		p.refused++
 		return false
 	}

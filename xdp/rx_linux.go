@@ -1,6 +1,10 @@
 package xdp
 
-import "github.com/xdpndk/xdpndk/memreg"
+import (
+	"time"
+
+	"github.com/xdpndk/xdpndk/memreg"
+)
 
 // rxState is a Link's receive side at the ring level: the descriptors taken from the RX
 // ring and not handed out yet (Receive walks them, one packet at a time, and parses each
@@ -112,18 +116,16 @@ func (r *rxState) topUp() bool {
 	return put > 0
 }
 
+// repayPoll bounds Wait's sleep while frames are owed to the fill ring: the kernel may have
+// too few to receive the datagram that would wake it.
+const repayPoll = 100 * time.Microsecond
+
 // repay tops the fill ring up with owed frames and wakes the kernel's fill processing when
 // it asks for it. Receive and Wait call it when frames are owed, so the kernel gets them
-// back even when nothing arrives (with no frames it would receive nothing).
+// back even when nothing arrives (with no frames it would receive nothing). Like topUp it
+// needs the recycle queue empty, as it is outside Receive and Release (both flush it).
 func (r *rxState) repay() {
-	if r.nrecycle != 0 {
-		r.flushRecycle() // it repays too
-		return
-	}
-	if !r.topUp() {
-		return
-	}
-	if r.fill.FillNeedsWakeup() {
+	if r.topUp() && r.fill.FillNeedsWakeup() {
 		r.fill.WakeFill()
 	}
 }

@@ -1,10 +1,6 @@
 package xdp
 
-import (
-	"testing"
-
-	"github.com/xdpndk/xdpndk/memreg"
-)
+import "testing"
 
 // lagRing is a fill ring of size entries whose consumer publishes lazily, as the kernel's
 // does: frames it has taken (and delivered) still count as occupying the ring until
@@ -41,15 +37,7 @@ func (f *lagRing) publish() { f.lag = 0 }
 // consumer index lags) are repaid to it once it has room, also after the pool ran dry,
 // and that the frames stay accounted for throughout: pool + ring share = all frames.
 func TestRxRepaysFillRing(t *testing.T) {
-	u, err := memreg.NewUMEM(memreg.UMEMOptions{FrameSize: 4096, Frames: 16, HugePages: memreg.HugeOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { u.Close() })
-	pool, err := u.NewFramePool(12)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pool := testPool(t, 16, 12)
 	f := &lagRing{size: 8, wake: true}
 	r := startRx(rxState{fill: f, pool: pool, fsize: 4096, target: 8})
 	check := func(step string, wantOwed int) {

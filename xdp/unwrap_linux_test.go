@@ -9,19 +9,27 @@ import (
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
-// unwrapFixture is a Link with just the state unwrap reads: a small UMEM whose first frames
-// form the link's pool, and a local address.
-func unwrapFixture(t testing.TB) *Link {
-	u, err := memreg.NewUMEM(memreg.UMEMOptions{FrameSize: 4096, Frames: 8, HugePages: memreg.HugeOff})
+// testPool returns a pool of the first n frames of a UMEM of 4 KiB frames (frames in all,
+// on normal pages), closed when the test ends.
+func testPool(t testing.TB, frames, n int) (*memreg.UMEM, *memreg.FramePool) {
+	t.Helper()
+	u, err := memreg.NewUMEM(memreg.UMEMOptions{FrameSize: 4096, Frames: frames, HugePages: memreg.HugeOff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { u.Close() })
-	// Frames 0..5 belong to the link; 6 and 7 to somebody else.
-	pool, err := u.NewFramePool(6)
+	pool, err := u.NewFramePool(n)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return u, pool
+}
+
+// unwrapFixture is a Link with just the state unwrap reads: a small UMEM whose first frames
+// form the link's pool, and a local address.
+func unwrapFixture(t testing.TB) *Link {
+	// Frames 0..5 belong to the link; 6 and 7 to somebody else.
+	u, pool := testPool(t, 8, 6)
 	return &Link{
 		umem: u, mem: u.Bytes(), pool: pool, fsize: 4096,
 		local: netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), testPort),

@@ -57,9 +57,7 @@ func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
 		limit = zcWaitPoll
 	}
 	if l.rx.owed > 0 {
-		// The fill ring is owed frames that wait for room or for the pool: with too few
-		// the kernel receives nothing that would wake us, so look again soon.
-		limit = min(limit, zcWaitPoll)
+		limit = min(limit, repayPoll)
 	}
 	if l.hops.hold.n > 0 {
 		// The worker rings when it finishes a resolution; lost requests are looked at
