@@ -21,8 +21,9 @@
 // There are no goroutines inside the network: everything happens in the callers' Send and
 // Receive, under one mutex (the only timer is the one a Link.Wait sleeps on). Time is a Clock: a RealClock (Link.Wait then
 // sleeps until the next delivery is due) or a ManualClock that a virtual-time test shares
-// with its engines and moves forward itself, for instance to Network.NextDelivery (Wait
-// then never blocks). In steady state no call allocates: buffers come from a free list that
+// with its engines and moves forward itself (Wait then never blocks): Network.PollAll polls
+// the engines once and returns the next thing due, an engine's timer or
+// Network.NextDelivery, for the test to set the clock to. In steady state no call allocates: buffers come from a free list that
 // grows only when empty, and queues reuse their arrays.
 //
 // # Addresses
