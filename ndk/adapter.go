@@ -6,42 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
-)
-
-// Progress says who runs the protocol engine of an Adapter.
-type Progress int
-
-const (
-	// ProgressAdaptive (the default, the zero value) runs the engine on its own goroutine,
-	// which spins for Options.Spin after the last work and then sleeps until a packet, a
-	// post or a timer (an idle adapter costs no CPU). It serves any application, whatever it
-	// does between calls; its cost is a goroutine hand-off per completion, and a spinning
-	// engine beside the application's own polling thread needs a core of its own (on a
-	// host whose cores the application's threads fill, ProgressInline measured an order of
-	// magnitude faster: docs/NDK.md, "Progress").
-	ProgressAdaptive Progress = iota
-	// ProgressBusy runs the engine on its own goroutine that never sleeps: one core spent,
-	// and it needs one to itself.
-	ProgressBusy
-	// ProgressInline lets the application drive the engine by polling its CQs
-	// (GetResults polls the engine when the CQ is empty) or Adapter.Poll, so a ping-pong
-	// pays no goroutine hand-off: the lowest latency, for applications that poll. Blocking
-	// calls poll while they wait. When nobody has polled for InlineFallback, or at once when
-	// the application arms a CQ (it is about to wait for a notification), the adapter's own
-	// goroutine takes the engine over and runs it as ProgressAdaptive does (polling for Spin
-	// after its last work, then sleeping until a datagram, a post or a timer), and steps
-	// aside as soon as the application polls again. An application that sleeps between
-	// polls without arming a CQ leaves the engine unserved for up to InlineFallback each
-	// time (its peer may retransmit meanwhile): arm a CQ before waiting, or use
-	// ProgressAdaptive.
-	ProgressInline
 )
 
 // Options configure an Adapter. Start from DefaultOptions.
@@ -198,130 +168,6 @@ func (a *Adapter) Link() transport.Link { return a.link }
 
 // LocalAddr returns the adapter's IP address and UDP port.
 func (a *Adapter) LocalAddr() netip.AddrPort { return a.link.LocalAddr() }
-
-// Poll runs one round of the engine if the adapter uses ProgressInline and nobody else is
-// polling it, and reports whether it did any work. With the other progress modes it does
-// nothing and returns false.
-func (a *Adapter) Poll() bool {
-	if a.opts.Progress != ProgressInline || a.closed.Load() {
-		return false
-	}
-	now := a.now()
-	a.polled.Store(now)
-	if !a.pollMu.TryLock() {
-		return false
-	}
-	_, busy := a.eng.Poll(now)
-	a.pollMu.Unlock()
-	return busy
-}
-
-// fallbackMaxPause bounds how long an inline adapter's fallback sleeps while the
-// application polls: how late, at worst, it takes over when the application stops.
-const fallbackMaxPause = time.Millisecond
-
-// fallbackWatch bounds one sleep of the fallback while it serves the engine, also when no
-// timer is due: zero-copy completions and the like wake nothing, and are looked at this
-// often.
-const fallbackWatch = time.Millisecond
-
-// fallback serves the engine of an inline adapter that the application has not polled for
-// InlineFallback: it polls while there is work and for Options.Spin after it, and then
-// sleeps in the link's Watch (until a datagram, a post or a timer) without holding the
-// engine, so the application's next Poll takes the engine back at once and the fallback
-// steps aside. The spin matters for a stream that completes nothing here (Writes into
-// this host): waking per packet delays every acknowledgement by a wake-up, which the
-// peer's delay-based congestion control reads as a queue (docs/NDK.md, "Progress"). While
-// the application polls, the fallback only looks now and then (the pause doubles up to
-// fallbackMaxPause). Until Close. A link without Watch is polled every InlineFallback.
-func (a *Adapter) fallback() {
-	defer close(a.runDone)
-	d := int64(a.opts.InlineFallback)
-	w, _ := a.link.(transport.Watcher)
-	pause := time.Duration(d)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	sleep := func(p time.Duration) {
-		timer.Reset(p)
-		select {
-		case <-timer.C:
-		case <-a.handoff:
-			timer.Stop()
-		}
-	}
-	spin := int64(a.opts.Spin)
-	var lastBusy int64
-	for !a.closed.Load() {
-		if idle := a.now() - a.polled.Load(); idle < d {
-			sleep(max(pause, time.Duration(d-idle)))
-			pause = min(2*pause, fallbackMaxPause)
-			continue
-		}
-		pause = time.Duration(d)
-		if !a.pollMu.TryLock() {
-			sleep(time.Duration(d))
-			continue
-		}
-		now := a.now()
-		next, busy := a.eng.Poll(now)
-		if busy {
-			lastBusy = now
-		}
-		spinning := !busy && now-lastBusy < spin
-		parked := !busy && !spinning && w != nil && a.eng.Park()
-		a.pollMu.Unlock()
-		switch {
-		case busy:
-		case spinning:
-			runtime.Gosched() // as the adaptive engine: let the application's goroutines run
-		case parked:
-			wait := fallbackWatch
-			if next > 0 {
-				wait = min(wait, time.Duration(max(next-now, 0)))
-			}
-			_ = w.Watch(wait)
-			a.eng.Unpark()
-		case w == nil:
-			sleep(time.Duration(d)) // a link it cannot watch: poll now and then
-		}
-		// Otherwise work was posted since the poll: poll again at once.
-	}
-}
-
-// handOff tells an inline adapter's fallback that the application stops polling now (it
-// armed a CQ to wait for a notification): the fallback serves the engine from now on,
-// without waiting out InlineFallback. Its next Poll takes the engine back.
-func (a *Adapter) handOff() {
-	if a.opts.Progress != ProgressInline {
-		return
-	}
-	a.polled.Store(a.now() - int64(a.opts.InlineFallback))
-	select {
-	case a.handoff <- struct{}{}:
-	default:
-	}
-}
-
-// await waits until done reports true or ctx ends, polling the engine meanwhile with
-// ProgressInline.
-func (a *Adapter) await(ctx context.Context, done func() bool) error {
-	for i := 0; !done(); i++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if a.closed.Load() {
-			return errorf(StatusDeviceRemoved, "adapter closed")
-		}
-		if a.opts.Progress == ProgressInline {
-			if !a.Poll() {
-				runtime.Gosched()
-			}
-			continue
-		}
-		time.Sleep(min(time.Duration(i+1)*10*time.Microsecond, time.Millisecond))
-	}
-	return nil
-}
 
 // AdapterInfo is NDK_ADAPTER_INFO: the limits and features of the adapter.
 type AdapterInfo struct {
