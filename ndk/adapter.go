@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 )
@@ -34,25 +36,29 @@ type Options struct {
 	MaxQPs int
 	// PeerPort is the UDP port peers' links receive on (default: the same as ours).
 	PeerPort uint16
-	// UMEM, if set, is the pinned memory the link transmits from: regions inside it leave
-	// zero-copy, FastRegister takes its pages, and Adapter.Alloc carves buffers from Heap.
-	// Open sets both from the AF_XDP device.
-	UMEM *memreg.UMEM
-	// Heap is UMEM's heap for Adapter.Alloc (nil: Alloc is not supported).
-	Heap *memreg.Heap
+	// HeapSize is how much of the adapter's pinned UMEM Adapter.Alloc can hand out, in bytes
+	// (Open only; default DefaultHeapSize, 16 MiB). The UMEM also holds the packet frames of
+	// every queue, sized by xdp.Config.
+	HeapSize int
 	// ZeroCopyTx makes the engine hand payloads in the UMEM to the link by reference; a
 	// request then completes only when the link has finished with its bytes. Open turns it
 	// on by itself when the AF_XDP socket runs in zero-copy mode.
 	ZeroCopyTx bool
-	// Engine, if set, adjusts the transport engine's configuration (tests and benchmarks:
-	// clocks, retry limits).
-	Engine func(*transport.Config)
+
+	// Logger receives the adapter's events: the mode it opened in and every fallback with
+	// its reason, connections established, refused and closed, QPs that failed and why. Nil
+	// logs nothing, at no cost. Nothing is logged per packet or per request.
+	Logger *slog.Logger
+
+	// x is what the module's own tests and benchmarks add for an adapter on a link of their
+	// own (internal/plumb.Extra).
+	x plumb.Extra
 }
 
 // DefaultOptions returns the default Options.
 func DefaultOptions() Options {
 	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
-		MaxMemoryEntries: 4096}
+		MaxMemoryEntries: 4096, HeapSize: DefaultHeapSize}
 }
 
 // Limits of this implementation, reported by QueryAdapterInfo.
@@ -90,49 +96,42 @@ type Adapter struct {
 	ncq    atomic.Int32
 	ports  atomic.Uint32 // next ephemeral port
 	dev    io.Closer     // the AF_XDP device of an adapter from Open, closed with it
+	umem   *memreg.UMEM  // the memory the link transmits from (nil: none)
+	heap   *memreg.Heap  // umem's heap for Alloc (nil: Alloc is not supported)
+	log    *slog.Logger  // nil: nothing is logged
 	closed atomic.Bool
 	once   sync.Once
 }
 
 // OpenLink opens an adapter on any transport.Link (an AF_XDP link, or a simlink in tests).
-// The adapter owns the link from now on and closes it in Close.
+// The adapter owns the link from now on and closes it in Close. Errors:
+// STATUS_INVALID_PARAMETER for a nil link or an option out of range.
 func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 	if link == nil {
 		return nil, errorf(StatusInvalidParameter, "nil link")
 	}
-	if opts.Spin == 0 {
-		opts.Spin = DefaultOptions().Spin
+	if err := opts.normalize(link); err != nil {
+		return nil, err
 	}
-	if opts.InlineFallback <= 0 {
-		opts.InlineFallback = DefaultOptions().InlineFallback
-	}
-	if opts.MaxMemoryEntries == 0 {
-		opts.MaxMemoryEntries = DefaultOptions().MaxMemoryEntries
-	}
-	if opts.Progress < ProgressAdaptive || opts.Progress > ProgressInline {
-		return nil, errorf(StatusInvalidParameter, "progress mode %d", opts.Progress)
-	}
-	if opts.PeerPort == 0 {
-		opts.PeerPort = link.LocalAddr().Port()
-	}
-	a := &Adapter{link: link, opts: opts, start: time.Now(),
+	a := &Adapter{link: link, opts: opts, start: time.Now(), log: opts.Logger,
+		umem: opts.x.UMEM, heap: opts.x.Heap,
 		reg:    memreg.NewRegistry(opts.MaxMemoryEntries),
 		events: make(chan func(), 256), cqs: make(chan *CQ, maxCQs),
 		stopEv: make(chan struct{}), evDone: make(chan struct{})}
 	a.ports.Store(49152)
 	a.now = func() int64 { return int64(time.Since(a.start)) }
-	if opts.UMEM != nil {
-		if err := a.reg.AttachUMEM(opts.UMEM); err != nil {
+	if a.umem != nil {
+		if err := a.reg.AttachUMEM(a.umem); err != nil {
 			return nil, memError(err)
 		}
 	}
 	cfg := transport.DefaultConfig(link)
 	cfg.Now = a.now
 	cfg.Resolver = a.reg // a *memreg.Registry is a transport.MemoryResolver
-	cfg.ZeroCopyTx = opts.ZeroCopyTx && opts.UMEM != nil
+	cfg.ZeroCopyTx = opts.ZeroCopyTx && a.umem != nil
 	cfg.MaxQPs = opts.MaxQPs
-	if opts.Engine != nil {
-		opts.Engine(&cfg)
+	if opts.x.Engine != nil {
+		opts.x.Engine(&cfg)
 		a.now = cfg.Now
 	}
 	eng, err := transport.NewEngine(cfg)
@@ -160,11 +159,41 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 	return a, nil
 }
 
-// Engine returns the adapter's protocol engine (statistics, benchmarks).
-func (a *Adapter) Engine() *transport.Engine { return a.eng }
+// normalize fills in the defaults of o for an adapter on link and checks what was given.
+func (o *Options) normalize(link transport.Link) error {
+	def := DefaultOptions()
+	switch o.Progress {
+	case ProgressAdaptive, ProgressBusy, ProgressInline:
+	default:
+		return errorf(StatusInvalidParameter, "progress mode %d", o.Progress)
+	}
+	if o.Spin == 0 {
+		o.Spin = def.Spin
+	}
+	if o.InlineFallback <= 0 {
+		o.InlineFallback = def.InlineFallback
+	}
+	if o.MaxMemoryEntries == 0 {
+		o.MaxMemoryEntries = def.MaxMemoryEntries
+	}
+	if o.PeerPort == 0 {
+		o.PeerPort = link.LocalAddr().Port()
+	}
+	if o.HeapSize == 0 {
+		o.HeapSize = def.HeapSize
+	}
+	if o.HeapSize < 0 || o.MaxMemoryEntries < 0 || o.MaxQPs < 0 {
+		return errorf(StatusInvalidParameter, "negative size: heap %d, memory entries %d, QPs %d",
+			o.HeapSize, o.MaxMemoryEntries, o.MaxQPs)
+	}
+	return nil
+}
 
-// Link returns the adapter's link.
-func (a *Adapter) Link() transport.Link { return a.link }
+// Defaults of Options.
+const (
+	// DefaultHeapSize is Options.HeapSize's default: the UMEM heap Open gives an adapter.
+	DefaultHeapSize = 16 << 20
+)
 
 // LocalAddr returns the adapter's IP address and UDP port.
 func (a *Adapter) LocalAddr() netip.AddrPort { return a.link.LocalAddr() }
@@ -240,19 +269,19 @@ func (a *Adapter) QueryAdapterInfo() AdapterInfo {
 // STATUS_NOT_SUPPORTED when the adapter has no UMEM heap, STATUS_INSUFFICIENT_RESOURCES
 // when the heap is exhausted, STATUS_INVALID_PARAMETER for a bad size or alignment.
 func (a *Adapter) Alloc(size, align int) ([]byte, error) {
-	if a.opts.Heap == nil {
+	if a.heap == nil {
 		return nil, errorf(StatusNotSupported, "adapter has no UMEM heap")
 	}
-	b, err := a.opts.Heap.Alloc(size, align)
+	b, err := a.heap.Alloc(size, align)
 	return b, memError(err)
 }
 
 // Free returns a buffer from Alloc. The caller deregisters its regions first.
 func (a *Adapter) Free(b []byte) error {
-	if a.opts.Heap == nil {
+	if a.heap == nil {
 		return errorf(StatusNotSupported, "adapter has no UMEM heap")
 	}
-	return memError(a.opts.Heap.Free(b))
+	return memError(a.heap.Free(b))
 }
 
 // Close stops the engine, delivers no further callbacks once it returns, and closes the

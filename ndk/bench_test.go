@@ -89,7 +89,7 @@ func BenchmarkPingPong64(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
-	b.ReportMetric(float64(p.A.a.Link().Stats().TxPackets+p.B.a.Link().Stats().TxPackets)/float64(b.N), "datagrams/op")
+	b.ReportMetric(float64(p.A.a.link.Stats().TxPackets+p.B.a.link.Stats().TxPackets)/float64(b.N), "datagrams/op")
 }
 
 // BenchmarkBindInvalidate is a memory window bound and invalidated through the QP, both

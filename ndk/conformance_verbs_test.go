@@ -36,7 +36,7 @@ func fill(b []byte, seed byte) {
 // engineOpts returns the default options with fn adjusting the transport engine.
 func engineOpts(fn func(*transport.Config)) Options {
 	o := DefaultOptions()
-	o.Engine = fn
+	o.x.Engine = fn
 	return o
 }
 
@@ -540,7 +540,7 @@ func TestVerbsSendAndInvalidateBadToken(t *testing.T) {
 		for i, r := range results(t, p.B.rcq, 2) {
 			want(t, r, StatusCancelled, OpTypeReceive, i)
 		}
-		if st := p.B.qp.Transport().State(); st != transport.QPError {
+		if st := p.B.qp.tq.State(); st != transport.QPError {
 			t.Fatalf("receiver's QP %v, want error (connection aborted)", st)
 		}
 	})

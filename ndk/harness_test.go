@@ -49,7 +49,7 @@ func linkKinds() []linkKind {
 // Adapter.Alloc and FastRegister work on both link kinds (the link still copies).
 func withUMEM(t testing.TB, opts Options) Options {
 	t.Helper()
-	if opts.UMEM != nil {
+	if opts.x.UMEM != nil {
 		return opts
 	}
 	u, err := memreg.NewUMEM(memreg.UMEMOptions{Frames: 16, HeapSize: 8 << 20, HugePages: memreg.HugeOff})
@@ -61,7 +61,7 @@ func withUMEM(t testing.TB, opts Options) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.UMEM, opts.Heap = u, h
+	opts.x.UMEM, opts.x.Heap = u, h
 	return opts
 }
 
@@ -188,7 +188,7 @@ func newPair(t testing.TB, k linkKind, po pairOpts) *pair {
 // heap.
 func (s *side) buf(t testing.TB, n int) []byte {
 	t.Helper()
-	if s.a.opts.Heap != nil {
+	if s.a.heap != nil {
 		b, err := s.a.Alloc(n, 64)
 		if err != nil {
 			t.Fatal(err)

@@ -215,7 +215,7 @@ func l3HopVerbs(t *testing.T, mtu int) {
 	}
 	checkNextHop(t, "A", p.A.a.Device(), bed.B.Addr, bed.A.Gateway, r.A.MAC)
 	checkNextHop(t, "B", p.B.a.Device(), bed.A.Addr, bed.B.Gateway, r.B.MAC)
-	linkA0, linkB0 := p.A.a.Link().Stats(), p.B.a.Link().Stats()
+	linkA0, linkB0 := p.A.a.link.Stats(), p.B.a.link.Stats()
 
 	// Sizes: one byte, one datagram, just over one, several, and a megabyte.
 	sizes := []int{1, 1000, mtu, 5*mtu + 7, 64 << 10, 1 << 20}
@@ -264,7 +264,7 @@ func l3HopVerbs(t *testing.T, mtu int) {
 		}
 	}
 
-	linkA, linkB := p.A.a.Link().Stats(), p.B.a.Link().Stats()
+	linkA, linkB := p.A.a.link.Stats(), p.B.a.link.Stats()
 	seenA, dropsA := capA.finish()
 	seenB, dropsB := capB.finish()
 	fw1, err := r.Forwarded()

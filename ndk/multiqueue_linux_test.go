@@ -84,8 +84,8 @@ func TestMultiQueueEveryQueueServed(t *testing.T) {
 		if err := <-accepted; err != nil {
 			t.Fatalf("accept %d: %v", len(conns), err)
 		}
-		txA[xdp.FlowHash(b.LocalAddr(), qa.Transport().SourcePort())%queues]++
-		txB[xdp.FlowHash(a.LocalAddr(), next.Transport().SourcePort())%queues]++
+		txA[xdp.FlowHash(b.LocalAddr(), qa.tq.SourcePort())%queues]++
+		txB[xdp.FlowHash(a.LocalAddr(), next.tq.SourcePort())%queues]++
 		conns = append(conns, pair{A: side{a: a, pd: sa.pd, rcq: sa.rcq, icq: sa.icq, qp: qa}, B: side{a: b, pd: sb.pd, rcq: sb.rcq, icq: sb.icq, qp: next}})
 	}
 	t.Logf("%d QPs; A's flows per TX queue %v, B's %v", len(conns), txA, txB)

@@ -266,7 +266,7 @@ func TestUnresolvedPeersDoNotStallTheEngine(t *testing.T) {
 	t.Cleanup(func() { _ = ln.Close(context.Background()) })
 
 	pp := startPingPong(t, p)
-	link0 := a.Link().Stats()
+	link0 := a.link.Stats()
 	raw := newRawSender(t, bed.B)
 
 	// (a) the spoofed request, and (b) the connect to a dead host, both while the
@@ -326,16 +326,16 @@ func TestUnresolvedPeersDoNotStallTheEngine(t *testing.T) {
 		t.Fatal("the spoofed request's half-open connection did not expire")
 	}
 	waitUntil(t, 10*time.Second, "the reply to the spoofed source to be dropped", func() bool {
-		return a.Link().Stats().TxUnresolved > link0.TxUnresolved
+		return a.link.Stats().TxUnresolved > link0.TxUnresolved
 	})
 	after := pp.trips.Load()
 	waitUntil(t, 10*time.Second, "more round trips after the failures", func() bool { return pp.trips.Load() >= after+100 })
 	if err := pp.finish(); err != nil {
-		t.Logf("A link %+v\nB link %+v\nA qp %+v\nB qp %+v\nA eng %+v\nB eng %+v", a.Link().Stats(), p.B.a.Link().Stats(),
-			p.A.qp.Transport().Stats(), p.B.qp.Transport().Stats(), a.Engine().Stats(), p.B.a.Engine().Stats())
+		t.Logf("A link %+v\nB link %+v\nA qp %+v\nB qp %+v\nA eng %+v\nB eng %+v", a.link.Stats(), p.B.a.link.Stats(),
+			p.A.qp.tq.Stats(), p.B.qp.tq.Stats(), a.eng.Stats(), p.B.a.eng.Stats())
 		t.Fatalf("ping-pong: %v", err)
 	}
-	link := a.Link().Stats()
+	link := a.link.Stats()
 	ns := dev.NeighbourStats()
 	t.Logf("round trips: %d while the spoofed source resolved, %d while Connect resolved the dead host, %d in all",
 		duringSpoof, duringConnect, pp.trips.Load())
@@ -379,7 +379,7 @@ func TestSpoofFloodBounded(t *testing.T) {
 	raw := newRawSender(t, bed.B)
 	dst := netip.AddrPortFrom(bed.A.Addr, testPort)
 	frames := make([][]byte, 64) // built ahead, reused: the loop allocates nothing of its own
-	link0, eng0 := a.Link().Stats(), a.Engine().Stats()
+	link0, eng0 := a.link.Stats(), a.eng.Stats()
 
 	var m0, m1 runtime.MemStats
 	runtime.GC()
@@ -403,7 +403,7 @@ func TestSpoofFloodBounded(t *testing.T) {
 			// flood is to reach the engine, not to overrun the ring, which drops the rest
 			// (under -race on a loaded CI machine, half the requests were dropped there).
 			for wait := time.Now(); time.Since(wait) < 200*time.Millisecond; time.Sleep(100 * time.Microsecond) {
-				if got := a.Link().Stats(); int(got.RxPackets-link0.RxPackets+got.RxDropped-link0.RxDropped) >= sent-256 {
+				if got := a.link.Stats(); int(got.RxPackets-link0.RxPackets+got.RxDropped-link0.RxDropped) >= sent-256 {
 					break
 				}
 			}
@@ -417,7 +417,7 @@ func TestSpoofFloodBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	growth := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
-	link, eng, ns := a.Link().Stats(), a.Engine().Stats(), dev.NeighbourStats()
+	link, eng, ns := a.link.Stats(), a.eng.Stats(), dev.NeighbourStats()
 	t.Logf("%d spoofed requests in %v; A received %d (dropped %d), engine sent %d; heap %+d bytes (%d -> %d)",
 		sent, time.Since(start).Round(time.Millisecond), link.RxPackets-link0.RxPackets, link.RxDropped-link0.RxDropped,
 		eng.TxPackets-eng0.TxPackets, growth, m0.HeapAlloc, m1.HeapAlloc)

@@ -98,7 +98,7 @@ func TestConnectResolvesPeerFirst(t *testing.T) {
 		{"other", ctx, errors.New("netlink socket closed"), StatusUnsuccessful},
 	} {
 		rl.set(tc.err)
-		tx := a.Engine().Stats().TxPackets
+		tx := a.eng.Stats().TxPackets
 		err := conn.Connect(tc.ctx, sa.qp, dest, 4, 4, nil)
 		if got := StatusOf(err); got != tc.want {
 			t.Errorf("%s: Connect = %v, want %v", tc.name, err, tc.want)
@@ -106,7 +106,7 @@ func TestConnectResolvesPeerFirst(t *testing.T) {
 		if st := sa.qp.tq.State(); st != transport.QPIdle {
 			t.Errorf("%s: QP %v after the failed resolution, want idle", tc.name, st)
 		}
-		if n := a.Engine().Stats().TxPackets; n != tx {
+		if n := a.eng.Stats().TxPackets; n != tx {
 			t.Errorf("%s: %d packets sent despite the failed resolution", tc.name, n-tx)
 		}
 	}

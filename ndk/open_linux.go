@@ -1,21 +1,36 @@
 package ndk
 
 import (
+	"log/slog"
+
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
 // Open opens an adapter on an interface through AF_XDP (xdp.Open with cfg): an AF_XDP
 // socket on every RX queue of the interface (or on cfg.Queues), all served by the adapter's
-// one engine through the device's DeviceLink, the XDP steering program attached, and the
-// device's UMEM as the adapter's memory (Adapter.Alloc buffers leave zero-copy where the NIC
-// allows). Close detaches the program and frees everything. Call it in the network namespace
-// of the interface. Options.UMEM and Heap are set from the device; ZeroCopyTx is turned on
-// when the sockets run in zero-copy mode. Errors: STATUS_DEVICE_NOT_READY when the device
-// cannot open (the error says why and how to fix it), STATUS_INSUFFICIENT_RESOURCES when its
-// UMEM has no room for a heap.
+// one engine, the XDP steering program attached, and the device's UMEM as the adapter's
+// memory (Adapter.Alloc buffers leave zero-copy where the NIC allows), with a heap of
+// Options.HeapSize bytes (cfg.HeapSize is replaced by it). Close detaches the program and
+// frees everything. Call it in the network namespace of the interface. The device logs
+// the mode it got, and every fallback with its reason, to Options.Logger (cfg.Logger if
+// that is set; nothing if neither is). ZeroCopyTx is turned on when the sockets run in
+// zero-copy mode. Errors: STATUS_DEVICE_NOT_READY when the device cannot open (the error
+// says why and how to fix it: the interface is taken by another process, say, and which),
+// STATUS_INSUFFICIENT_RESOURCES when its UMEM has no room for the heap,
+// STATUS_INVALID_PARAMETER for an option out of range.
 func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
-	if cfg.HeapSize == 0 {
-		cfg.HeapSize = DefaultHeapSize
+	if opts.HeapSize < 0 {
+		return nil, errorf(StatusInvalidParameter, "heap size %d", opts.HeapSize)
+	}
+	if opts.HeapSize == 0 {
+		opts.HeapSize = DefaultHeapSize
+	}
+	cfg.HeapSize = opts.HeapSize
+	if cfg.Logger == nil {
+		cfg.Logger = opts.Logger
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d, err := xdp.Open(cfg)
 	if err != nil {
@@ -30,7 +45,7 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 	// AF_XDP zero-copy). In copy mode (veth, generic XDP) the kernel copies every
 	// descriptor anyway and referencing measured slower than copying (docs/NDK.md), unless
 	// the caller asks for it with Options.ZeroCopyTx.
-	opts.UMEM, opts.Heap = d.UMEM(), heap
+	opts.x.UMEM, opts.x.Heap = d.UMEM(), heap
 	opts.ZeroCopyTx = opts.ZeroCopyTx || d.Mode().Socket.ZeroCopy
 	a, err := OpenLink(d.DeviceLink(), opts)
 	if err != nil {
@@ -41,10 +56,8 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 	return a, nil
 }
 
-// DefaultHeapSize is the UMEM heap Open gives an adapter when cfg.HeapSize is 0.
-const DefaultHeapSize = 16 << 20
-
-// Device returns the AF_XDP device of an adapter from Open (nil otherwise).
+// Device returns the AF_XDP device of an adapter from Open (nil otherwise): its mode, its
+// sockets' and XDP program's counters.
 func (a *Adapter) Device() *xdp.Device {
 	d, _ := a.dev.(*xdp.Device)
 	return d

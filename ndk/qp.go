@@ -59,7 +59,7 @@ type QP struct {
 }
 
 type islot struct {
-	ctx   any
+	ctx   any // the request context
 	op    OpType
 	flags OpFlags
 	holds [transport.MaxSGE]*memreg.MR
@@ -68,7 +68,7 @@ type islot struct {
 }
 
 type rslot struct {
-	ctx   any
+	ctx   any // the request context
 	holds [transport.MaxSGE]*memreg.MR
 }
 
@@ -121,7 +121,7 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	tc := transport.QPConfig{
 		SendDepth: cfg.InitiatorQueueDepth, RecvDepth: cfg.ReceiveQueueDepth,
 		PD: uint32(pd.id), IRD: maxReadLimit, ORD: maxReadLimit,
-		Sink: q, Context: q, OnDisconnect: q.peerDisconnected,
+		Sink: (*sink)(q), Context: q, OnDisconnect: q.peerDisconnected,
 	}
 	if cfg.SRQ != nil {
 		tc.SRQ, tc.RecvDepth = cfg.SRQ.ts, 0 // the transport's default bound of receives in progress
@@ -152,40 +152,37 @@ func pow2(n int) int {
 // Context returns the QP's context.
 func (q *QP) Context() any { return q.cfg.Context }
 
-// Transport returns the QP of the protocol engine (statistics).
-func (q *QP) Transport() *transport.QP { return q.tq }
-
 // Send posts a Send (NdkSend) of the bytes the SGEs gather. Flags: OpSilentSuccess,
 // OpReadFence, OpSendAndSolicitEvent, OpInline, OpDefer.
-func (q *QP) Send(ctx any, sgl []SGE, flags OpFlags) error {
-	return q.postData(transport.OpSend, OpTypeSend, ctx, sgl, flags, sendFlags, 0, 0, 0)
+func (q *QP) Send(requestContext any, sgl []SGE, flags OpFlags) error {
+	return q.postData(transport.OpSend, OpTypeSend, requestContext, sgl, flags, sendFlags, 0, 0, 0)
 }
 
 // SendAndInvalidate posts a Send that also has the peer invalidate its token
 // remoteToken when the receive completes (NdkSendAndInvalidate); the peer's receive
 // completes as OpTypeReceiveAndInvalidate. Flags as Send.
-func (q *QP) SendAndInvalidate(ctx any, sgl []SGE, flags OpFlags, remoteToken uint32) error {
-	return q.postData(transport.OpSendInv, OpTypeSend, ctx, sgl, flags, sendFlags, 0, 0, remoteToken)
+func (q *QP) SendAndInvalidate(requestContext any, sgl []SGE, flags OpFlags, remoteToken uint32) error {
+	return q.postData(transport.OpSendInv, OpTypeSend, requestContext, sgl, flags, sendFlags, 0, 0, remoteToken)
 }
 
 // Write posts an RDMA Write (NdkWrite) of the gathered bytes to the peer's memory at
 // remoteAddr (host byte order; the consumer may add an offset to the address the peer
 // gave) under remoteToken. Flags: OpSilentSuccess, OpReadFence, OpInline, OpDefer.
-func (q *QP) Write(ctx any, sgl []SGE, remoteAddr uint64, remoteToken uint32, flags OpFlags) error {
-	return q.postData(transport.OpWrite, OpTypeWrite, ctx, sgl, flags, writeFlags, remoteAddr, remoteToken, 0)
+func (q *QP) Write(requestContext any, sgl []SGE, remoteAddr uint64, remoteToken uint32, flags OpFlags) error {
+	return q.postData(transport.OpWrite, OpTypeWrite, requestContext, sgl, flags, writeFlags, remoteAddr, remoteToken, 0)
 }
 
 // Read posts an RDMA Read (NdkRead) of the peer's memory at remoteAddr under remoteToken
 // into the SGEs (which need local write). Flags: OpSilentSuccess, OpReadFence,
 // OpRDMAReadLocalInvalidate (the fast-register MR of the first SGE is invalidated when
 // the Read succeeds), OpDefer.
-func (q *QP) Read(ctx any, sgl []SGE, remoteAddr uint64, remoteToken uint32, flags OpFlags) error {
-	return q.postData(transport.OpRead, OpTypeRead, ctx, sgl, flags, readFlags, remoteAddr, remoteToken, 0)
+func (q *QP) Read(requestContext any, sgl []SGE, remoteAddr uint64, remoteToken uint32, flags OpFlags) error {
+	return q.postData(transport.OpRead, OpTypeRead, requestContext, sgl, flags, readFlags, remoteAddr, remoteToken, 0)
 }
 
 // postData posts a Send, SendAndInvalidate, Write or Read.
-func (q *QP) postData(kind transport.OpKind, op OpType, ctx any, sgl []SGE, flags, allowed OpFlags, raddr uint64, rtok, invTok uint32) error {
-	s, err := q.begin(op, ctx, flags, allowed)
+func (q *QP) postData(kind transport.OpKind, op OpType, requestContext any, sgl []SGE, flags, allowed OpFlags, raddr uint64, rtok, invTok uint32) error {
+	s, err := q.begin(op, requestContext, flags, allowed)
 	if err != nil {
 		return err
 	}
@@ -293,7 +290,7 @@ func wrFlags(f OpFlags) transport.WRFlags {
 }
 
 // begin checks what every initiator request needs and returns its slot.
-func (q *QP) begin(op OpType, ctx any, flags, allowed OpFlags) (*islot, error) {
+func (q *QP) begin(op OpType, requestContext any, flags, allowed OpFlags) (*islot, error) {
 	if flags&^allowed != 0 {
 		return nil, q.reject(errorf(StatusInvalidParameter, "flags %#x not allowed on %v", uint32(flags&^allowed), op))
 	}
@@ -309,7 +306,7 @@ func (q *QP) begin(op OpType, ctx any, flags, allowed OpFlags) (*islot, error) {
 		return nil, q.reject(errorf(StatusInsufficientResources, "initiator queue full (%d)", q.cfg.InitiatorQueueDepth))
 	}
 	s := &q.islots[q.iposted&q.imask]
-	s.ctx, s.op, s.flags = ctx, op, flags
+	s.ctx, s.op, s.flags = requestContext, op, flags
 	return s, nil
 }
 
@@ -362,8 +359,8 @@ func postError(err error) error {
 // Inline errors: STATUS_ACCESS_VIOLATION (range outside mr, remote write on an MR without
 // local write, MW and MR of different PDs), STATUS_INVALID_PARAMETER (zero-based address),
 // STATUS_DEVICE_BUSY (the window is bound), STATUS_CONNECTION_INVALID.
-func (q *QP) Bind(ctx any, mr *MR, mw *MW, va, length uint64, flags OpFlags) error {
-	s, err := q.begin(OpTypeBind, ctx, flags, bindFlags)
+func (q *QP) Bind(requestContext any, mr *MR, mw *MW, va, length uint64, flags OpFlags) error {
+	s, err := q.begin(OpTypeBind, requestContext, flags, bindFlags)
 	if err != nil {
 		return err
 	}
@@ -388,8 +385,8 @@ func (q *QP) Bind(ctx any, mr *MR, mw *MW, va, length uint64, flags OpFlags) err
 // Inline errors: STATUS_ACCESS_VIOLATION (remote access on an MR initialised without it),
 // STATUS_INVALID_PARAMETER (page, FBO, length or address rules), STATUS_DEVICE_BUSY (still
 // registered), STATUS_INVALID_DEVICE_REQUEST (a normally registered MR).
-func (q *QP) FastRegister(ctx any, mr *MR, pages [][]byte, fbo int, length, baseVA uint64, flags OpFlags) error {
-	s, err := q.begin(OpTypeFastRegister, ctx, flags, frFlags)
+func (q *QP) FastRegister(requestContext any, mr *MR, pages [][]byte, fbo int, length, baseVA uint64, flags OpFlags) error {
+	s, err := q.begin(OpTypeFastRegister, requestContext, flags, frFlags)
 	if err != nil {
 		return err
 	}
@@ -409,8 +406,8 @@ func (q *QP) FastRegister(ctx any, mr *MR, pages [][]byte, fbo int, length, base
 // window or an unregistered MR is a malformed request: it completes with
 // STATUS_INVALID_DEVICE_REQUEST and the QP fails (NDSPI). Flags: OpSilentSuccess,
 // OpReadFence, OpDefer.
-func (q *QP) Invalidate(ctx any, obj MemoryObject, flags OpFlags) error {
-	s, err := q.begin(OpTypeInvalidate, ctx, flags, invFlags)
+func (q *QP) Invalidate(requestContext any, obj MemoryObject, flags OpFlags) error {
+	s, err := q.begin(OpTypeInvalidate, requestContext, flags, invFlags)
 	if err != nil {
 		return err
 	}
@@ -451,7 +448,7 @@ func (q *QP) undo(s *islot) {
 // The SGEs need local write. Errors: STATUS_INVALID_PARAMETER (too many SGEs),
 // STATUS_ACCESS_VIOLATION (an SGE outside its region), STATUS_INSUFFICIENT_RESOURCES
 // (the receive queue is full).
-func (q *QP) Receive(ctx any, sgl []SGE) error {
+func (q *QP) Receive(requestContext any, sgl []SGE) error {
 	if q.cfg.SRQ != nil {
 		return errorf(StatusInvalidParameter, "the QP receives from its SRQ: post with SRQ.Receive")
 	}
@@ -468,7 +465,7 @@ func (q *QP) Receive(ctx any, sgl []SGE) error {
 	if !q.pd.acquire(&s.holds, sgl, true) {
 		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
 	}
-	s.ctx = ctx
+	s.ctx = requestContext
 	r := &q.rr
 	*r = transport.Receive{Context: q.rposted}
 	r.NSGE = fillSGL(&r.SGL, sgl)
@@ -485,9 +482,14 @@ func (q *QP) Receive(ctx any, sgl []SGE) error {
 // STATUS_CANCELLED, and the QP is in error. Safe concurrently with posting.
 func (q *QP) Flush() { q.tq.Flush() }
 
-// Complete implements transport.CompletionSink: it turns the engine's completions into
-// results on the QP's CQs. Engine goroutine.
-func (q *QP) Complete(_ *transport.QP, c *transport.Completion) {
+// sink is a QP as the engine's transport.CompletionSink: its Complete turns the engine's
+// completions into results on the QP's CQs (engine goroutine). A type of its own keeps
+// the method out of the QP's public API.
+type sink QP
+
+// Complete implements transport.CompletionSink.
+func (k *sink) Complete(_ *transport.QP, c *transport.Completion) {
+	q := (*QP)(k)
 	r := ResultEx{Result: Result{Status: ntStatus(c.Status), BytesTransferred: c.Bytes, QPContext: q.cfg.Context}}
 	if c.Status != transport.StatusSuccess {
 		r.ProviderErrorCode = uint32(c.Status)

@@ -102,7 +102,7 @@ func (s *SRQ) outstanding() int64 { return int64(len(s.slots) - s.free.len()) }
 // consume it. The SGEs need local write. Errors: STATUS_INVALID_PARAMETER (too many SGEs),
 // STATUS_ACCESS_VIOLATION (an SGE outside its region), STATUS_INSUFFICIENT_RESOURCES
 // (depth receives are outstanding), STATUS_INVALID_DEVICE_STATE after Close.
-func (s *SRQ) Receive(ctx any, sgl []SGE) error {
+func (s *SRQ) Receive(requestContext any, sgl []SGE) error {
 	if err := s.a.checkOpen(); err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (s *SRQ) Receive(ctx any, sgl []SGE) error {
 	if !s.pd.acquire(&sl.holds, sgl, true) {
 		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
 	}
-	sl.ctx = ctx
+	sl.ctx = requestContext
 	r := &s.rr
 	*r = transport.Receive{Context: uint64(i)}
 	r.NSGE = fillSGL(&r.SGL, sgl)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/xdp"
@@ -536,8 +537,8 @@ func (p *ndkPair) diag() string {
 		if x.side.qp == nil {
 			continue
 		}
-		q := x.side.qp.Transport().Stats()
-		l := x.side.a.Link().Stats()
+		q := plumb.QP(x.side.qp).Stats()
+		l := plumb.Link(x.side.a).Stats()
 		s += fmt.Sprintf(" [%s: qp tx %d rx %d retx %d timeouts %d acks %d naks %d/%d dup %d rnr %d srtt %v rto %v cwnd %d state %v; link rx %d tx %d kicks %d rxdrop %d txdrop %d txerr %d]",
 			x.name, q.TxPackets, q.RxPackets, q.Retransmits, q.Timeouts, q.AcksSent, q.NaksSent, q.NaksReceived, q.Duplicates,
 			q.RNRNaks, time.Duration(q.SRTT), time.Duration(q.RTO), q.CongestionWindow, q.State, l.RxPackets, l.TxPackets, l.Kicks, l.RxDropped, l.TxDropped, l.TxErrors)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -62,7 +63,7 @@ func (p *ndkPair) startUnresolved(bed *testbed.Bed) (*unresolvedPeers, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &unresolvedPeers{dev: dev, spoof: spoof, dead: dead, connErr: make(chan error, 1), held0: p.A.a.Link().Stats().TxHeld}
+	u := &unresolvedPeers{dev: dev, spoof: spoof, dead: dead, connErr: make(chan error, 1), held0: plumb.Link(p.A.a).Stats().TxHeld}
 	frame, err := connRequestFrame(bed, netip.AddrPortFrom(spoof, NDKPort), netip.AddrPortFrom(bed.A.Addr, NDKPort))
 	if err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func (r *runner) unresolvedPingPong(ctx context.Context, rep int, p *ndkPair) er
 	var rtts []int64
 	labeled(ctx, "pingpong-unresolved", func() { rtts, _, err = p.pingPong(ctx, r.o, u.pending) })
 	ended := !u.pending()
-	ferr := u.finish(func() uint64 { return p.A.a.Link().Stats().TxHeld }, p.A.a.Poll)
+	ferr := u.finish(func() uint64 { return plumb.Link(p.A.a).Stats().TxHeld }, p.A.a.Poll)
 	if len(rtts) > 0 {
 		st := report.Summarize(rtts)
 		r.col.addLatency(BenchPingPong, sys, OpSendRecvUnresolved, MsgSize, rep, st, 0)

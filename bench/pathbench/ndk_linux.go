@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport"
@@ -186,7 +187,9 @@ func (p *pair) close() {
 
 // linkDrops returns the datagrams both adapters' links dropped on receipt so far (no
 // buffer, a full RX ring, malformed).
-func (p *pair) linkDrops() uint64 { return p.a.Link().Stats().RxDropped + p.b.Link().Stats().RxDropped }
+func (p *pair) linkDrops() uint64 {
+	return plumb.Link(p.a).Stats().RxDropped + plumb.Link(p.b).Stats().RxDropped
+}
 
 // modes describes what the two hosts run with, for the header.
 func (p *pair) modes() string {
@@ -236,7 +239,7 @@ func (p *pair) pump(ctx context.Context, flows []*flow, starts []time.Duration, 
 			s := sample{at: at, bytes: make([]uint64, len(flows)), stats: make([]transport.QPStats, len(flows))}
 			for i, f := range flows {
 				s.bytes[i] = f.done * WriteSize
-				s.stats[i] = f.qp.Transport().Stats()
+				s.stats[i] = plumb.QP(f.qp).Stats()
 			}
 			samples = append(samples, s)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 )
 
@@ -110,7 +111,7 @@ func (c retxCounts) sub(o retxCounts) retxCounts {
 // transportCounters sums the QPs' retransmission counters.
 func (r *runner) transportCounters() (c retxCounts) {
 	for _, q := range r.qps {
-		st := q.qp.Transport().Stats()
+		st := plumb.QP(q.qp).Stats()
 		c.retransmits += st.Retransmits
 		c.timeouts += st.Timeouts
 		c.byTimer += st.RTORetransmits

@@ -16,6 +16,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/xdp"
 )
@@ -104,7 +105,7 @@ func openNode(cfg adapterConfig) (*node, error) {
 	n.mode = proto.Mode{
 		Attach: proto.AttachGeneric, Progress: progressOf(cfg.progress),
 		ZeroCopy: m.Socket.ZeroCopy, MultiBuffer: m.Socket.MultiBuffer, NeedWakeup: m.Socket.NeedWakeup,
-		BusyPoll: m.Socket.BusyPoll, MTU: uint32(ifi.MTU), MaxPayload: uint32(a.Link().MaxPayload()),
+		BusyPoll: m.Socket.BusyPoll, MTU: uint32(ifi.MTU), MaxPayload: uint32(plumb.Link(a).MaxPayload()),
 		Served: uint16(min(len(n.dev.Queues()), 65535)), Queues: uint16(min(n.dev.InterfaceQueues(), 65535)),
 	}
 	if m.Attach == bpf.AttachNative {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 )
 
@@ -352,7 +353,7 @@ func (s *server) sleep(conns []*conn, stop <-chan struct{}) {
 func (s *server) idleCheck(conns []*conn) {
 	now := time.Now()
 	for _, k := range conns {
-		rx := k.qp.Transport().Stats().RxPackets
+		rx := plumb.QP(k.qp).Stats().RxPackets
 		if rx != k.lastRx {
 			k.lastRx, k.lastRxAt = rx, now
 			continue

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 )
 
@@ -195,7 +196,7 @@ func (k *conn) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if k.qp != nil {
-		st := k.qp.Transport().Stats()
+		st := plumb.QP(k.qp).Stats()
 		s.ctr.txBytes.Add(st.TxBytes)
 		s.ctr.rxBytes.Add(st.RxBytes)
 		s.ctr.txPackets.Add(st.TxPackets)
@@ -225,7 +226,7 @@ func (s *server) closeConn(k *conn, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = k.c.Close(ctx) // NdkDisconnect if still connected
-	st := k.qp.Transport().Stats()
+	st := plumb.QP(k.qp).Stats()
 	s.connMu.Lock()
 	delete(s.live, k)
 	s.connMu.Unlock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/xdp"
 )
@@ -91,7 +92,7 @@ func (s *server) snapshot() serverStats {
 	q.Retransmits, q.Timeouts = s.ctr.retransmits.Load(), s.ctr.timeouts.Load()
 	s.connMu.Lock()
 	for k := range s.live {
-		x := k.qp.Transport().Stats()
+		x := plumb.QP(k.qp).Stats()
 		q.TxBytes += x.TxBytes
 		q.RxBytes += x.RxBytes
 		q.TxPackets += x.TxPackets
@@ -100,8 +101,8 @@ func (s *server) snapshot() serverStats {
 		q.Timeouts += x.Timeouts
 	}
 	s.connMu.Unlock()
-	st.Engine = n.a.Engine().Stats()
-	st.Link = n.a.Link().Stats()
+	st.Engine = plumb.Engine(n.a).Stats()
+	st.Link = plumb.Link(n.a).Stats()
 	if c, err := n.dev.Program().Counters(); err == nil {
 		st.Steering = &c
 	}

@@ -9,7 +9,9 @@
 //     layer (its subpackages: sockets, rings, framing) imports neither transport nor any
 //     netlink package;
 //   - commands (cmd/...) never import bench/..., and nothing imports cmd/...;
-//   - ndk imports nothing of bench, cmd or the test helpers.
+//   - ndk imports nothing of bench, cmd or the test helpers; of internal/ only internal/plumb,
+//     the hooks through which the module's own tools reach the engine under an adapter,
+//     which imports nothing above the engine.
 //
 // It has no code of its own to import.
 package layers

@@ -65,7 +65,13 @@ var rules = []rule{
 	{"nothing outside cmd imports a command", func(p string) bool { return !under(p, "cmd") },
 		func(d string) bool { return under(d, "cmd") }},
 	{"ndk carries no tooling", func(p string) bool { return under(p, "ndk") },
-		func(d string) bool { return under(d, "bench") || under(d, "cmd") || under(d, "internal") }},
+		func(d string) bool {
+			return under(d, "bench") || under(d, "cmd") || under(d, "internal") && !under(d, "internal/plumb")
+		}},
+	{"plumb reaches the engine, nothing above it", func(p string) bool { return under(p, "internal/plumb") },
+		func(d string) bool {
+			return under(d, "ndk") || under(d, "xdp") || under(d, "bpf") || under(d, "internal") && !under(d, "internal/plumb")
+		}},
 }
 
 // violations checks every rule against the packages' dependencies; it returns what breaks
@@ -114,7 +120,8 @@ func TestViolationsDetected(t *testing.T) {
 		m("xdp/xsk"):                    {"github.com/vishvananda/netlink"},
 		m("cmd/ndkpeer"):                {m("bench/ndkbench"), m("cmd/ndkpeer/internal/proto")},
 		m("internal/demo"):              {m("cmd/ndkpeer")},
-		m("ndk"):                        {m("internal/testbed")},
+		m("ndk"):                        {m("internal/testbed"), m("internal/plumb")},
+		m("internal/plumb"):             {m("transport"), m("ndk")},
 		m("bpf"):                        {"github.com/cilium/ebpf"},
 		m("cmd/ndkpeer/internal/proto"): nil,
 	}
@@ -124,6 +131,7 @@ func TestViolationsDetected(t *testing.T) {
 		"memory is below the engine: " + m("memreg") + " imports " + m("transport"),
 		"ndk carries no tooling: " + m("ndk") + " imports " + m("internal/testbed"),
 		"nothing outside cmd imports a command: " + m("internal/demo") + " imports " + m("cmd/ndkpeer"),
+		"plumb reaches the engine, nothing above it: " + m("internal/plumb") + " imports " + m("ndk"),
 		"the engine knows no AF_XDP, no NDK, no tooling: " + m("transport") + " imports " + m("xdp"),
 		"transport/link is a leaf: " + m("transport/link") + " imports " + m("memreg"),
 		"xdp uses only the engine's link contract: " + m("xdp") + " imports " + m("transport"),

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -92,6 +93,6 @@ func TestAbortedConnectionCallback(t *testing.T) {
 	}
 	if n := discA.Load(); n != 1 {
 		t.Fatalf("Send completed %v, QP %v; the active side's disconnect callback ran %d times, want 1",
-			r[0].Status, qa.Transport().State(), n)
+			r[0].Status, plumb.QP(qa).State(), n)
 	}
 }

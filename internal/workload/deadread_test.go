@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -135,7 +136,7 @@ func testReadDeadPeer(t *testing.T, pass int64) {
 	deadline = time.Now().Add(5 * time.Second)
 	for cqa.GetResultsEx(r[:]) == 0 {
 		if time.Now().After(deadline) {
-			st := qa.Transport().Stats()
+			st := plumb.QP(qa).Stats()
 			t.Fatalf("Read to a dead peer still outstanding 5 s after the peer closed (QP %v, %d retransmits, %d RTOs)",
 				st.State, st.Retransmits, st.Timeouts)
 		}

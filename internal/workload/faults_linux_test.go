@@ -8,6 +8,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/faultlink"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -20,7 +21,7 @@ type faultCase struct {
 // qpTotals sums the transport counters of an initiator's data QPs.
 func qpTotals(in *Initiator) (retx, rto uint64) {
 	for _, q := range in.QPs() {
-		st := q.Transport().Stats()
+		st := plumb.QP(q).Stats()
 		retx += st.Retransmits
 		rto += st.Timeouts
 	}
@@ -78,7 +79,7 @@ func TestFaultsAFXDP(t *testing.T) {
 		}
 		pa0, pb0 := programCounters(t, a), programCounters(t, b)
 		fa0, fb0 := a.fl.FaultStats(), b.fl.FaultStats()
-		ea0, eb0 := a.a.Engine().Stats(), b.a.Engine().Stats()
+		ea0, eb0 := plumb.Engine(a.a).Stats(), plumb.Engine(b.a).Stats()
 		retx0, rto0 := qpTotals(in)
 
 		r := in.Run(context.Background(), lim)
@@ -86,7 +87,7 @@ func TestFaultsAFXDP(t *testing.T) {
 
 		pa, pb := programCounters(t, a), programCounters(t, b)
 		fa, fb := a.fl.FaultStats(), b.fl.FaultStats()
-		ea, eb := a.a.Engine().Stats(), b.a.Engine().Stats()
+		ea, eb := plumb.Engine(a.a).Stats(), plumb.Engine(b.a).Stats()
 		retx, rto := qpTotals(in)
 		t.Logf("%s: %.1f MB in %v, %d ops, %d completions; initiator QPs: %d retransmits, %d RTOs; "+
 			"XDP dropped A %d B %d; wrapper A/B: dup %d/%d reorder %d/%d corrupt %d/%d; CRC-refused at A %d B %d",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport"
@@ -45,7 +46,7 @@ func openOn(t testing.TB, l transport.Link) *ndk.Adapter {
 		t.Fatal(err)
 	}
 	opts := ndk.DefaultOptions()
-	opts.UMEM, opts.Heap = u, h
+	plumb.SetExtra(&opts, plumb.Extra{UMEM: u, Heap: h})
 	opts.ZeroCopyTx = true
 	a, err := ndk.OpenLink(l, opts)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 )
 
@@ -58,12 +59,12 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 		for i := range c.slots {
 			if s := &c.slots[i]; s.phase != phIdle && len(r.InFlight) < 16 {
 				r.InFlight = append(r.InFlight, fmt.Sprintf("connection %d (QP %v) slot %d: %s of %d bytes at %#x",
-					c.idx, c.qp.Transport().State(), i, phaseNames[s.phase], s.size, s.raddr))
+					c.idx, plumb.QP(c.qp).State(), i, phaseNames[s.phase], s.size, s.raddr))
 			}
 		}
 	}
 	if n := in.ctl.inflight(); n > 0 {
-		r.InFlight = append(r.InFlight, fmt.Sprintf("%d control sends (QP %v)", n, in.ctl.qp.Transport().State()))
+		r.InFlight = append(r.InFlight, fmt.Sprintf("%d control sends (QP %v)", n, plumb.QP(in.ctl.qp).State()))
 	}
 	for i, c := range in.conns {
 		r.Receipts[i] = c.receipt
@@ -71,7 +72,7 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 		if c.failed {
 			r.Failed++
 		}
-		st := c.qp.Transport().Stats()
+		st := plumb.QP(c.qp).Stats()
 		r.Retransmits += st.Retransmits
 		r.Timeouts += st.Timeouts
 		r.RNRNaks += st.RNRNaks

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport"
@@ -165,11 +166,11 @@ func TestPeerKillRestart(t *testing.T) {
 		// Every connection should have failed by now (the retry budget is about a second):
 		// stop Run to see what is stuck.
 		for i, q := range in.QPs() {
-			t.Logf("QP %d: %+v", i, q.Transport().Stats())
+			t.Logf("QP %d: %+v", i, plumb.QP(q).Stats())
 		}
-		t.Logf("control QP: %+v", in.ControlQP().Transport().Stats())
+		t.Logf("control QP: %+v", plumb.QP(in.ControlQP()).Stats())
 		xs, _ := parent.dev.Links()[0].Socket().Statistics()
-		t.Logf("engine %+v; link %+v; socket %+v; wrapper %+v", parent.a.Engine().Stats(), parent.fl.Stats(), xs, parent.fl.FaultStats())
+		t.Logf("engine %+v; link %+v; socket %+v; wrapper %+v", plumb.Engine(parent.a).Stats(), parent.fl.Stats(), xs, parent.fl.FaultStats())
 		stopRun()
 		r = <-runDone
 		t.Fatalf("requests still in flight 20 s after the kill: %s", strings.Join(r.InFlight, "; "))
@@ -216,15 +217,15 @@ func TestPeerKillRestart(t *testing.T) {
 	waitFor(t, 20*time.Second, "traffic after the restart", func() bool { return in2.Progress() >= want/4 })
 
 	// 3. Replay the old incarnation's datagrams.
-	before := parent.a.Engine().Stats()
+	before := plumb.Engine(parent.a).Stats()
 	sent := replay(t, bed.B, bed.A.Addr, stale)
 	waitFor(t, 10*time.Second, "the replayed datagrams to be counted", func() bool {
-		return staleSum(parent.a.Engine().Stats())-staleSum(before) >= uint64(sent)
+		return staleSum(plumb.Engine(parent.a).Stats())-staleSum(before) >= uint64(sent)
 	})
 	time.Sleep(200 * time.Millisecond) // the mix goes on after the replay
 	stop()
 	r2 := <-runDone
-	after := parent.a.Engine().Stats()
+	after := plumb.Engine(parent.a).Stats()
 	t.Logf("replayed %d datagrams of the killed target: no QP %d, bad cookie %d, bad source %d, CM dropped %d, malformed %d, out of window %d",
 		sent, after.NoQP-before.NoQP, after.BadCookie-before.BadCookie, after.BadSource-before.BadSource,
 		after.CMDropped-before.CMDropped, after.Malformed-before.Malformed, after.OutOfWindow-before.OutOfWindow)

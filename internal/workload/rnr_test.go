@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -109,7 +110,7 @@ func TestReceivePostedBeforeSendArrives(t *testing.T) {
 			t.Fatal("no send completion")
 		}
 	}
-	if st := qa.Transport().Stats(); st.RNRNaks != 0 || r[0].Status != ndk.StatusSuccess {
+	if st := plumb.QP(qa).Stats(); st.RNRNaks != 0 || r[0].Status != ndk.StatusSuccess {
 		t.Fatalf("Send %v after %d RNR NAKs; the receive was posted before the Send was sent", r[0].Status, st.RNRNaks)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -110,9 +111,9 @@ wait:
 	t.Logf("soak %v: %s", dur, r.String())
 	if err := r.Err(); err != nil {
 		for i, q := range in.QPs() {
-			t.Logf("initiator QP %d: %+v", i, q.Transport().Stats())
+			t.Logf("initiator QP %d: %+v", i, plumb.QP(q).Stats())
 		}
-		t.Logf("engines: A %+v, B %+v; target: %v", a.a.Engine().Stats(), b.a.Engine().Stats(), tg.Err())
+		t.Logf("engines: A %+v, B %+v; target: %v", plumb.Engine(a.a).Stats(), plumb.Engine(b.a).Stats(), tg.Err())
 		t.Fatal(err)
 	}
 	checkTarget(t, tg, r)

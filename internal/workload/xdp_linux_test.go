@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
+	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport"
@@ -60,7 +61,7 @@ func openXDP(t testing.TB, h *testbed.Host, cfg xdp.Config, fc faultlink.Config,
 	if opts.Spin == 0 {
 		opts = ndk.DefaultOptions()
 	}
-	opts.UMEM, opts.Heap = d.UMEM(), heap
+	plumb.SetExtra(&opts, plumb.Extra{UMEM: d.UMEM(), Heap: heap})
 	opts.ZeroCopyTx = true
 	var link transport.Link = fl
 	a, err := ndk.OpenLink(link, opts)

@@ -1,0 +1,15 @@
+package ndk
+
+import (
+	"github.com/xdpndk/xdpndk/internal/plumb"
+	"github.com/xdpndk/xdpndk/transport"
+)
+
+// The module's own commands, benchmarks and tests reach the engine under an adapter
+// through internal/plumb; applications use the public API only.
+func init() {
+	plumb.SetExtra = func(opts any, x plumb.Extra) { opts.(*Options).x = x }
+	plumb.Engine = func(a any) *transport.Engine { return a.(*Adapter).eng }
+	plumb.Link = func(a any) transport.Link { return a.(*Adapter).link }
+	plumb.QP = func(q any) *transport.QP { return q.(*QP).tq }
+}
