@@ -146,3 +146,12 @@ func (r *Registry) inUMEM(va, n uint64) bool {
 
 // bufVA returns the address of b[0]; b must not be empty.
 func bufVA(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
+// VA returns the virtual address a region names b's first byte by (an MR's VA is the
+// address of its first byte in this process), 0 for an empty b.
+func VA(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return bufVA(b)
+}

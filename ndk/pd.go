@@ -2,6 +2,7 @@ package ndk
 
 import (
 	"context"
+	"sync"
 
 	"github.com/xdpndk/xdpndk/memreg"
 )
@@ -36,8 +37,12 @@ type SGE struct {
 // MR is a memory region (NDK_MR): normally registered (RegisterMR) or fast-register
 // (NewFastRegisterMR). Safe for concurrent use.
 type MR struct {
-	pd *PD
-	m  *memreg.MR
+	pd   *PD
+	m    *memreg.MR
+	fast bool // a fast-register MR
+
+	mu        sync.Mutex
+	fva, flen uint64 // a fast-register MR: what its last FastRegister mapped
 }
 
 // MemoryObject is an MR or an MW: what Invalidate takes.
@@ -77,7 +82,18 @@ func (pd *PD) NewFastRegisterMR(pageCount int, remoteAccess bool) (*MR, error) {
 	if err != nil {
 		return nil, memError(err)
 	}
-	return &MR{pd: pd, m: m}, nil
+	return &MR{pd: pd, m: m, fast: true}, nil
+}
+
+// fastRange returns what a fast-register MR's last FastRegister mapped; ok is false for a
+// normally registered MR.
+func (mr *MR) fastRange() (va, n uint64, ok bool) {
+	if !mr.fast {
+		return 0, 0, false
+	}
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	return mr.fva, mr.flen, true
 }
 
 // LocalToken is the token SGEs use (NdkGetLocalTokenFromMr).
@@ -121,6 +137,9 @@ func (mr *MR) Close(ctx context.Context) error { return mr.Deregister(ctx) }
 type MW struct {
 	pd *PD
 	w  *memreg.MW
+
+	mu         sync.Mutex
+	va, length uint64 // what the last Bind granted (Remote)
 }
 
 // NewMW creates a memory window (NdkCreateMw).

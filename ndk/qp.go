@@ -374,6 +374,9 @@ func (q *QP) Bind(requestContext any, mr *MR, mw *MW, va, length uint64, flags O
 		return q.refuse(s, memError(err))
 	}
 	s.mw = mw
+	mw.mu.Lock()
+	mw.va, mw.length = va, length
+	mw.mu.Unlock()
 	return q.commitLocal(s, flags, transport.StatusSuccess)
 }
 
@@ -397,6 +400,9 @@ func (q *QP) FastRegister(requestContext any, mr *MR, pages [][]byte, fbo int, l
 		return q.refuse(s, memError(err))
 	}
 	s.mr = mr
+	mr.mu.Lock()
+	mr.fva, mr.flen = baseVA, length
+	mr.mu.Unlock()
 	return q.commitLocal(s, flags, transport.StatusSuccess)
 }
 
