@@ -33,6 +33,15 @@ type QPConfig struct {
 // Read, Write, Bind, FastRegister, Invalidate; the receive queue: Receive) are serialized
 // by the caller; the two queues, and Flush, may run concurrently. Posting never blocks and
 // never allocates.
+//
+// Ordering, as on an InfiniBand reliable connection: the initiator requests of a QP
+// complete in posting order, and its Sends consume the peer's receives in posting order.
+// When the peer's receive of a Send completes, every Write posted before that Send on the
+// same QP has landed in the peer's memory, so a Send after Writes is a commit: the
+// receiver may read what the Writes wrote. A Read returns what every Write posted before it
+// on the same QP wrote. A request posted after a Read may reach the peer before the Read is
+// served: OpReadFence makes it wait until every earlier Read completed. A Write completes
+// at the initiator once the peer has the data in its memory.
 type QP struct {
 	pd  *PD
 	a   *Adapter
