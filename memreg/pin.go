@@ -69,3 +69,11 @@ func (t *pinTable) unlockUncounted(first, end uint64) {
 
 // pinned reports how many pages the table holds locked (for tests).
 func (t *pinTable) pinned() int { return len(t.count) }
+
+// releaseAll unlocks every page the table holds and forgets them.
+func (t *pinTable) releaseAll() {
+	for p := range t.count {
+		munlock(p*pageSize, pageSize)
+	}
+	clear(t.count)
+}

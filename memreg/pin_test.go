@@ -266,6 +266,27 @@ func TestPinGoMemory(t *testing.T) {
 	checkPins(t, "none left", r, buf, pinModel{}, base, true)
 }
 
+// TestPinClose: closing the registry with regions still registered unlocks every page they
+// pinned; deregistering them afterwards unlocks nothing twice.
+func TestPinClose(t *testing.T) {
+	quiesceLocks(t)
+	buf := unlockedGoBuf(t, 5*int(pageSize))
+	r := NewRegistry(4)
+	pd := r.NewPD()
+	base := vmLckKB(t)
+	a, err := r.RegisterMR(pd, buf[:3*pageSize], MRAllowRemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RegisterMR(pd, buf[2*pageSize:], MRAllowRemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	checkPins(t, "closed", r, buf, pinModel{}, base, true)
+	wantErr(t, "DeregisterMR after Close", r.DeregisterMR(a), nil)
+	checkPins(t, "deregistered after close", r, buf, pinModel{}, base, true)
+}
+
 // TestPinUMEM: regions inside an attached UMEM are not pinned again (the UMEM is pinned
 // already) and report InUMEM; deregistering them leaves the UMEM locked. Memory outside is
 // pinned as before.

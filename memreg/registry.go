@@ -155,3 +155,13 @@ func VA(b []byte) uint64 {
 	}
 	return bufVA(b)
 }
+
+// Close unpins every page the registry's regions still pin (memory registered outside the
+// UMEM and never deregistered), for an adapter that closes while regions are registered.
+// Call it once nothing will access the regions any more (the engine has stopped). The
+// registry's objects stay as they are; deregistering them afterwards unpins nothing twice.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pins.releaseAll()
+}

@@ -99,8 +99,15 @@ type Adapter struct {
 	umem   *memreg.UMEM  // the memory the link transmits from (nil: none)
 	heap   *memreg.Heap  // umem's heap for Alloc (nil: Alloc is not supported)
 	log    *slog.Logger  // nil: nothing is logged
-	closed atomic.Bool
-	once   sync.Once
+	// closing: Close has begun, the API refuses new work (checkOpen); closed: the engine
+	// is being stopped (its loops end); stopped: it no longer runs, nothing touches the
+	// memory any more.
+	closing, closed, stopped atomic.Bool
+	once                     sync.Once
+
+	objMu sync.Mutex // guards qps and srqs: what Close still has to close
+	qps   map[*QP]struct{}
+	srqs  map[*SRQ]struct{}
 }
 
 // OpenLink opens an adapter on any transport.Link (an AF_XDP link, or a simlink in tests).
@@ -284,33 +291,98 @@ func (a *Adapter) Free(b []byte) error {
 	return memError(a.heap.Free(b))
 }
 
-// Close stops the engine, delivers no further callbacks once it returns, and closes the
-// link (and the AF_XDP device and XDP program, for an adapter from Open). Objects of the
-// adapter are unusable afterwards. It never fails; ctx bounds only the wait for a callback
-// in progress.
+// Close closes the adapter and everything of it still open. Connected QPs disconnect (the
+// peer is told; Close waits for its answer at most closeDisconnectWait), then every QP and
+// SRQ is closed as its own Close does (outstanding requests and receives complete
+// STATUS_CANCELLED, and release the memory they held), the engine stops, memory pinned for
+// regions is unpinned, no further callbacks are delivered once it returns, and the link is
+// closed (and the AF_XDP device and XDP program, for an adapter from Open). Deregistering
+// an MR afterwards returns at once. Objects of the adapter are unusable afterwards. It
+// never fails; ctx bounds the waits (the disconnects, the engine's closing of the QPs, a
+// callback in progress), each of which is bounded anyway.
 func (a *Adapter) Close(ctx context.Context) error {
 	a.once.Do(func() {
-		a.closed.Store(true)
-		if a.cancel != nil {
-			a.cancel()
-		}
-		a.link.Wake() // an engine goroutine (or an inline fallback) asleep in Wait returns
-
-		if a.runDone != nil {
-			<-a.runDone
-		}
-		a.pollMu.Lock() // no inline poll in progress from now on
-		close(a.stopEv)
-		select {
-		case <-a.evDone:
-		case <-ctx.Done():
-		}
-		_ = a.link.Close()
-		if a.dev != nil {
-			_ = a.dev.Close()
-		}
+		a.closing.Store(true)
+		a.closeObjects(ctx)
+		a.stop(ctx)
 	})
 	return nil
+}
+
+// stop stops the engine and the event goroutine and closes the link (and device), without
+// a word to any peer. ctx bounds the wait for a callback in progress.
+func (a *Adapter) stop(ctx context.Context) {
+	a.closed.Store(true)
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.link.Wake() // an engine goroutine (or an inline fallback) asleep in Wait returns
+
+	if a.runDone != nil {
+		<-a.runDone
+	}
+	a.pollMu.Lock() // no inline poll in progress from now on
+	a.stopped.Store(true)
+	a.reg.Close() // unpins what regions still pin: nothing touches their memory now
+	close(a.stopEv)
+	select {
+	case <-a.evDone:
+	case <-ctx.Done():
+	}
+	_ = a.link.Close()
+	if a.dev != nil {
+		_ = a.dev.Close()
+	}
+}
+
+// Bounds of Adapter.Close's waits, whatever its context.
+const (
+	// closeDisconnectWait bounds the wait for peers to answer the disconnects of the QPs
+	// still connected: they are told; a peer that does not answer in time notices through
+	// its own keepalive or retransmission timeout.
+	closeDisconnectWait = 200 * time.Millisecond
+	// closeObjectsWait bounds the engine's closing of the QPs and SRQs (it flushes them in
+	// its next round, plus what zero-copy transmits still need).
+	closeObjectsWait = 2 * time.Second
+)
+
+// closeObjects disconnects the QPs still connected and closes every QP and SRQ of the
+// adapter while the engine still runs.
+func (a *Adapter) closeObjects(ctx context.Context) {
+	a.objMu.Lock()
+	qps := make([]*QP, 0, len(a.qps))
+	for q := range a.qps {
+		qps = append(qps, q)
+	}
+	srqs := make([]*SRQ, 0, len(a.srqs))
+	for s := range a.srqs {
+		srqs = append(srqs, s)
+	}
+	a.objMu.Unlock()
+
+	dctx, cancel := context.WithTimeout(ctx, closeDisconnectWait)
+	var discs []*transport.Disconnecting
+	for _, q := range qps {
+		if q.tq.State() == transport.QPConnected {
+			if c := q.conn.Load(); c != nil {
+				c.localDisc.Store(true) // ours: no disconnect event
+			}
+			discs = append(discs, q.tq.StartDisconnect())
+		}
+	}
+	for _, d := range discs {
+		_ = awaitDisc(dctx, a, d)
+	}
+	cancel()
+
+	cctx, cancel := context.WithTimeout(ctx, closeObjectsWait)
+	defer cancel()
+	for _, q := range qps {
+		_ = q.close(cctx)
+	}
+	for _, s := range srqs {
+		_ = s.close(cctx)
+	}
 }
 
 // runEvents runs callbacks (CQ notifications, connect and disconnect events) one at a
@@ -352,7 +424,7 @@ var errClosed = errors.New("adapter closed")
 
 // checkOpen returns STATUS_DEVICE_REMOVED after Close.
 func (a *Adapter) checkOpen() error {
-	if a.closed.Load() {
+	if a.closing.Load() {
 		return wrap(StatusDeviceRemoved, errClosed)
 	}
 	return nil

@@ -594,9 +594,7 @@ func TestConnTimeoutIndicatesDisconnect(t *testing.T) {
 		want(t, results(t, a.icq, 1)[0], StatusSuccess, OpTypeWrite, "before")
 
 		// B goes silent: its adapter stops without a word to A.
-		if err := b.a.Close(bg); err != nil {
-			t.Fatal(err)
-		}
+		vanish(b.a)
 		if err := a.qp.Write("lost", []SGE{mr.SGE(buf[:512])}, tmr.VA(), tmr.RemoteToken(), 0); err != nil {
 			t.Fatal(err)
 		}

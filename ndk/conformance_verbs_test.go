@@ -853,8 +853,8 @@ func TestVerbsRNRTimeout(t *testing.T) {
 	})
 }
 
-// Transport timeout: with the peer's adapter closed, a request completes STATUS_IO_TIMEOUT
-// once its retransmissions are exhausted.
+// Transport timeout: with the peer's adapter gone without a word, a request completes
+// STATUS_IO_TIMEOUT once its retransmissions are exhausted.
 func TestVerbsTransportTimeout(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{opts: engineOpts(func(c *transport.Config) {
@@ -863,9 +863,7 @@ func TestVerbsTransportTimeout(t *testing.T) {
 		})})
 		_, tmr := p.B.region(t, 4096, MRAllowRemoteWrite)
 		src, smr := p.A.region(t, 64, 0)
-		if err := p.B.a.Close(bg); err != nil {
-			t.Fatal(err)
-		}
+		vanish(p.B.a)
 		if err := p.A.qp.Write("w", []SGE{smr.SGE(src)}, tmr.VA(), tmr.RemoteToken(), 0); err != nil {
 			t.Fatal(err)
 		}

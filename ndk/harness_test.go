@@ -249,3 +249,12 @@ func want(t *testing.T, r ResultEx, st Status, typ OpType, ctx any) {
 		t.Fatalf("result %v %v ctx %v, want %v %v ctx %v (%+v)", r.Status, r.Type, r.RequestContext, st, typ, ctx, r)
 	}
 }
+
+// vanish stops a's engine and closes its link without a word to its peers, as a process
+// that is killed does (Close would disconnect its connections first).
+func vanish(a *Adapter) {
+	a.once.Do(func() {
+		a.closing.Store(true)
+		a.stop(context.Background())
+	})
+}

@@ -120,7 +120,13 @@ func (mr *MR) SGE(b []byte) SGE { return SGE{Buf: b, Token: mr.m.LocalToken()} }
 // tokens stop working at once; the call returns when no remote access in flight still
 // uses its memory, which then is the application's again (ctx bounds the wait; the
 // deregistration itself has happened). STATUS_DEVICE_BUSY while windows are bound to it.
+// Requests hold their regions until they complete: after the QPs that used the region
+// are closed (or flushed and their results taken), or the adapter is closed, it returns
+// at once.
 func (mr *MR) Deregister(ctx context.Context) error {
+	if mr.pd.a.stopped.Load() {
+		return nil // the adapter is closed: nothing uses the memory any more
+	}
 	if err := mr.pd.a.reg.DeregisterMR(mr.m); err != nil {
 		return memError(err)
 	}
@@ -159,4 +165,9 @@ func (pd *PD) NewMW() (*MW, error) {
 func (mw *MW) RemoteToken() uint32 { return mw.w.RemoteToken() }
 
 // Close releases the window, invalidating it if bound.
-func (mw *MW) Close(ctx context.Context) error { return memError(mw.pd.a.reg.CloseMW(mw.w)) }
+func (mw *MW) Close(ctx context.Context) error {
+	if mw.pd.a.stopped.Load() {
+		return nil // the adapter is closed
+	}
+	return memError(mw.pd.a.reg.CloseMW(mw.w))
+}

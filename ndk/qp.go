@@ -143,6 +143,12 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 		return nil, wrap(StatusInvalidParameter, err)
 	}
 	q.tq = tq
+	a.objMu.Lock()
+	if a.qps == nil {
+		a.qps = make(map[*QP]struct{})
+	}
+	a.qps[q] = struct{}{}
+	a.objMu.Unlock()
 	cfg.ReceiveCQ.attach(q)
 	if cfg.InitiatorCQ != cfg.ReceiveCQ {
 		cfg.InitiatorCQ.attach(q)
@@ -580,12 +586,27 @@ func (q *QP) peerDisconnected(*transport.QP) {
 	}
 }
 
-// Close closes the QP (NdkCloseObject): outstanding requests complete STATUS_CANCELLED
-// first. ctx bounds the wait for the engine.
+// Close closes the QP (NdkCloseObject) in whatever state it is: every outstanding request
+// and receive completes (STATUS_CANCELLED unless it completed otherwise first) and releases
+// the memory it held, so its regions deregister at once afterwards. A connected QP is not
+// disconnected gracefully first (Connector.Disconnect or Close does that): its peer sees
+// the connection end through its keepalive or retransmission timeout. ctx bounds the wait
+// for the engine (STATUS_PENDING if it ends first).
 func (q *QP) Close(ctx context.Context) error {
+	if q.a.stopped.Load() {
+		return nil // the adapter closed it
+	}
+	return q.close(ctx)
+}
+
+// close is Close, also while the adapter closes.
+func (q *QP) close(ctx context.Context) error {
 	err := q.tq.Close(ctx)
 	q.cfg.ReceiveCQ.detach(q)
 	q.cfg.InitiatorCQ.detach(q)
+	q.a.objMu.Lock()
+	delete(q.a.qps, q)
+	q.a.objMu.Unlock()
 	if err != nil {
 		return wrap(StatusPending, err)
 	}

@@ -86,6 +86,12 @@ func (pd *PD) NewSRQ(depth, maxSGE, notifyThreshold int, notify func(Status)) (*
 	if notifyThreshold > 0 && notify != nil {
 		ts.SetLimit(notifyThreshold, false, s.fire)
 	}
+	a.objMu.Lock()
+	if a.srqs == nil {
+		a.srqs = make(map[*SRQ]struct{})
+	}
+	a.srqs[s] = struct{}{}
+	a.objMu.Unlock()
 	return s, nil
 }
 
@@ -194,11 +200,22 @@ func (s *SRQ) Modify(depth, notifyThreshold int) error {
 // Close the QPs on it first: receives they took complete on them as usual. ctx bounds the
 // wait for the engine (STATUS_PENDING if it ends first).
 func (s *SRQ) Close(ctx context.Context) error {
+	if s.a.stopped.Load() {
+		return nil // the adapter closed it
+	}
+	return s.close(ctx)
+}
+
+// close is Close, also while the adapter closes.
+func (s *SRQ) close(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed.Swap(true) || s.a.closed.Load() {
+	if s.closed.Swap(true) {
 		return nil
 	}
+	s.a.objMu.Lock()
+	delete(s.a.srqs, s)
+	s.a.objMu.Unlock()
 	if err := s.ts.Close(ctx, func(r *transport.Receive) { s.complete(r.Context) }); err != nil {
 		return wrap(StatusPending, err)
 	}
