@@ -47,7 +47,7 @@ var requirements = map[string]Requirement{
 		Why: "cgo, for the race detector, compiles against the C library"},
 	"go": {Name: "go", Command: "go",
 		Why:  "the tests and the demo build ndkpeer with the go command found on PATH",
-		Hint: "put the Go toolchain's bin directory (Go 1.26 or later, as go.mod says) on PATH"},
+		Hint: "put the Go toolchain's bin directory (Go 1.25 or later, as go.mod says) on PATH"},
 	"clang": {Name: "clang", Command: "clang", Packages: []string{"clang"},
 		Why: "bpf2go compiles bpf/steer.c"},
 	"llvm-strip": {Name: "llvm-strip", Command: "llvm-strip", Packages: []string{"llvm"},
