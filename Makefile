@@ -62,8 +62,9 @@ prereq-demo:
 prereq-generate:
 	@$(PREREQ) generate
 
-# The tests run ip, ethtool and sysctl by name (through `ip netns exec`), and Debian installs
-# them in /usr/sbin and /sbin, which a non-login PATH may lack: append those directories.
+# The tests run ip, tc, ethtool and sysctl by name (through `ip netns exec`), and Debian
+# installs them in /usr/sbin and /sbin, which a non-login PATH may lack: append those
+# directories.
 test-race test-all demo: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
 
 # Cross builds: every package must build for 32-bit Linux (386, arm), arm64 and macOS (no
