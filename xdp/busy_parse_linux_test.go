@@ -291,3 +291,20 @@ func TestBusyErrorMessage(t *testing.T) {
 		t.Error("the attach error's EEXIST does not match")
 	}
 }
+
+// Nothing the kernel sends makes a parser panic: every answer of the search, mangled.
+func FuzzParseKernelAnswers(f *testing.F) {
+	info := append(u32(5), u32(3)...)
+	f.Add(xskMsg(4242, attr(xdpDiagInfo, info)))
+	f.Add(linkMsg(attr(iflaXDPAttached, []byte{xdpAttachedMulti}), attr(iflaXDPDrvProgID, u32(1))))
+	f.Add(nlMsg(20, 1, xskMsg(1)))
+	f.Add([]byte("link_type:\txdp\nlink_id:\t12\nprog_id:\t77\nifindex:\t5\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = parseXSKDiag(b)
+		_, _ = parseLinkXDP(b)
+		_, _ = parseNetlinkBatch(b, 1, true)
+		_, _ = parseNetlinkBatch(b, 1, false)
+		_ = parseFdinfo(string(b))
+		_, _ = socketInode(string(b))
+	})
+}
