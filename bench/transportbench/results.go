@@ -184,7 +184,7 @@ func Collect(o Options, runs []CaseResult) *Results {
 		fmt.Sprintf("wire_util = bytes of the A->B datagrams B received (duplicates included; the simulated wire has no headers) / (bandwidth x window); a Write packet carries %d payload bytes in a %d-byte datagram, so goodput <= %.1f%% of the bandwidth",
 			o.MaxPayload-writeOverhead, o.MaxPayload, 100*float64(o.MaxPayload-writeOverhead)/float64(o.MaxPayload)),
 		"means are weighted by virtual time, of the values QPStats publishes after each ack (inflight_mean is taken after the ack, before the sends it allows: a lower bound) and of the congestion controller's Stats (fabric_delay_mean: smoothed RTT less ack holding time; target_delay_mean: Swift's target)",
-		"failed = 1 for a run that stopped early (a Write completed with an error, e.g. StatusTimeout after RetryLimit retransmissions); its goodput counts only what completed in the window before (0 if it failed during warm-up) and its other figures are left out",
+		"failed = 1 for a run that stopped early (a Write completed with an error, e.g. StatusTimeout once a packet went unacknowledged for RetryTimeout); its goodput counts only what completed in the window before (0 if it failed during warm-up) and its other figures are left out",
 		"ratios: value = ratio of the medians; runs = per-seed ratios (same seed in numerator and denominator)",
 	)
 	type key struct {
