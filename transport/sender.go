@@ -36,6 +36,7 @@ type sender struct {
 	rnrPSN     wire.PSN // the RNR-NAKed packet
 	rnrSet     bool     // rnrPSN names a packet (it may have been acknowledged since)
 	rnrHeard   int64    // when its latest RNR NAK arrived: its retransmission budget starts again there
+	rnrSince   int64    // when its request's first RNR NAK arrived: the RNR budget's start
 	gbnUntil   wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
 	gbnOn      bool
 	scratch    []ack.PacketInfo // what the latest OnAck acknowledged
@@ -311,7 +312,8 @@ func (s *sender) OnNak(now int64, a *wire.AckExt) bool {
 // waitRNR holds the packet info an RNR NAK refused until the delay the NAK names (or
 // Config.RNRDelay), backed off over its request's refusals; once the request's first RNR
 // NAK is the RNR budget old it fails the request instead and reports true. The last wait
-// ends when the budget does, so that the retry sent then is the last the peer may refuse.
+// ends when the budget does, so that the retry sent then is the last the peer may refuse
+// (if that retry gets no answer at all, the retransmission timer fails it: onRTO).
 func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 	if _, held := s.sent.Lookup(s.rnrPSN); s.rnrSet && held {
 		if s.rnrPSN == a.NakPSN && s.rnrAt != 0 {
@@ -334,6 +336,7 @@ func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 	limit := max(int64(maxRNRDelay), s.cfg.rnrDelay)
 	n, since, ok := s.h.addRNR(info.Tag, now)
 	at := now + min(d, limit)
+	s.rnrSince = 0
 	if ok {
 		if now-since >= s.cfg.rnrTimeout {
 			s.h.fail(now, StatusTimeout, s.h.blame(info.Tag), rnrTimeoutError(s.cfg.rnrTimeout))
@@ -342,6 +345,7 @@ func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 		// Exponential backoff over the retries of one request, up to 64 times the delay,
 		// and never past the end of the budget.
 		at = min(now+min(d<<min(n-1, 6), limit), since+s.cfg.rnrTimeout)
+		s.rnrSince = since
 	}
 	s.rnrPSN, s.rnrAt, s.rnrSet, s.rnrHeard = a.NakPSN, at, true, now
 	// The retransmission timer waits too: the packet is known to be refused until then.
@@ -500,6 +504,12 @@ func (s *sender) onRTO(now int64) bool {
 	start := oldest.FirstSentAt
 	if s.rnrSet && s.rnrPSN == oldest.PSN {
 		start = max(start, s.rnrHeard)
+		// The RNR budget by the timer: the retry sent when it ran out got no answer at all
+		// (its NAK was lost, say) for a timeout.
+		if end := s.rnrSince + s.cfg.rnrTimeout; s.rnrSince != 0 && now >= end && oldest.SentAt >= end && !firedLate(now, at) {
+			s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag), rnrTimeoutError(s.cfg.rnrTimeout))
+			return true
+		}
 	}
 	if s.budgetSpent(now, at, start, oldest.SentAt) {
 		s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag), retryTimeoutError(s.cfg.retryTimeout))
@@ -554,7 +564,7 @@ func (s *sender) probeRead(now, at int64) bool {
 func (s *sender) reset() {
 	s.retx.consume(len(s.retx.list))
 	s.tlp, s.rtoRun = tailProbe{}, timeoutRun{}
-	s.rtoAt, s.rnrAt, s.rnrSet, s.rnrHeard = 0, 0, false, 0
+	s.rtoAt, s.rnrAt, s.rnrSet, s.rnrHeard, s.rnrSince = 0, 0, false, 0, 0
 	s.probeSince, s.probeAt = 0, 0
 	if s.sent != nil { // nil on a QP that never connected
 		s.sent.Reset()

@@ -388,6 +388,24 @@ func TestSenderDecisions(t *testing.T) {
 		},
 		fails: fails(failure{us(320), StatusTimeout, 1, ErrRNRTimeout}),
 	}, {
+		name: "the retry sent when the RNR budget ran out, unanswered, fails by the timer",
+		cfg: func(c *senderConfig, r *ack.RTOConfig) {
+			c.rnrTimeout = int64(300 * time.Microsecond)
+			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: time.Millisecond}
+		},
+		events: []sev{
+			send(0, 1, 1),
+			nakAt(us(10), wire.SynNakRNR, 0, 0),
+			resend(us(110), 0),
+			nakAt(us(130), wire.SynNakRNR, 0, 0),
+			resend(us(310), 0), // the budget's end: the last retry
+			// its NAK is lost; the timer, one RTO after the wait, finds the budget spent
+			deadlineIs(us(1310)),
+			timerAt(us(1310), true),
+		},
+		fails:    fails(failure{us(1310), StatusTimeout, 1, ErrRNRTimeout}),
+		timeouts: 1,
+	}, {
 		name: "takes the RNR delay the NAK names, and holds the retransmission timer",
 		events: []sev{
 			send(0, 1, 1),
