@@ -38,7 +38,9 @@ type Config struct {
 	RetryTimeout time.Duration
 	// RNRTimeout is the RNR budget: a request the peer keeps refusing with RNR NAKs (no
 	// receive posted) fails with StatusTimeout (Cause: ErrRNRTimeout) once its first RNR NAK
-	// is RNRTimeout old. QPConfig may override it per QP. Default 10 s.
+	// is RNRTimeout old: when a further RNR NAK arrives then, or when the retry sent as the
+	// budget ran out gets no answer at all for a retransmission timeout. The RNR wait per
+	// retry stays capped at 655.36 ms. QPConfig may override it per QP. Default 10 s.
 	RNRTimeout time.Duration
 	// KeepAlive is how long a connected QP may hear nothing from its peer before it fails
 	// with StatusTimeout (Cause: ErrKeepAlive) and fires OnDisconnect. Nothing is sent on a
