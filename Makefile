@@ -38,7 +38,7 @@ help:
 	@echo "make bench           link (root), transport, NDK verbs (root) and real-path (root) benchmarks (bench-link, bench-transport, bench-ndk, bench-path)"
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
-	@echo "make cross           go build ./... for $(CROSS_PLATFORMS), and go vet for linux/386"
+	@echo "make cross           go build ./... for $(CROSS_PLATFORMS), and go vet for $(CROSS_VET_PLATFORMS)"
 	@echo "make check-generate  regenerate and fail if the BPF objects differ from git"
 	@echo "make fuzz            every fuzz target for FUZZTIME each (default $(FUZZTIME); FUZZ=regexp narrows)"
 	@echo "make lint            gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
@@ -62,21 +62,27 @@ prereq-demo:
 prereq-generate:
 	@$(PREREQ) generate
 
-# The tests run ip, ethtool and sysctl by name (through `ip netns exec`), and Debian installs
-# them in /usr/sbin and /sbin, which a non-login PATH may lack: append those directories.
+# The tests run ip, tc, ethtool and sysctl by name (through `ip netns exec`), and Debian
+# installs them in /usr/sbin and /sbin, which a non-login PATH may lack: append those
+# directories.
 test-race test-all demo: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
 
 # Cross builds: every package must build for 32-bit Linux (386, arm), arm64 and macOS (no
 # AF_XDP there: the Linux-only parts are left out by build tags), and go vet, which also
-# compiles the tests, must pass for linux/386.
+# compiles the tests, must pass for linux/386 and both macOS architectures (so a test file
+# that needs Linux says so in its name or build constraint).
 CROSS_PLATFORMS ?= linux/386 linux/arm linux/arm64 darwin/amd64 darwin/arm64
+CROSS_VET_PLATFORMS ?= linux/386 darwin/amd64 darwin/arm64
 
 cross:
 	@for p in $(CROSS_PLATFORMS); do \
 		echo "GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./..."; \
 		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
 	done
-	GOOS=linux GOARCH=386 $(GO) vet ./...
+	@for p in $(CROSS_VET_PLATFORMS); do \
+		echo "GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./..."; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; \
+	done
 
 test: test-race test-all
 

@@ -575,7 +575,7 @@ func TestConnPeerDisconnectKeepsReceives(t *testing.T) {
 func TestConnTimeoutIndicatesDisconnect(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		a, b := idleSides(t, k, engineOpts(func(c *transport.Config) {
-			c.RetryLimit = 3
+			c.RetryTimeout = 100 * time.Millisecond
 			c.RTO.Max = 50 * time.Millisecond
 		}))
 		var discA, discB atomic.Int32

@@ -41,12 +41,13 @@ func engineOpts(fn func(*transport.Config)) Options {
 }
 
 // patientSends makes Sends that find no receive wait instead of failing: they stay
-// outstanding until flushed (the credit wait never expires, RNR retries never run out).
-// The transport counts an RNR retry as a retransmission too, so RetryLimit goes up as well.
+// outstanding until flushed (the credit wait never expires, the RNR budget never runs out).
+// A lost RNR NAK leaves the refused packet to the retransmission budget, so RetryTimeout
+// goes up as well.
 func patientSends(c *transport.Config) {
 	c.CreditTimeout = time.Hour
-	c.RNRRetryLimit = 1 << 30
-	c.RetryLimit = 1 << 30
+	c.RNRTimeout = time.Hour
+	c.RetryTimeout = time.Hour
 }
 
 // pages allocates n fast-register pages of s's adapter UMEM.
@@ -834,11 +835,11 @@ func TestVerbsCompletionOrder(t *testing.T) {
 }
 
 // RNR: a Send that finds no receive posted completes STATUS_IO_TIMEOUT once the RNR
-// retries are exhausted (retry limit and delays lowered to keep the test short).
+// budget runs out (budget and delays lowered to keep the test short).
 func TestVerbsRNRTimeout(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{opts: engineOpts(func(c *transport.Config) {
-			c.RNRRetryLimit, c.RNRDelay, c.CreditTimeout = 2, 50*time.Microsecond, time.Millisecond
+			c.RNRTimeout, c.RNRDelay, c.CreditTimeout = 2*time.Millisecond, 50*time.Microsecond, time.Millisecond
 		})})
 		src, smr := p.A.region(t, 64, 0)
 		if err := p.A.qp.Send("rnr", []SGE{smr.SGE(src)}, 0); err != nil {
@@ -854,11 +855,11 @@ func TestVerbsRNRTimeout(t *testing.T) {
 }
 
 // Transport timeout: with the peer's adapter gone without a word, a request completes
-// STATUS_IO_TIMEOUT once its retransmissions are exhausted.
+// STATUS_IO_TIMEOUT once its retransmission budget runs out.
 func TestVerbsTransportTimeout(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{opts: engineOpts(func(c *transport.Config) {
-			c.RetryLimit = 2
+			c.RetryTimeout = 20 * time.Millisecond
 			c.RTO = ack.RTOConfig{Initial: time.Millisecond, Min: 200 * time.Microsecond, Max: 4 * time.Millisecond}
 		})})
 		_, tmr := p.B.region(t, 4096, MRAllowRemoteWrite)

@@ -147,7 +147,7 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	if err := qp.tq.SetReadLimits(ird, ord); err != nil {
 		return wrap(StatusConnectionInvalid, err)
 	}
-	tc, err := a.eng.Connect(qp.tq, netip.AddrPortFrom(dest.Addr(), a.opts.PeerPort), uint64(dest.Port()), private)
+	tc, err := a.eng.Connect(qp.tq, netip.AddrPortFrom(dest.Addr(), a.opts.PeerPort), uint64(dest.Port()), private, 0)
 	if err != nil {
 		return connectError(err)
 	}
@@ -233,7 +233,7 @@ func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []
 	qp.conn.Store(c)
 	c.answered.Store(true)
 	c.ird, c.ord = min(ird, c.req.ORD), min(ord, c.req.IRD)
-	if err := c.req.Accept(qp.tq, private); err != nil {
+	if err := c.req.Accept(qp.tq, private, 0); err != nil {
 		return connectError(err)
 	}
 	req := c.req
@@ -304,7 +304,7 @@ func (c *Connector) Disconnect(ctx context.Context) error {
 		return errorf(StatusConnectionInvalid, "not connected")
 	}
 	c.localDisc.Store(true)
-	err := c.qp.tq.StartDisconnect()
+	err := c.qp.tq.StartDisconnect(0)
 	return connectError(awaitDisc(ctx, c.a, err))
 }
 

@@ -75,17 +75,6 @@ func openT(t testing.TB, l transport.Link, opts Options) *Adapter {
 	return a
 }
 
-func openXDP(t testing.TB, h *testbed.Host, cfg xdp.Config, opts Options) *Adapter {
-	t.Helper()
-	cfg.Interface = h.Ifname
-	var a *Adapter
-	if err := h.Do(func() (err error) { a, err = Open(cfg, opts); return err }); err != nil {
-		t.Fatalf("open adapter on %s/%s: %v", h.NS, h.Ifname, err)
-	}
-	t.Cleanup(func() { _ = a.Close(context.Background()) })
-	return a
-}
-
 // forEachLink runs fn once per link kind as a subtest.
 func forEachLink(t *testing.T, fn func(t *testing.T, k linkKind)) {
 	for _, k := range linkKinds() {

@@ -352,8 +352,9 @@ func routerNeighState(t *testing.T, r *testbed.Router, ip netip.Addr) string {
 // To 198.18.2.77 (in B's subnet, nobody there): A's route goes through the router, whose
 // MAC A resolves at once, so Connect's next-hop resolution succeeds and the connection
 // request goes out, to the router. The router then ARPs for .77 on B's link, queueing the
-// requests, and gets no answer. The connection manager gives up first (CMRetries sends
-// CMTimeout apart, 10 x 20 ms by default): Connect fails STATUS_IO_TIMEOUT, not
+// requests, and gets no answer. The connection manager gives up first (it retransmits the
+// request from CMTimeout, 20 ms, doubling up to 500 ms, until the attempt's timeout, the
+// caller's deadline or Config.ConnectTimeout): Connect fails STATUS_IO_TIMEOUT, not
 // STATUS_HOST_UNREACHABLE (that one needs the local resolution to fail, on A's own link),
 // and the QP is idle again. Seconds later the router's ARP fails and it answers the queued
 // requests with ICMP host unreachable; A's XDP program passes ICMP to A's kernel, which

@@ -13,6 +13,19 @@ import (
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
+// openXDP opens an adapter on h's veth end inside h's namespace, closed at cleanup (the
+// conformance suite's afxdp link kind; open_other_test.go skips it off Linux).
+func openXDP(t testing.TB, h *testbed.Host, cfg xdp.Config, opts Options) *Adapter {
+	t.Helper()
+	cfg.Interface = h.Ifname
+	var a *Adapter
+	if err := h.Do(func() (err error) { a, err = Open(cfg, opts); return err }); err != nil {
+		t.Fatalf("open adapter on %s/%s: %v", h.NS, h.Ifname, err)
+	}
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	return a
+}
+
 // attached reports whether h's veth end has an XDP program.
 func attached(t *testing.T, h *testbed.Host) bool {
 	t.Helper()

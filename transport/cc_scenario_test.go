@@ -126,12 +126,12 @@ func runCCCase(t *testing.T, c ccCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := e.Connect(tx, rxLink.LocalAddr(), 7, nil)
+		conn, err := e.Connect(tx, rxLink.LocalAddr(), 7, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req := awaitRequest(t, r, "request", l)
-		if err := req.Accept(rx, nil); err != nil {
+		if err := req.Accept(rx, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		finishConnect(t, r, conn, req, tx, nil)

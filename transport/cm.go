@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
 // Connection management runs over the same link as data: request, reply, ready-to-use,
 // reject, disconnect request and reply (docs/PROTOCOL.md). Every message that expects an
-// answer is retransmitted every Config.CMTimeout until answered or Config.CMRetries sends;
-// answers to duplicates are sent again. Incoming requests wait in a bounded half-open table
-// (Config.MaxHalfOpen), so a flood of requests cannot exhaust memory; the other tables a
-// peer or the application grows are bounded too (maxRecent, maxLingering).
+// answer is retransmitted (cmRetry) after Config.CMTimeout, then at doubling intervals up to
+// cmMaxInterval, until answered or until the deadline its caller gave (Connect, Accept,
+// StartDisconnect); answers to duplicates are sent again. Incoming requests wait in a
+// bounded half-open table (Config.MaxHalfOpen), so a flood of requests cannot exhaust
+// memory; the other tables a peer or the application grows are bounded too (maxRecent,
+// maxLingering). Entries kept for the copies a peer may still send live cmQuiet past the
+// last copy seen (or, for recent connections, past the connection).
 //
 // Every message is checked before anything in it is used (docs/PROTOCOL.md §9): wire.Parse
 // drops what is wrong whoever receives it; here a source that is not a unicast address with
@@ -26,7 +30,8 @@ import (
 var (
 	// ErrRejected: the peer (or no listener at the peer) refused the connection.
 	ErrRejected = errors.New("connection rejected")
-	// ErrConnectTimeout: the peer did not answer within the retry budget.
+	// ErrConnectTimeout: the peer did not answer before the operation's timeout (Connect,
+	// Accept, StartDisconnect).
 	ErrConnectTimeout = errors.New("connection attempt timed out")
 	// ErrConnectCancelled: the attempt was abandoned with Connector.Cancel before an answer.
 	ErrConnectCancelled = errors.New("connection attempt cancelled")
@@ -52,7 +57,7 @@ const (
 	RejectByPeer      = 1 // the peer's application rejected
 	RejectNoListener  = 2 // nothing listens on the service
 	RejectBusy        = 3 // the listener's backlog is full
-	RejectTimeout     = 4 // the request waited too long for Accept or Reject
+	RejectTimeout     = 4 // the request waited too long for Accept or Reject (its requester stopped retransmitting it)
 	RejectUnsupported = 5 // the request asks for something this side cannot do
 	RejectInvalid     = 6 // a field of the request (or of the reply) is out of range (wire.ValidConnFields)
 )
@@ -62,18 +67,60 @@ const (
 // bound, Config.MaxHalfOpen, and refuses rather than evicts; attempts still waiting for
 // a reply are bounded by the QPs, one each.)
 const (
-	// maxRecent bounds the established incoming connections remembered for
-	// CMTimeout*CMRetries so that a late copy of their request is dropped rather than
-	// offered to the listener again. An entry evicted early only lets such a copy through:
-	// the listener may see it as a new request, whose reply the requester, connected
-	// already, does not complete, so that attempt expires.
+	// maxRecent bounds the established incoming connections remembered for cmQuiet so that
+	// a late copy of their request is dropped rather than offered to the listener again. An
+	// entry evicted early only lets such a copy through: the listener may see it as a new
+	// request, whose reply the requester, connected already, does not complete, so that
+	// attempt expires.
 	maxRecent = 1024
-	// maxLingering bounds the outgoing attempts kept for CMTimeout*CMRetries after they
-	// completed or were abandoned, to answer a retransmitted reply (a lost ready-to-use is
-	// sent again; a refused reply is refused again). An entry evicted early only leaves the
-	// peer's half-open connection to be established by the first data packet or to time out.
+	// maxLingering bounds the outgoing attempts kept after they completed or were abandoned,
+	// to answer a retransmitted reply (a lost ready-to-use is sent again; a refused reply is
+	// refused again), for cmQuiet past the latest copy. An entry evicted early only leaves
+	// the peer's half-open connection to be established by the first data packet (or a
+	// keepalive probe) or to time out.
 	maxLingering = 1024
 )
+
+// The connection manager's retransmission schedule (cmRetry) and how long it remembers.
+const (
+	// cmMaxInterval caps the interval between two copies of a CM message (it starts at
+	// Config.CMTimeout and doubles): a peer that comes back after a long silence hears
+	// from a waiting connect, accept or disconnect within half a second.
+	cmMaxInterval = 500 * time.Millisecond
+	// cmQuiet is how long the connection manager keeps an entry for copies of a peer's
+	// message after the latest one (a request waiting for Accept or Reject, an attempt
+	// lingering to answer a reply again) or after the connection was established (to drop
+	// a late copy of its request): four intervals at their cap, past which a peer that
+	// still retransmits would have sent a copy.
+	cmQuiet = 4 * cmMaxInterval
+)
+
+// cmRetry is the schedule of a CM message sent until answered: sent again at nextAt, after
+// intervals that start at Config.CMTimeout and double up to cmMaxInterval (or CMTimeout if
+// that is longer), until deadline.
+type cmRetry struct {
+	nextAt, iv, deadline int64
+}
+
+// start begins the schedule at now (the first copy just went) for timeout.
+func (r *cmRetry) start(now int64, first time.Duration, timeout time.Duration) {
+	r.iv, r.deadline = int64(first), now+int64(timeout)
+	r.nextAt = min(now+r.iv, r.deadline)
+}
+
+// poll reports at now whether the deadline has passed (expired), or else whether a copy is
+// due (resend; the schedule then moves on).
+func (r *cmRetry) poll(now int64) (resend, expired bool) {
+	if now >= r.deadline {
+		return false, true
+	}
+	if now < r.nextAt {
+		return false, false
+	}
+	r.iv = min(2*r.iv, max(int64(cmMaxInterval), r.iv))
+	r.nextAt = min(now+r.iv, r.deadline)
+	return true, false
+}
 
 type cmState struct {
 	e         *Engine
@@ -118,9 +165,10 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 	}
 }
 
-// poll retransmits what waits for an answer and expires what waited too long.
-func (c *cmState) poll(now int64) (next int64) {
-	e := c.e
+// poll retransmits what waits for an answer and expires what waited too long. It returns
+// the next time something is due, and whether it did anything (an expiry completes an
+// operation its caller waits for).
+func (c *cmState) poll(now int64) (next int64, busy bool) {
 	due := func(t int64) {
 		if t > 0 && (next == 0 || t < next) {
 			next = t
@@ -130,21 +178,22 @@ func (c *cmState) poll(now int64) (next int64) {
 		cn := c.conns[i]
 		switch cn.state.Load() {
 		case connSent:
-			if now >= cn.nextAt {
-				if cn.tries >= e.cfg.CMRetries {
-					if cn.state.CompareAndSwap(connSent, connFailed) { // else Cancel won
-						cn.qp.leaveConnecting()
-						cn.replied <- ErrConnectTimeout
-					}
-					c.removeConn(cn)
-					i--
-					continue
+			resend, expired := cn.retry.poll(now)
+			if expired {
+				busy = true
+				if cn.state.CompareAndSwap(connSent, connFailed) { // else Cancel won
+					cn.qp.leaveConnecting()
+					cn.replied <- ErrConnectTimeout
 				}
-				cn.tries++
-				cn.nextAt = now + int64(e.cfg.CMTimeout)
+				c.removeConn(cn)
+				i--
+				continue
+			}
+			if resend {
+				busy = true
 				c.sendRequest(cn)
 			}
-			due(cn.nextAt)
+			due(cn.retry.nextAt)
 		case connCompleted, connFailed: // a cancelled attempt lingers too (Cancel)
 			if cn.linger == 0 {
 				continue // Cancel's command has not run yet
@@ -159,29 +208,31 @@ func (c *cmState) poll(now int64) (next int64) {
 	}
 	for i := 0; i < len(c.halfOpen); i++ {
 		r := c.halfOpen[i]
-		switch {
-		case r.replied && now >= r.nextAt:
-			if r.tries >= e.cfg.CMRetries {
-				r.qp.abort(now)
+		if r.replied {
+			resend, expired := r.retry.poll(now)
+			if expired {
+				busy = true
+				r.qp.abort(now, fmt.Errorf("no ready-to-use from the requester: %w", ErrConnectTimeout))
 				c.dropHalfOpen(r, ErrConnectTimeout)
 				i--
 				continue
 			}
-			r.tries++
-			r.nextAt = now + int64(e.cfg.CMTimeout)
-			c.sendReply(r)
-		case !r.replied && now >= r.expireAt:
+			if resend {
+				busy = true
+				c.sendReply(r)
+			}
+			due(r.retry.nextAt)
+			continue
+		}
+		if now >= r.expireAt {
+			busy = true
 			c.sendReject(r.Peer, r.connID, RejectTimeout, nil)
 			r.answered.Store(true)
 			c.dropHalfOpen(r, ErrConnectTimeout)
 			i--
 			continue
 		}
-		if r.replied {
-			due(r.nextAt)
-		} else {
-			due(r.expireAt)
-		}
+		due(r.expireAt)
 	}
 	for i := 0; i < len(c.recent); i++ {
 		if now >= c.recent[i].until {
@@ -193,19 +244,61 @@ func (c *cmState) poll(now int64) (next int64) {
 	}
 	for i := 0; i < len(c.discs); i++ {
 		d := c.discs[i]
-		if now >= d.nextAt {
-			if d.tries >= e.cfg.CMRetries {
-				c.finishDisconnect(d, ErrConnectTimeout)
-				i--
-				continue
-			}
-			d.tries++
-			d.nextAt = now + int64(e.cfg.CMTimeout)
+		resend, expired := d.retry.poll(now)
+		if expired {
+			busy = true
+			c.finishDisconnect(d, ErrConnectTimeout)
+			i--
+			continue
+		}
+		if resend {
+			busy = true
 			c.sendDisconnect(d.q, wire.OpDisconnectReq)
 		}
-		due(d.nextAt)
+		due(d.retry.nextAt)
 	}
-	return next
+	return next, busy
+}
+
+// forget abandons what the connection manager holds for q, which is being closed: an
+// attempt waiting for its reply fails (ErrConnectCancelled), a reply or an accepted request
+// not yet established is refused to the peer, a completed attempt lingering to resend its
+// ready-to-use refuses copies of the reply instead, and a graceful disconnect in progress
+// ends (ErrConnectCancelled). Engine goroutine.
+func (c *cmState) forget(now int64, q *QP) {
+	for i := 0; i < len(c.conns); i++ {
+		cn := c.conns[i]
+		if cn.qp != q {
+			continue
+		}
+		st := cn.state.Load()
+		for st != connFailed && !cn.state.CompareAndSwap(st, connFailed) {
+			st = cn.state.Load() // the application moved it on meanwhile (Complete, Cancel)
+		}
+		switch st {
+		case connSent:
+			cn.replied <- ErrConnectCancelled
+		case connReplied:
+			c.sendReject(cn.peer, cn.connID, RejectByPeer, nil)
+		}
+		if cn.linger == 0 {
+			c.lingerConn(now, cn) // refuse late replies; may evict an entry before i
+			i = -1                // start over: the list may have changed
+		}
+	}
+	for i := 0; i < len(c.halfOpen); i++ {
+		if r := c.halfOpen[i]; r.qp == q {
+			c.sendReject(r.Peer, r.connID, RejectByPeer, nil)
+			c.dropHalfOpen(r, ErrConnectCancelled)
+			i--
+		}
+	}
+	for i := 0; i < len(c.discs); i++ {
+		if d := c.discs[i]; d.q == q {
+			c.finishDisconnect(d, fmt.Errorf("queue pair closed: %w", ErrConnectCancelled))
+			i--
+		}
+	}
 }
 
 // validSource reports whether a is a unicast address with a non-zero port: where a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
@@ -22,10 +23,9 @@ type Connector struct {
 	ourPSN  wire.PSN
 
 	state   atomic.Int32 // connSent, connReplied, connCompleted, connFailed
-	tries   int
-	nextAt  int64
-	linger  int64
-	refusal uint16 // the reason a late reply is refused with (0: RejectByPeer); engine goroutine
+	retry   cmRetry      // the request's retransmissions (connSent); engine goroutine
+	linger  int64        // completed or abandoned: kept until then to answer copies of the reply
+	refusal uint16       // the reason a late reply is refused with (0: RejectByPeer); engine goroutine
 	replied chan error
 
 	// Filled from the reply.
@@ -49,9 +49,20 @@ const (
 // Connect starts connecting qp (idle) to the listener of service at peer, with private
 // data. Wait reports the reply; then Complete finishes the handshake (or Reject refuses the
 // peer's reply), as NdkConnect and NdkCompleteConnect do.
-func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []byte) (*Connector, error) {
+//
+// The request is sent again after Config.CMTimeout, then at doubling intervals up to
+// 500 ms, until the peer answers or timeout has passed since the engine sent the first
+// one (ErrConnectTimeout); 0 means Config.ConnectTimeout. A rejection (no listener, the
+// peer's Reject) ends the attempt at once (ErrRejected).
+func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []byte, timeout time.Duration) (*Connector, error) {
 	if len(private) > wire.MaxPrivateData {
 		return nil, ErrPrivateData
+	}
+	if timeout < 0 {
+		return nil, fmt.Errorf("connect timeout %v: %w", timeout, ErrInvalidRequest)
+	}
+	if timeout == 0 {
+		timeout = e.cfg.ConnectTimeout
 	}
 	if qp.e != e {
 		return nil, fmt.Errorf("qp of another engine: %w", ErrBadState)
@@ -66,14 +77,14 @@ func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []
 	c := &Connector{qp: qp, peer: peer, service: service, private: append([]byte(nil), private...),
 		connID: randUint64() | 1, ourPSN: wire.PSN(randUint64()), replied: make(chan error, 1)}
 	e.command(func(now int64) {
-		c.tries, c.nextAt = 1, now+int64(e.cfg.CMTimeout)
+		c.retry.start(now, e.cfg.CMTimeout, timeout)
 		e.cm.conns = append(e.cm.conns, c)
 		e.cm.sendRequest(c)
 	})
 	return c, nil
 }
 
-// Wait waits for the peer's reply (nil), a rejection (ErrRejected), a timeout
+// Wait waits for the peer's reply (nil), a rejection (ErrRejected), Connect's timeout
 // (ErrConnectTimeout), a reply with a field out of range (ErrPeerInvalid), or ctx to end.
 func (c *Connector) Wait(ctx context.Context) error { return waitResult(ctx, c.replied) }
 
@@ -105,6 +116,7 @@ func (c *Connector) Complete() error {
 		}
 		ird, ord := min(q.cfg.IRD, c.peerORD), min(q.cfg.ORD, c.peerIRD)
 		e.cm.connectQP(q, c.peer, c.peerPort, c.peerQPN, c.cookie, c.ourPSN, c.peerPSN, c.peerMax, ird, ord)
+		q.ka.start(now, q.cfg.KeepAlive)
 		q.state.Store(uint32(QPConnected))
 		e.activate(q)
 		e.cm.sendRTU(c)
@@ -183,11 +195,11 @@ func (c *cmState) connectQP(q *QP, peer netip.AddrPort, peerPort uint16, peerQPN
 	q.snd.publishStats()
 }
 
-// lingerConn keeps an attempt that completed or was abandoned listed until
-// CMTimeout*CMRetries from now, evicting the lingering attempt that ends first when more
-// than maxLingering linger.
+// lingerConn keeps an attempt that completed or was abandoned listed until cmQuiet from now
+// (each copy of the peer's reply extends it: onReply), evicting the lingering attempt that
+// ends first when more than maxLingering linger.
 func (c *cmState) lingerConn(now int64, cn *Connector) {
-	cn.linger = now + int64(c.e.cfg.CMTimeout)*int64(c.e.cfg.CMRetries)
+	cn.linger = now + int64(cmQuiet)
 	n := 0
 	var oldest *Connector
 	for _, x := range c.conns {
@@ -221,6 +233,14 @@ func (c *cmState) refuseReply(now int64, cn *Connector, from netip.AddrPort) {
 	cn.qp.leaveConnecting()
 	cn.replied <- ErrPeerInvalid
 	c.lingerConn(now, cn)
+}
+
+// extendLinger keeps a lingering attempt cmQuiet past now: its peer still sends copies of
+// its reply.
+func (c *cmState) extendLinger(now int64, cn *Connector) {
+	if cn.linger != 0 {
+		cn.linger = max(cn.linger, now+int64(cmQuiet))
+	}
 }
 
 func (c *cmState) removeConn(cn *Connector) {
@@ -266,8 +286,10 @@ func (c *cmState) onReply(now int64, from netip.AddrPort, p *wire.Packet) {
 				reason = cn.refusal
 			}
 			c.sendReject(from, cn.connID, reason, nil)
+			c.extendLinger(now, cn)
 		case connCompleted:
 			c.sendRTU(cn) // our ready-to-use was lost
+			c.extendLinger(now, cn)
 		}
 		return
 	}
@@ -289,7 +311,7 @@ func (c *cmState) onReject(now int64, from netip.AddrPort, p *wire.Packet) {
 	}
 	for _, r := range c.halfOpen {
 		if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() {
-			r.qp.abort(now)
+			r.qp.abort(now, fmt.Errorf("the requester refused the reply: %w", ErrRejected))
 			c.dropHalfOpen(r, ErrRejected)
 			return
 		}

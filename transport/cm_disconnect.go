@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
@@ -13,37 +14,42 @@ import (
 
 // disconnectState is a graceful disconnect in progress.
 type disconnectState struct {
-	q      *QP
-	tries  int
-	nextAt int64
-	done   chan error
+	q     *QP
+	retry cmRetry // the request's retransmissions
+	done  chan error
 }
 
 // Disconnect closes the connection gracefully: everything outstanding completes cancelled
 // (the implicit flush of NDKPI NdkDisconnect), the peer is told, and the call returns when
-// it answers (nil), the retry budget runs out (ErrConnectTimeout), or ctx ends. The QP
-// cannot be connected again.
-func (q *QP) Disconnect(ctx context.Context) error { return q.StartDisconnect().Wait(ctx) }
+// it answers (nil), the QP's RetryTimeout passes without an answer (ErrConnectTimeout), or
+// ctx ends. The QP cannot be connected again.
+func (q *QP) Disconnect(ctx context.Context) error { return q.StartDisconnect(0).Wait(ctx) }
 
-// StartDisconnect begins Disconnect without waiting for it.
-func (q *QP) StartDisconnect() *Disconnecting {
+// StartDisconnect begins Disconnect without waiting for it. The disconnect request is sent
+// again after Config.CMTimeout, then at doubling intervals up to 500 ms, until the peer
+// answers or timeout has passed since the engine sent the first one (ErrConnectTimeout); 0
+// means the QP's RetryTimeout. A negative timeout is taken as 0.
+func (q *QP) StartDisconnect(timeout time.Duration) *Disconnecting {
 	d := &disconnectState{q: q, done: make(chan error, 1)}
 	e := q.e
+	if timeout <= 0 {
+		timeout = q.cfg.RetryTimeout
+	}
 	e.command(func(now int64) {
 		switch q.State() {
 		case QPConnected, QPError:
 		case QPDisconnected:
 			// After the peer's own disconnect: the implicit flush of what it left posted.
-			q.flush(now, StatusCancelled, -1)
+			q.flush(now, StatusCancelled, -1, ErrDisconnected)
 			d.done <- nil
 			return
 		default:
 			d.done <- fmt.Errorf("disconnect a %v qp: %w", q.State(), ErrBadState)
 			return
 		}
-		q.flush(now, StatusCancelled, -1)
+		q.flush(now, StatusCancelled, -1, ErrDisconnected)
 		q.state.Store(uint32(QPDisconnected))
-		d.tries, d.nextAt = 1, now+int64(e.cfg.CMTimeout)
+		d.retry.start(now, e.cfg.CMTimeout, timeout)
 		e.cm.discs = append(e.cm.discs, d)
 		e.cm.sendDisconnect(q, wire.OpDisconnectReq)
 	})
@@ -53,7 +59,8 @@ func (q *QP) StartDisconnect() *Disconnecting {
 // Disconnecting is a graceful disconnect in progress.
 type Disconnecting struct{ done chan error }
 
-// Wait waits until the peer answered (nil), the retry budget ran out, or ctx ends.
+// Wait waits until the peer answered (nil), the disconnect's timeout passed
+// (ErrConnectTimeout), or ctx ends.
 func (d *Disconnecting) Wait(ctx context.Context) error { return waitResult(ctx, d.done) }
 
 // Done reports, without blocking, whether the disconnect finished, and how.
@@ -105,6 +112,7 @@ func (c *cmState) onDisconnect(from netip.AddrPort, p *wire.Packet) {
 		// requests and posted receives stay until the application flushes, disconnects
 		// or closes. A QP that failed before was flushed already.
 		q.held = st != QPError
+		q.setCause(ErrPeerDisconnected)
 		q.state.Store(uint32(QPDisconnected))
 		q.indicateDisconnect()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
@@ -37,7 +38,9 @@ func (e *Engine) Listen(service uint64, backlog int) (*Listener, error) {
 }
 
 // Requests delivers incoming connection requests. Each must be answered with Accept or
-// Reject; unanswered ones are rejected after the connection manager's retry budget.
+// Reject. One left unanswered stays answerable while its requester keeps retransmitting it
+// (until the requester's Connect times out); it is rejected (RejectTimeout) 2 s after the
+// last copy arrived.
 func (l *Listener) Requests() <-chan *ConnRequest { return l.reqs }
 
 // Next waits for the next connection request or for ctx to end.
@@ -80,19 +83,25 @@ type ConnRequest struct {
 	qp       *QP
 	replied  bool
 	private  []byte
-	tries    int
-	nextAt   int64
-	expireAt int64
+	retry    cmRetry    // the reply's retransmissions, once accepted (replied)
+	expireAt int64      // not yet answered: rejected then (cmQuiet after the latest copy of the request)
 	done     chan error // established (nil) or failed
 	answered atomic.Bool
 }
 
 // Accept connects qp (idle, on the listener's engine) to the requester with private data,
 // answering with a reply. It returns at once; Wait reports when the requester's
-// ready-to-use arrives.
-func (r *ConnRequest) Accept(qp *QP, private []byte) error {
+// ready-to-use arrives (or its first data packet). The reply is sent again after
+// Config.CMTimeout, then at doubling intervals up to 500 ms, so that a requester whose
+// application is slow to complete the connection still gets it, until timeout has passed
+// since the engine sent the first one; then Wait reports ErrConnectTimeout and qp fails. 0
+// means Config.ConnectTimeout.
+func (r *ConnRequest) Accept(qp *QP, private []byte, timeout time.Duration) error {
 	if len(private) > wire.MaxPrivateData {
 		return ErrPrivateData
+	}
+	if timeout < 0 {
+		return fmt.Errorf("accept timeout %v: %w", timeout, ErrInvalidRequest)
 	}
 	if qp.e != r.l.e {
 		return fmt.Errorf("qp of another engine: %w", ErrBadState)
@@ -106,11 +115,14 @@ func (r *ConnRequest) Accept(qp *QP, private []byte) error {
 	}
 	priv := append([]byte(nil), private...)
 	e := r.l.e
+	if timeout == 0 {
+		timeout = e.cfg.ConnectTimeout
+	}
 	e.command(func(now int64) {
 		r.qp, r.private, r.replied = qp, priv, true
 		ird, ord := min(qp.cfg.IRD, r.ORD), min(qp.cfg.ORD, r.IRD)
 		e.cm.connectQP(qp, r.Peer, r.peerPort, r.peerQPN, randUint64()|1, wire.PSN(randUint64()), r.peerPSN, r.peerMax, ird, ord)
-		r.tries, r.nextAt = 1, now+int64(e.cfg.CMTimeout)
+		r.retry.start(now, e.cfg.CMTimeout, timeout)
 		e.cm.sendReply(r)
 	})
 	return nil
@@ -149,14 +161,14 @@ func (c *cmState) established(now int64, q *QP) bool {
 				c.dropHalfOpen(r, ErrConnectCancelled) // flushed while connecting: it stays failed
 				return false
 			}
+			q.ka.start(now, q.cfg.KeepAlive)
 			q.state.Store(uint32(QPConnected))
 			c.e.activate(q)
 			if len(c.recent) >= maxRecent {
 				// The oldest goes: every entry lives as long, so the first expires first.
 				c.recent = append(c.recent[:0], c.recent[1:]...)
 			}
-			c.recent = append(c.recent, recentConn{peer: r.Peer.Addr(), connID: r.connID,
-				until: now + int64(c.e.cfg.CMTimeout)*int64(c.e.cfg.CMRetries)})
+			c.recent = append(c.recent, recentConn{peer: r.Peer.Addr(), connID: r.connID, until: now + int64(cmQuiet)})
 			c.dropHalfOpen(r, nil)
 			return true
 		}
@@ -197,6 +209,8 @@ func (c *cmState) onRequest(now int64, from netip.AddrPort, p *wire.Packet) {
 		if r.connID == m.ConnID && r.Peer.Addr() == from.Addr() {
 			if r.replied {
 				c.sendReply(r) // our reply was lost
+			} else {
+				r.expireAt = now + int64(cmQuiet) // the requester still waits for an answer
 			}
 			return
 		}
@@ -221,8 +235,7 @@ func (c *cmState) onRequest(now int64, from netip.AddrPort, p *wire.Packet) {
 	r := &ConnRequest{
 		Peer: from, PrivateData: append([]byte(nil), p.PrivateData...), IRD: int(m.IRD), ORD: int(m.ORD),
 		l: l, connID: m.ConnID, peerQPN: m.SrcQPN, peerPSN: m.InitialPSN, peerMax: int(m.MaxPayload),
-		peerPort: m.DataPort, done: make(chan error, 1),
-		expireAt: now + int64(e.cfg.CMTimeout)*int64(e.cfg.CMRetries)*4,
+		peerPort: m.DataPort, done: make(chan error, 1), expireAt: now + int64(cmQuiet),
 	}
 	select {
 	case l.reqs <- r:

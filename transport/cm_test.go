@@ -16,11 +16,24 @@ import (
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
-// semCMTimeout and semCMRetries are the connection manager's defaults (Config).
+// semCMTimeout is the connection manager's first retransmission interval (Config.CMTimeout's
+// default); semCMMaxInterval the interval's cap.
 const (
-	semCMTimeout = 20 * time.Millisecond
-	semCMRetries = 10
+	semCMTimeout     = 20 * time.Millisecond
+	semCMMaxInterval = 500 * time.Millisecond
 )
+
+// semCMSends returns how many copies of a CM message go out in d after the first one left
+// (the first included), with intervals from first doubling up to semCMMaxInterval.
+func semCMSends(first, d time.Duration) int {
+	n, at, iv := 1, first, first
+	for at < d {
+		n++
+		iv = min(2*iv, semCMMaxInterval)
+		at += iv
+	}
+	return n
+}
 
 // TestCMSemPrivateData: private data of 0 to wire.MaxPrivateData bytes travels both ways
 // unchanged; more is refused with ErrPrivateData by Connect, Accept and both Rejects, and a
@@ -40,7 +53,7 @@ func TestCMSemPrivateData(t *testing.T) {
 			if req.Peer.Addr() != a.addr.Addr() {
 				t.Fatalf("request from %v, want %v", req.Peer, a.addr)
 			}
-			if err := req.Accept(qb, repData); err != nil {
+			if err := req.Accept(qb, repData, 0); err != nil {
 				t.Fatal(err)
 			}
 			semReplied(t, w, conn)
@@ -62,22 +75,22 @@ func TestCMSemPrivateData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = a.eng.Connect(qa, b.addr, 5, big)
+		_, err = a.eng.Connect(qa, b.addr, 5, big, 0)
 		semIs(t, "connect with too much private data", err, transport.ErrPrivateData)
 		semState(t, "after the refused connect", qa, transport.QPIdle)
 		w.runFor(5 * time.Millisecond)
 		if a.tap.sentCount(wire.OpConnRequest) != 0 {
 			t.Fatal("a refused Connect sent a request")
 		}
-		conn, err := a.eng.Connect(qa, b.addr, 5, nil) // the same QP connects afterwards
+		conn, err := a.eng.Connect(qa, b.addr, 5, nil, 0) // the same QP connects afterwards
 		if err != nil {
 			t.Fatal(err)
 		}
 		req := semNextRequest(w, l)
-		semIs(t, "accept with too much private data", req.Accept(qb, big), transport.ErrPrivateData)
+		semIs(t, "accept with too much private data", req.Accept(qb, big, 0), transport.ErrPrivateData)
 		semState(t, "after the refused accept", qb, transport.QPIdle)
 		semIs(t, "reject with too much private data", req.Reject(big), transport.ErrPrivateData)
-		if err := req.Accept(qb, make([]byte, wire.MaxPrivateData)); err != nil {
+		if err := req.Accept(qb, make([]byte, wire.MaxPrivateData), 0); err != nil {
 			t.Fatalf("accept after the refused calls: %v", err)
 		}
 		w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
@@ -107,7 +120,7 @@ func TestCMSemReject(t *testing.T) {
 		semState(t, "rejected connector", qa, transport.QPIdle)
 		_, err := req.Established()
 		semIs(t, "the rejected request", err, transport.ErrRejected)
-		semIs(t, "accept after reject", req.Accept(qb, nil), transport.ErrBadState)
+		semIs(t, "accept after reject", req.Accept(qb, nil, 0), transport.ErrBadState)
 		semState(t, "qp offered to a rejected request", qb, transport.QPIdle)
 		// The same QPs connect afterwards.
 		w.connectQPs(a, qa, b, qb)
@@ -116,7 +129,7 @@ func TestCMSemReject(t *testing.T) {
 		w, a, b := newSemPair(t, nil)
 		qa, qb, l, conn := semDial(t, a, b, 1, nil)
 		req := semNextRequest(w, l)
-		if err := req.Accept(qb, []byte("offer")); err != nil {
+		if err := req.Accept(qb, []byte("offer"), 0); err != nil {
 			t.Fatal(err)
 		}
 		w.runUntil(time.Second, "reply", func() bool { d, _ := conn.Replied(); return d })
@@ -140,7 +153,7 @@ func TestCMSemCancel(t *testing.T) {
 	t.Run("unanswered", func(t *testing.T) {
 		w, a, b := newSemPair(t, nil)
 		qa := a.qp(transport.QPConfig{})
-		conn, err := a.eng.Connect(qa, semAddr(99), 1, nil) // no such host
+		conn, err := a.eng.Connect(qa, semAddr(99), 1, nil, 0) // no such host
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +178,7 @@ func TestCMSemCancel(t *testing.T) {
 		w, a, b := newSemPair(t, nil)
 		qa, qb, l, conn := semDial(t, a, b, 1, nil)
 		req := semNextRequest(w, l)
-		if err := req.Accept(qb, nil); err != nil {
+		if err := req.Accept(qb, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		semReplied(t, w, conn)
@@ -190,7 +203,7 @@ func TestCMSemCancel(t *testing.T) {
 			t.Fatal("Cancel reported false")
 		}
 		w.runFor(time.Millisecond)
-		if err := req.Accept(qb, nil); err != nil {
+		if err := req.Accept(qb, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		w.runUntil(time.Second, "acceptor told", func() bool { d, _ := req.Established(); return d })
@@ -219,7 +232,7 @@ func TestCMSemNoListener(t *testing.T) {
 	w, a, _ := newSemPair(t, nil)
 	qa := a.qp(transport.QPConfig{})
 	t0 := w.clock.Now()
-	conn, err := a.eng.Connect(qa, semAddr(2), 77, nil)
+	conn, err := a.eng.Connect(qa, semAddr(2), 77, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,54 +243,76 @@ func TestCMSemNoListener(t *testing.T) {
 	semState(t, "rejected", qa, transport.QPIdle)
 }
 
-// TestCMSemDeadPeer: connecting to a host that never answers fails with ErrConnectTimeout
-// after CMRetries requests, within CMTimeout*CMRetries; the QP returns to idle.
+// TestCMSemDeadPeer: connecting to a host that never answers keeps retransmitting the
+// request (CMTimeout, doubling up to 500 ms) until the attempt's timeout, and fails then with
+// ErrConnectTimeout, not before; the QP returns to idle. Without a timeout the attempt runs
+// for Config.ConnectTimeout (30 s).
 func TestCMSemDeadPeer(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		timeout time.Duration
-		retries int
-	}{{"defaults", 0, 0}, {"5ms x 4", 5 * time.Millisecond, 4}} {
+		timeout time.Duration // given to Connect (0: the default)
+		want    time.Duration
+	}{{"defaults", 0, transport.DefaultConnectTimeout}, {"5 s", 5 * time.Second, 5 * time.Second}, {"50 ms", 50 * time.Millisecond, 50 * time.Millisecond}} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, a, b := newSemPair(t, func(c *transport.Config) {
-				if tc.timeout != 0 {
-					c.CMTimeout, c.CMRetries = tc.timeout, tc.retries
-				}
-			})
-			timeout, retries := tc.timeout, tc.retries
-			if timeout == 0 {
-				timeout, retries = semCMTimeout, semCMRetries
-			}
+			w, a, b := newSemPair(t, nil)
 			qa := a.qp(transport.QPConfig{})
 			t0 := w.clock.Now()
-			conn, err := a.eng.Connect(qa, semAddr(99), 1, nil) // no such host
+			conn, err := a.eng.Connect(qa, semAddr(99), 1, nil, tc.timeout) // no such host
 			if err != nil {
 				t.Fatal(err)
 			}
-			w.runUntil(time.Duration(retries+1)*timeout, "timeout", func() bool { d, _ := conn.Replied(); return d })
+			// Still retrying shortly before the deadline.
+			w.runFor(tc.want - tc.want/5)
+			if d, err := conn.Replied(); d {
+				t.Fatalf("attempt ended after %v, before its timeout %v: %v", w.elapsedSince(t0), tc.want, err)
+			}
+			semState(t, "connecting", qa, transport.QPConnecting)
+			before := a.tap.sentCount(wire.OpConnRequest)
+			w.runUntil(tc.want, "timeout", func() bool { d, _ := conn.Replied(); return d })
 			_, err = conn.Replied()
 			semIs(t, "connect to a dead peer", err, transport.ErrConnectTimeout)
-			d := w.elapsedSince(t0)
-			if d > time.Duration(retries)*timeout || d < time.Duration(retries-1)*timeout {
-				t.Fatalf("timed out after %v, want in [%v, %v]", d, time.Duration(retries-1)*timeout, time.Duration(retries)*timeout)
+			if d := w.elapsedSince(t0); d < tc.want || d > tc.want+time.Millisecond {
+				t.Fatalf("timed out after %v, want %v", d, tc.want)
 			}
-			if n := a.tap.sentCount(wire.OpConnRequest); n != retries {
-				t.Fatalf("%d requests sent, want %d", n, retries)
+			n := a.tap.sentCount(wire.OpConnRequest)
+			if want := semCMSends(semCMTimeout, tc.want); n != want {
+				t.Fatalf("%d requests sent, want %d", n, want)
+			}
+			if tc.want >= 2*time.Second && n == before {
+				t.Fatalf("no request sent in the last fifth of the attempt")
 			}
 			semState(t, "timed out", qa, transport.QPIdle)
 			w.connectQPs(a, qa, b, b.qp(transport.QPConfig{})) // reusable
 		})
 	}
+	t.Run("peer answers after a second", func(t *testing.T) {
+		// A peer that does not answer for a second (a partition, a stalled host) is
+		// connected to once it does: the retransmitted request gets through.
+		w, a, b := newSemPair(t, nil)
+		w.net.Partition(a.addr, b.addr)
+		qa, qb, l, conn := semDial(t, a, b, 1, nil)
+		w.runFor(time.Second)
+		w.net.Heal(a.addr, b.addr)
+		req := awaitRequest(t, w, "request after the partition", l)
+		if err := req.Accept(qb, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		semFinish(t, w, conn, req)
+		semState(t, "A", qa, transport.QPConnected)
+		if n := a.tap.sentCount(wire.OpConnRequest); n < semCMSends(semCMTimeout, time.Second) {
+			t.Fatalf("%d requests sent across a partition of a second", n)
+		}
+	})
 }
 
 // TestCMSemLostMessages: a lost reply or a lost ready-to-use is recovered by
-// retransmission; so is a partition healed within the retry budget.
+// retransmission; so is a partition healed before the attempt's timeout.
 func TestCMSemLostMessages(t *testing.T) {
 	handshake := func(t *testing.T, w *semWorld, a, b *semNode, afterComplete func(qa *transport.QP)) (qa, qb *transport.QP, tReply, tEst time.Duration) {
 		t0 := w.clock.Now()
 		qa, qb, l, conn := semDial(t, a, b, 1, []byte("req"))
 		req := awaitRequest(t, w, "request", l)
-		if err := req.Accept(qb, []byte("rep")); err != nil {
+		if err := req.Accept(qb, []byte("rep"), 0); err != nil {
 			t.Fatal(err)
 		}
 		semReplied(t, w, conn)
@@ -353,7 +388,7 @@ func TestCMSemLostMessages(t *testing.T) {
 		semExpect(t, "early write", w.rec.of(qa), semWant{60, semOpWrite, semAV})
 	})
 	t.Run("ready-to-use never arrives", func(t *testing.T) {
-		// The acceptor gives up after its retry budget: the request fails with
+		// The acceptor gives up after Accept's timeout: the request fails with
 		// ErrConnectTimeout and the QP it offered is failed.
 		w, a, b := newSemPair(t, nil)
 		a.tap.setDrop(func(p *wire.Packet) bool { return p.Opcode == wire.OpReadyToUse })
@@ -361,17 +396,19 @@ func TestCMSemLostMessages(t *testing.T) {
 		req := semNextRequest(w, l)
 		semRecv(t, qb, 70, make([]byte, 8))
 		t0 := w.clock.Now()
-		if err := req.Accept(qb, nil); err != nil {
+		const timeout = 300 * time.Millisecond
+		if err := req.Accept(qb, nil, timeout); err != nil {
 			t.Fatal(err)
 		}
 		semComplete(t, w, conn)
 		w.runUntil(time.Second, "acceptor gives up", func() bool { d, _ := req.Established(); return d })
 		_, err := req.Established()
 		semIs(t, "accept without ready-to-use", err, transport.ErrConnectTimeout)
-		if el := w.elapsedSince(t0); el > semCMRetries*semCMTimeout+time.Millisecond {
-			t.Fatalf("gave up after %v, want within CMTimeout*CMRetries", el)
+		if el := w.elapsedSince(t0); el < timeout || el > timeout+time.Millisecond {
+			t.Fatalf("gave up after %v, want Accept's timeout %v", el, timeout)
 		}
 		semState(t, "acceptor's QP", qb, transport.QPError)
+		semIs(t, "acceptor's QP cause", qb.Cause(), transport.ErrConnectTimeout)
 		semExpect(t, "acceptor's receive", w.rec.of(qb), semWant{70, semOpRecv, semCancel})
 		t.Logf("%d replies sent, %d RTUs lost; connector's QP: %v", b.tap.sentCount(wire.OpConnReply), a.tap.recvCount(wire.OpReadyToUse), qa.State())
 	})
@@ -390,7 +427,7 @@ func TestCMSemLostMessages(t *testing.T) {
 			req = pollRequest(l)
 			return req != nil
 		})
-		if err := req.Accept(qb, nil); err != nil {
+		if err := req.Accept(qb, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		semReplied(t, w, conn)
@@ -412,7 +449,7 @@ func TestCMSemDuplicateRequest(t *testing.T) {
 	w, a, b := newSemPair(t, nil)
 	qa, qb, l, conn := semDial(t, a, b, 4, []byte("once"))
 	req := semNextRequest(w, l)
-	if err := req.Accept(qb, nil); err != nil {
+	if err := req.Accept(qb, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	semComplete(t, w, conn)
@@ -507,8 +544,8 @@ func TestCMSemFlood(t *testing.T) {
 		t.Fatalf("only %d sends on the existing connection during the flood", sent)
 	}
 
-	// The waiting requests expire (CMTimeout*CMRetries*4) and are rejected.
-	w.runUntil(2*time.Second, "half-open requests expire", func() bool {
+	// The waiting requests expire (2 s after their last copy) and are rejected.
+	w.runUntil(3*time.Second, "half-open requests expire", func() bool {
 		n := 0
 		for _, r := range raws {
 			n += r.rawCount(wire.OpConnReject)
@@ -524,7 +561,7 @@ func TestCMSemFlood(t *testing.T) {
 	}
 	// Their ConnRequests are dead: answering fails and leaves the QP idle.
 	q2 := a.qp(transport.QPConfig{})
-	conn, err := a.eng.Connect(q2, b.addr, 50, []byte("legit"))
+	conn, err := a.eng.Connect(q2, b.addr, 50, []byte("legit"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,14 +575,14 @@ func TestCMSemFlood(t *testing.T) {
 					req = r
 					return true
 				}
-				semIs(t, "accept an expired request", r.Accept(spare, nil), transport.ErrBadState)
+				semIs(t, "accept an expired request", r.Accept(spare, nil, 0), transport.ErrBadState)
 				semState(t, "qp offered to an expired request", spare, transport.QPIdle)
 			default:
 				return false
 			}
 		}
 	})
-	if err := req.Accept(spare, nil); err != nil {
+	if err := req.Accept(spare, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	semFinish(t, w, conn, req)
@@ -561,7 +598,7 @@ func TestCMSemListenerClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	qa, qb := a.qp(transport.QPConfig{}), b.qp(transport.QPConfig{})
-	conn, err := a.eng.Connect(qa, b.addr, 5, nil)
+	conn, err := a.eng.Connect(qa, b.addr, 5, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +608,7 @@ func TestCMSemListenerClose(t *testing.T) {
 
 	q2 := a.qp(transport.QPConfig{})
 	t0 := w.clock.Now()
-	conn2, err := a.eng.Connect(q2, b.addr, 5, nil)
+	conn2, err := a.eng.Connect(q2, b.addr, 5, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +618,7 @@ func TestCMSemListenerClose(t *testing.T) {
 	}
 
 	// The request delivered before Close is still answerable.
-	if err := req.Accept(qb, nil); err != nil {
+	if err := req.Accept(qb, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	semFinish(t, w, conn, req)
@@ -622,7 +659,7 @@ func TestCMSemDisconnect(t *testing.T) {
 	}
 	nb := len(w.rec.of(qb)) // the Send may have consumed receive 30
 	t0 := w.clock.Now()
-	d := qa.StartDisconnect()
+	d := qa.StartDisconnect(0)
 	w.runUntil(time.Second, "disconnect", func() bool { done, _ := d.Done(); return done })
 	if _, err := d.Done(); err != nil {
 		t.Fatalf("disconnect: %v", err)
@@ -647,7 +684,7 @@ func TestCMSemDisconnect(t *testing.T) {
 	// Posting afterwards.
 	semIs(t, "A post after disconnect", qa.PostSend(semSend(4, 0, []byte("x"))), transport.ErrNotConnected)
 	semIs(t, "B post after disconnect", qb.PostSend(semSend(5, 0, []byte("x"))), transport.ErrNotConnected)
-	_, err := b.eng.Connect(qb, semAddr(1), 9, nil)
+	_, err := b.eng.Connect(qb, semAddr(1), 9, nil, 0)
 	semIs(t, "connect a disconnected QP", err, transport.ErrBadState)
 	semRecv(t, qa, 22, make([]byte, 10))
 	w.runUntil(time.Second, "receive after disconnect", func() bool { return len(w.rec.of(qa, semOpRecv)) == 3 })
@@ -664,7 +701,7 @@ func TestCMSemDisconnect(t *testing.T) {
 	t.Logf("B after its flush: %v", qb.State())
 
 	// A second disconnect is a no-op that succeeds.
-	d2 := qa.StartDisconnect()
+	d2 := qa.StartDisconnect(0)
 	w.runUntil(time.Second, "second disconnect", func() bool { done, _ := d2.Done(); return done })
 	if _, err := d2.Done(); err != nil {
 		t.Fatalf("second disconnect: %v", err)
@@ -676,7 +713,7 @@ func TestCMSemDisconnect(t *testing.T) {
 // B has already called disconnect itself").
 func TestCMSemDisconnectBoth(t *testing.T) {
 	w, _, _, qa, qb, discA, discB := semDiscPair(t, nil)
-	da, db := qa.StartDisconnect(), qb.StartDisconnect()
+	da, db := qa.StartDisconnect(0), qb.StartDisconnect(0)
 	w.runUntil(time.Second, "disconnects", func() bool {
 		x, _ := da.Done()
 		y, _ := db.Done()
@@ -700,7 +737,7 @@ func TestCMSemDisconnectLostReply(t *testing.T) {
 	w, _, b, qa, qb, _, discB := semDiscPair(t, nil)
 	b.tap.setDrop(semDropFirst(wire.OpDisconnectRep, 1))
 	t0 := w.clock.Now()
-	d := qa.StartDisconnect()
+	d := qa.StartDisconnect(0)
 	w.runUntil(time.Second, "disconnect", func() bool { done, _ := d.Done(); return done })
 	if _, err := d.Done(); err != nil {
 		t.Fatalf("disconnect: %v", err)
@@ -715,25 +752,27 @@ func TestCMSemDisconnectLostReply(t *testing.T) {
 }
 
 // TestCMSemDisconnectPartitioned: Disconnect with the peer unreachable fails with
-// ErrConnectTimeout within CMTimeout*CMRetries; the local side's work is cancelled at once
-// and the QP is disconnected regardless.
+// ErrConnectTimeout after StartDisconnect's timeout (its requests sent at 0, 10 and 30 ms
+// with CMTimeout 10 ms); the local side's work is cancelled at once and the QP is
+// disconnected regardless.
 func TestCMSemDisconnectPartitioned(t *testing.T) {
-	w, a, b, qa, qb, _, discB := semDiscPair(t, func(c *transport.Config) { c.CMTimeout, c.CMRetries = 10*time.Millisecond, 5 })
+	w, a, b, qa, qb, _, discB := semDiscPair(t, func(c *transport.Config) { c.CMTimeout = 10 * time.Millisecond })
 	semRecv(t, qa, 20, make([]byte, 10))
 	w.net.Partition(a.addr, b.addr)
 	t0 := w.clock.Now()
-	d := qa.StartDisconnect()
+	d := qa.StartDisconnect(50 * time.Millisecond)
 	w.runUntil(time.Millisecond, "implicit flush", func() bool { return len(w.rec.of(qa)) == 1 })
 	semExpect(t, "A", w.rec.of(qa), semWant{20, semOpRecv, semCancel})
 	w.runUntil(time.Second, "disconnect", func() bool { done, _ := d.Done(); return done })
 	_, err := d.Done()
 	semIs(t, "disconnect from a partitioned peer", err, transport.ErrConnectTimeout)
-	if el := w.elapsedSince(t0); el > 50*time.Millisecond || el < 40*time.Millisecond {
-		t.Fatalf("disconnect failed after %v, want within CMTimeout*CMRetries = 50ms", el)
+	if el := w.elapsedSince(t0); el > 51*time.Millisecond || el < 50*time.Millisecond {
+		t.Fatalf("disconnect failed after %v, want its timeout, 50ms", el)
 	}
-	if n := a.tap.sentCount(wire.OpDisconnectReq); n != 5 {
-		t.Fatalf("%d disconnect requests, want CMRetries = 5", n)
+	if n := a.tap.sentCount(wire.OpDisconnectReq); n != 3 {
+		t.Fatalf("%d disconnect requests, want 3 (at 0, 10 and 30 ms)", n)
 	}
+	semIs(t, "A's cause", qa.Cause(), transport.ErrDisconnected)
 	semState(t, "A", qa, transport.QPDisconnected)
 	if discB.Load() != 0 || qb.State() != transport.QPConnected {
 		t.Fatalf("B heard of a disconnect through a partition: %d, %v", discB.Load(), qb.State())

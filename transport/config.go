@@ -21,16 +21,33 @@ type Config struct {
 	// Resolver checks and resolves the peer's remote accesses. Default: refuses everything.
 	Resolver MemoryResolver
 
-	// RTO configures the retransmission timer (RFC 6298 estimator).
+	// RTO configures the retransmission timer (RFC 6298 estimator). Its Max (500 ms by
+	// default) also bounds how long a peer that comes back after a silence waits for our
+	// next retransmission; keep it at most a second.
 	RTO ack.RTOConfig
-	// RetryLimit is how many times one packet is retransmitted before the QP fails with
-	// StatusTimeout; the QP fails only once that packet has also been outstanding for
-	// RTO.Max, so that a peer whose host stalls for less than that (with a microsecond SRTT
-	// the limit alone is spent in 51 ms) keeps its connection. Default 7.
-	RetryLimit int
-	// RNRRetryLimit is how many RNR NAKs one Send may get before it fails with
-	// StatusTimeout. Default 7.
-	RNRRetryLimit int
+	// RetryTimeout is the retransmission budget, as a duration: a packet (or a Read whose
+	// response stopped arriving, probed by the requester) that stays unacknowledged for
+	// RetryTimeout after it was first sent fails its QP with StatusTimeout (Cause:
+	// ErrRetryTimeout). Retransmissions go on meanwhile, with the RTO backing off up to
+	// RTO.Max. Only a transmission made after the budget ran out and left unanswered for a
+	// full timeout fails the QP, and a timer that runs late (this engine did not run) first
+	// retransmits, so a QP fails at most about RetryTimeout + RTO.Max after the peer stopped
+	// answering and never because this host was descheduled. A packet refused with an RNR
+	// NAK starts its budget again at the NAK (RNRTimeout bounds the refusals). QPConfig may
+	// override it per QP. Default 10 s (docs/RELIABILITY.md, "Liveness budgets").
+	RetryTimeout time.Duration
+	// RNRTimeout is the RNR budget: a request the peer keeps refusing with RNR NAKs (no
+	// receive posted) fails with StatusTimeout (Cause: ErrRNRTimeout) once its first RNR NAK
+	// is RNRTimeout old: when a further RNR NAK arrives then, or when the retry sent as the
+	// budget ran out gets no answer at all for a retransmission timeout. The RNR wait per
+	// retry stays capped at 655.36 ms. QPConfig may override it per QP. Default 10 s.
+	RNRTimeout time.Duration
+	// KeepAlive is how long a connected QP may hear nothing from its peer before it fails
+	// with StatusTimeout (Cause: ErrKeepAlive) and fires OnDisconnect. Nothing is sent on a
+	// connection whose peer is heard from: after KeepAlive/3 of silence the QP probes (an
+	// Ack asking for an immediate answer), again with backoff while the silence lasts. A
+	// negative value disables it. QPConfig may override it per QP. Default 30 s.
+	KeepAlive time.Duration
 	// RNRDelay is how long a sender waits after the first RNR NAK of a request that names no
 	// delay; it doubles with each further RNR NAK of the same request (up to 64 times). The
 	// wait is capped at 655.36 ms (InfiniBand's largest RNR timer), or at RNRDelay if that
@@ -38,8 +55,8 @@ type Config struct {
 	RNRDelay time.Duration
 	// CreditTimeout is how long a Send waits for the peer to advertise a receive for it
 	// before it is sent anyway as a probe, so that a peer that never posts one fails it
-	// through the RNR retry limit (StatusTimeout) instead of holding it forever. Default
-	// 100 ms.
+	// through the RNR budget (RNRTimeout, StatusTimeout) instead of holding it forever.
+	// Default 100 ms.
 	CreditTimeout time.Duration
 	// AckEvery acknowledges after this many new packets; AckDelay at the latest this long
 	// after the oldest unacknowledged one. Defaults 4 and 20 µs: with the windows of a
@@ -82,10 +99,16 @@ type Config struct {
 	// outstanding; up to about 2.3 MiB more for a QP that has 16384 outstanding, see
 	// Window). Default 1024, at most MaxQPLimit.
 	MaxQPs int
-	// CMTimeout is the connection manager's retransmission interval; CMRetries how many
-	// times a CM message is sent before the attempt fails. Defaults 20 ms and 10.
+	// CMTimeout is the connection manager's first retransmission interval: a connection
+	// request, a reply waiting for its ready-to-use and a disconnect request are sent again
+	// after it, then at doubling intervals up to 500 ms, until answered or until the
+	// operation's timeout. Default 20 ms.
 	CMTimeout time.Duration
-	CMRetries int
+	// ConnectTimeout is how long Engine.Connect waits for an answer and ConnRequest.Accept
+	// for the ready-to-use when they are given a timeout of 0 (ErrConnectTimeout after it).
+	// Default 30 s: as long as the caller's own deadline would usually be, so that a peer
+	// host that stalls for seconds is still connected to.
+	ConnectTimeout time.Duration
 	// ZeroCopyTx marks every data packet whose payload is the caller's memory (a Send's or
 	// Write's gather list, a Read's resolved region) with FlagZeroCopy, so a link whose
 	// registered memory holds it transmits it by reference. A work request then completes,
@@ -96,6 +119,19 @@ type Config struct {
 
 // DefaultWindow is Config.Window when it is 0 (see there).
 const DefaultWindow = 65536
+
+// The liveness defaults (Config fields of the same names; docs/RELIABILITY.md, "Liveness
+// budgets", says why).
+const (
+	// DefaultRetryTimeout is Config.RetryTimeout when it is 0.
+	DefaultRetryTimeout = 10 * time.Second
+	// DefaultRNRTimeout is Config.RNRTimeout when it is 0.
+	DefaultRNRTimeout = 10 * time.Second
+	// DefaultKeepAlive is Config.KeepAlive when it is 0.
+	DefaultKeepAlive = 30 * time.Second
+	// DefaultConnectTimeout is Config.ConnectTimeout when it is 0.
+	DefaultConnectTimeout = 30 * time.Second
+)
 
 // DefaultConfig returns a Config with every default filled in, for link.
 func DefaultConfig(link Link) Config {
@@ -115,11 +151,14 @@ func (c *Config) normalize() error {
 	if c.Resolver == nil {
 		c.Resolver = refuseAll{}
 	}
-	if c.RetryLimit == 0 {
-		c.RetryLimit = 7
+	if c.RetryTimeout == 0 {
+		c.RetryTimeout = DefaultRetryTimeout
 	}
-	if c.RNRRetryLimit == 0 {
-		c.RNRRetryLimit = 7
+	if c.RNRTimeout == 0 {
+		c.RNRTimeout = DefaultRNRTimeout
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = DefaultKeepAlive
 	}
 	if c.RNRDelay == 0 {
 		c.RNRDelay = 100 * time.Microsecond
@@ -166,10 +205,13 @@ func (c *Config) normalize() error {
 	if c.CMTimeout == 0 {
 		c.CMTimeout = 20 * time.Millisecond
 	}
-	if c.CMRetries == 0 {
-		c.CMRetries = 10
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
 	}
-	if c.RetryLimit < 0 || c.RNRRetryLimit < 0 || c.AckEvery < 1 || c.MaxHalfOpen < 1 || c.CMRetries < 1 {
+	if c.RetryTimeout < 0 || c.RNRTimeout < 0 || c.CMTimeout < 0 || c.ConnectTimeout < 0 || c.RNRDelay < 0 || c.CreditTimeout < 0 {
+		return errors.New("transport config: negative durations (only KeepAlive may be negative: disabled)")
+	}
+	if c.AckEvery < 1 || c.MaxHalfOpen < 1 {
 		return errors.New("transport config: negative limits")
 	}
 	return nil

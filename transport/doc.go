@@ -39,15 +39,23 @@
 //   - conn (conn.go) is the connection as packets need it (addresses, cookie, MSS) and the
 //     way out through the engine's txBatch (txbatch.go).
 //
+// Beside them the QP keeps its keepalive (keepalive.go: when the peer was last heard, when
+// to probe it, when its silence fails the QP) and the cause of its failure (cause.go,
+// QP.Cause). Every liveness budget is a duration (Config.RetryTimeout, RNRTimeout,
+// KeepAlive, ConnectTimeout; per QP in QPConfig), and a timer the engine reaches late (it
+// was not polled) retransmits or probes before it fails anything, so this host's own
+// stalls never count as the peer's silence.
+//
 // The requester and the responder reach their QP only through qpHooks (deliver a
 // completion, fail the connection); the sender and the receiver never see it. Time is read
 // through Config.Now and passed down as an argument, so the handlers are tested event by
 // event and whole scenarios run in virtual time over simlink. Posting never blocks and
 // never allocates; neither does the engine in steady state.
 //
-// Connection management is split by concept: the state machine (cm.go), the passive side
-// (cm_listen.go), the active side and QP setup (cm_connect.go), graceful disconnect
-// (cm_disconnect.go).
+// Connection management is split by concept: the state machine (cm.go: tables, the
+// retransmission schedule from Config.CMTimeout doubling to 500 ms, bounded by each
+// operation's timeout), the passive side (cm_listen.go), the active side and QP setup
+// (cm_connect.go), graceful disconnect (cm_disconnect.go).
 //
 // A Link moves UDP datagrams only: it frames them in Ethernet/IP/UDP (or whatever its medium
 // needs) below this interface, so the engine sees payload bytes and peer addresses and cannot

@@ -131,6 +131,18 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.SRQ != nil && cfg.SRQ.e != e {
 		return nil, errors.New("qp config: the srq belongs to another engine")
 	}
+	if cfg.RetryTimeout < 0 || cfg.RNRTimeout < 0 {
+		return nil, errors.New("qp config: negative retry or RNR timeout")
+	}
+	if cfg.RetryTimeout == 0 {
+		cfg.RetryTimeout = e.cfg.RetryTimeout
+	}
+	if cfg.RNRTimeout == 0 {
+		cfg.RNRTimeout = e.cfg.RNRTimeout
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = e.cfg.KeepAlive
+	}
 	q := newQP(e, cfg)
 	e.mu.Lock()
 	if len(e.qps) >= e.cfg.MaxQPs {
@@ -156,16 +168,25 @@ const closeDrain = 100 * time.Millisecond
 
 // Close removes a QP from the engine: outstanding requests complete cancelled first (with
 // Config.ZeroCopyTx, each once the link has finished transmitting its packets, for at most
-// 100 ms; after that the QP's memory is released regardless). The call returns once the
-// engine goroutine has done it, or ctx ends.
+// 100 ms; after that the QP's memory is released regardless). Every work request and
+// receive posted to it completes exactly once, whatever the QP's state: idle, connecting,
+// refused, connected, disconnected or failed; a connection attempt or accepted request in
+// progress is abandoned (the peer is refused), a graceful disconnect in progress ends
+// (ErrConnectCancelled). The call returns once the engine goroutine has done it, or ctx
+// ends.
 func (q *QP) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	var remove func(now int64)
 	var since int64
 	remove = func(now int64) {
-		q.flush(now, StatusCancelled, -1)
 		if since == 0 {
 			since = now
+			// A QP the engine never polled (idle, connecting, refused) still has its
+			// receives in the posting ring: take them, so that they complete (cancelled, in
+			// posting order) with the rest.
+			q.resp.takeReceives(q.flushed())
+			q.flush(now, StatusCancelled, -1, ErrFlushed)
+			q.e.cm.forget(now, q)
 		}
 		// Requests and read jobs whose zero-copy packets the link still transmits complete
 		// (and release their memory) when it is done with them; give it closeDrain.
@@ -175,6 +196,9 @@ func (q *QP) Close(ctx context.Context) error {
 		}
 		q.req.forceDrain()
 		q.resp.forceDrain()
+		// What was posted since the engine last took posts completes cancelled too.
+		q.req.cancelPosts()
+		q.resp.takeReceives(true)
 		q.e.deactivate(q)
 		q.e.mu.Lock()
 		delete(q.e.qps, q.qpn)
@@ -314,7 +338,8 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 		}
 		e.link.Release(e.rxPkts[:n])
 	}
-	next = e.cm.poll(now)
+	next, cmBusy := e.cm.poll(now)
+	busy = busy || cmBusy
 	for i := 0; i < len(e.active); i++ {
 		q := e.active[i]
 		d, b := q.poll(now)

@@ -28,7 +28,7 @@ import (
 // cancels, disconnects and flushes; path impairments; time passing.
 //
 // After the operations everything is run past every timeout (connection management,
-// retransmission, RNR, credits), every pending application decision is taken (a replied
+// retransmission, RNR, credits, keepalive), every pending application decision is taken (a replied
 // attempt is cancelled, an unanswered request rejected, every QP flushed) and run out
 // again. Then:
 //   - nothing panicked;
@@ -72,9 +72,10 @@ var fzThird = netip.MustParseAddrPort("198.18.0.99:4793")
 // and the tables small, so that the fuzzer reaches their bounds.
 func fzConfig(c *transport.Config) {
 	c.CMTimeout = time.Millisecond
-	c.CMRetries = 3
-	c.RetryLimit = 3
-	c.RNRRetryLimit = 3
+	c.ConnectTimeout = 10 * time.Millisecond
+	c.RetryTimeout = 50 * time.Millisecond
+	c.RNRTimeout = 20 * time.Millisecond
+	c.KeepAlive = 300 * time.Millisecond
 	c.CreditTimeout = 5 * time.Millisecond
 	c.RTO = ack.RTOConfig{Max: 20 * time.Millisecond}
 	c.Window = 64
@@ -362,7 +363,7 @@ func (h *fzHarness) op(r *fzRecord) {
 		h.connector(r)
 	case fzOpDisconnect:
 		if q := n.qp(r[1] >> 1); q != nil {
-			h.discs = append(h.discs, q.StartDisconnect())
+			h.discs = append(h.discs, q.StartDisconnect(0))
 		}
 	case fzOpAdvance:
 		h.runFor(time.Duration(r.u32(2)%(1<<20)) * time.Microsecond)
@@ -821,7 +822,7 @@ func (h *fzHarness) connect(n *fzNode, r *fzRecord) {
 		to = fzThird
 	}
 	q := n.newQP(h)
-	c, err := n.nd.eng.Connect(q, to, svc, make([]byte, int(r[3])%(wire.MaxPrivateData+1)))
+	c, err := n.nd.eng.Connect(q, to, svc, make([]byte, int(r[3])%(wire.MaxPrivateData+1)), 0)
 	if err != nil {
 		h.t.Fatalf("connect: %v", err)
 	}
@@ -845,7 +846,7 @@ func (h *fzHarness) answer(n *fzNode, r *fzRecord) {
 		if len(n.qps) >= 12 {
 			return
 		}
-		if req.Accept(n.newQP(h), nil) == nil {
+		if req.Accept(n.newQP(h), nil, 0) == nil {
 			h.accepts = append(h.accepts, req)
 		}
 	case 1:
@@ -944,7 +945,7 @@ func (h *fzHarness) runFor(d time.Duration) {
 
 // checkBounds checks the connection manager's tables that a peer can grow against their
 // bounds. (Graceful disconnects in progress are the application's: one per StartDisconnect
-// call, each ending within the retry budget; check checks they all end.)
+// call, each ending within its timeout; check checks they all end.)
 func (h *fzHarness) checkBounds(when string) {
 	for _, n := range h.n {
 		ho, recent, conns, _ := transport.CMTableSizes(n.nd.eng)

@@ -210,7 +210,7 @@ func (w *world) connect(qcfg transport.QPConfig) (qa, qb *transport.QP) {
 		w.t.Fatal(err)
 	}
 	defer l.Close()
-	conn, err := w.a.Connect(qa, w.lb.LocalAddr(), 7, []byte("hello"))
+	conn, err := w.a.Connect(qa, w.lb.LocalAddr(), 7, []byte("hello"), 0)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func (w *world) connect(qcfg transport.QPConfig) (qa, qb *transport.QP) {
 	if string(req.PrivateData) != "hello" {
 		w.t.Fatalf("request private data %q", req.PrivateData)
 	}
-	if err := req.Accept(qb, []byte("welcome")); err != nil {
+	if err := req.Accept(qb, []byte("welcome"), 0); err != nil {
 		w.t.Fatal(err)
 	}
 	finishConnect(w.t, w, conn, req, qa, func() {

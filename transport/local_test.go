@@ -130,14 +130,15 @@ func TestSetReadLimits(t *testing.T) {
 	}
 }
 
-// RNR retries have their own limit: a Send that has waited out more RNR NAKs than
-// RetryLimit (the loss retry limit) and then loses one RNR NAK must be retransmitted by the
-// timer, not fail STATUS_IO_TIMEOUT because its RNR resends were counted as losses; it
-// completes once the peer posts a receive.
+// RNR refusals have their own budget: a Send that has been refused with RNR NAKs for
+// longer than RetryTimeout (the loss budget) and then loses one RNR NAK must be
+// retransmitted by the timer, not fail STATUS_IO_TIMEOUT because its refusals were counted
+// as unanswered time (an RNR NAK starts its retransmission budget again); it completes
+// once the peer posts a receive.
 func TestRNRRetriesApartFromRetryLimit(t *testing.T) {
 	w, a, b := newSemPair(t, func(c *transport.Config) {
-		c.RetryLimit = 3
-		c.RNRRetryLimit = 14
+		c.RetryTimeout = 2 * time.Millisecond
+		c.RNRTimeout = time.Second
 		c.RNRDelay = 20 * time.Microsecond
 	})
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
@@ -150,9 +151,13 @@ func TestRNRRetriesApartFromRetryLimit(t *testing.T) {
 		return false
 	})
 	semPost(t, qa, semSend(1, 0, []byte("patient")))
+	t0 := w.clock.Now()
 	w.runUntil(time.Second, "eight RNR NAKs", func() bool { return naks >= 8 || len(w.rec.of(qa)) > 0 })
 	if c := w.rec.of(qa); len(c) != 0 {
 		t.Fatalf("the Send failed while waiting out RNR: %s", statusOf(c))
+	}
+	if el := w.elapsedSince(t0); el <= 2*time.Millisecond {
+		t.Fatalf("eight RNR NAKs within %v: not past RetryTimeout", el)
 	}
 	if qa.Stats().Timeouts == 0 {
 		t.Fatal("the lost RNR NAK did not make the retransmission timer fire")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+	"time"
 )
 
 // QPState is where a queue pair is in its life.
@@ -50,13 +51,17 @@ type QPConfig struct {
 	Context any
 	// OnDisconnect, if set, is called once, on the engine goroutine, when the connection
 	// ends other than by this side's Flush, Disconnect or Close: the peer disconnected, the
-	// peer went silent (retransmission timeout), or a failure aborted the connection (NDK's
-	// disconnect event). It must not block.
+	// peer went silent (retransmission timeout, keepalive), or a failure aborted the
+	// connection (NDK's disconnect event); QP.Cause says which. It must not block.
 	OnDisconnect func(q *QP)
 	// SRQ, if set, is a shared receive queue of the same engine the QP takes its receives
 	// from (NdkCreateQpWithSrq); PostReceive then fails with ErrSRQReceive, and RecvDepth
 	// bounds the SRQ receives the QP holds at once (taken, not yet completed).
 	SRQ *SRQ
+	// RetryTimeout, RNRTimeout and KeepAlive override the engine's Config values of the
+	// same names for this QP; 0 takes the engine's. RetryTimeout and RNRTimeout may not be
+	// negative; a negative KeepAlive disables the keepalive for this QP.
+	RetryTimeout, RNRTimeout, KeepAlive time.Duration
 }
 
 // Errors returned by posting calls. A posting call that returns an error changed nothing.
@@ -93,6 +98,9 @@ type QP struct {
 	held bool
 	// indicated: the disconnect event fired (engine goroutine only)
 	indicated bool
+	// cause: why the QP failed or disconnected (Cause); set once, before the state changes
+	cause atomic.Pointer[error]
+	ka    keepAlive // the peer's liveness while connected (engine goroutine only)
 
 	// The parts, wired by newQP: each reaches the others it needs by pointer, and the QP
 	// through qpHooks (deliver, fail) only.
@@ -233,7 +241,7 @@ func (q *QP) Flush() {
 	q.e.command(func(now int64) {
 		if q.connIndex < 0 { // not polled: a QP that is idle or still connecting
 			q.flushReq.Store(false)
-			q.abort(now)
+			q.abort(now, ErrFlushed)
 		}
 	})
 }
@@ -256,6 +264,7 @@ type qpCounters struct {
 	acksSent, naksSent, naksRecv, dupRecv, rnrNaks                atomic.Uint64
 	acksPiggybacked                                               atomic.Uint64
 	tailProbes, needlessProbes, spuriousRTOs, rtoRetransmits      atomic.Uint64
+	keepAlives                                                    atomic.Uint64
 	naksSentBy, naksRecvBy                                        [nakKinds]atomic.Uint64
 	// estimates, published by the engine after each acknowledgement it processes
 	srtt, rttvar, rto, cwnd, inflight atomic.Int64
@@ -271,6 +280,7 @@ type QPStats struct {
 	TailProbes         uint64 // tail loss probes sent (RFC 8985 §7): the last packet sent again before the timer
 	NeedlessProbes     uint64 // tail probes whose original had arrived (its ack was late, not lost)
 	SpuriousTimeouts   uint64 // timer expiries the timestamp echo proved spurious (their window cut undone)
+	KeepAlives         uint64 // keepalive probes sent (the peer was silent for a third of KeepAlive)
 	AcksSent, NaksSent uint64
 	AcksPiggybacked    uint64 // acknowledgements carried by data packets (FlagAck)
 	NaksReceived       uint64
@@ -294,8 +304,8 @@ func (q *QP) Stats() QPStats {
 		Retransmits: q.ctr.retransmits.Load(), Timeouts: q.ctr.timeouts.Load(),
 		RTORetransmits: q.ctr.rtoRetransmits.Load(), TailProbes: q.ctr.tailProbes.Load(),
 		NeedlessProbes:   q.ctr.needlessProbes.Load(),
-		SpuriousTimeouts: q.ctr.spuriousRTOs.Load(),
-		AcksSent:         q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(), AcksPiggybacked: q.ctr.acksPiggybacked.Load(),
+		SpuriousTimeouts: q.ctr.spuriousRTOs.Load(), KeepAlives: q.ctr.keepAlives.Load(),
+		AcksSent: q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(), AcksPiggybacked: q.ctr.acksPiggybacked.Load(),
 		NaksReceived: q.ctr.naksRecv.Load(), Duplicates: q.ctr.dupRecv.Load(), RNRNaks: q.ctr.rnrNaks.Load(),
 		State: q.State(),
 	}

@@ -10,7 +10,8 @@ import (
 // together. The decisions are the parts': the sender's and the receiver's for
 // reliability, the requester's and the responder's for the work.
 
-// newQP makes a QP of engine e and wires its parts. cfg is complete (NewQP's defaults).
+// newQP makes a QP of engine e and wires its parts. cfg is complete (NewQP's defaults: its
+// RetryTimeout and RNRTimeout are set, its KeepAlive is set or negative).
 func newQP(e *Engine, cfg QPConfig) *QP {
 	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1, maxORD: cfg.ORD, srq: cfg.SRQ}
 	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth)
@@ -22,7 +23,7 @@ func newQP(e *Engine, cfg QPConfig) *QP {
 	c := &e.cfg
 	q.conn = conn{tx: &e.tx, rcv: &q.rcv, ctr: &q.ctr, zeroCopy: c.ZeroCopyTx,
 		srcPort: uint16(49152 + randUint64()%16384)}
-	q.snd = newSender(senderConfig{retryLimit: c.RetryLimit, rnrRetryLimit: c.RNRRetryLimit,
+	q.snd = newSender(senderConfig{retryTimeout: int64(cfg.RetryTimeout), rnrTimeout: int64(cfg.RNRTimeout),
 		rnrDelay: int64(c.RNRDelay), window: c.Window, goBackN: c.GoBackN, ackDelay: int64(c.AckDelay)}, c.RTO, &q.req, &q.ctr)
 	q.rcv = newReceiver(receiverConfig{ackEvery: c.AckEvery, ackDelay: int64(c.AckDelay),
 		rnrDelay: int64(c.RNRDelay), goBackN: c.GoBackN, advertise: q.srq == nil}, &q.resp, &q.ctr)
@@ -40,7 +41,7 @@ func newQP(e *Engine, cfg QPConfig) *QP {
 func (q *QP) poll(now int64) (next int64, busy bool) {
 	if q.flushReq.Load() {
 		q.flushReq.Store(false)
-		q.flush(now, StatusCancelled, -1)
+		q.flush(now, StatusCancelled, -1, ErrFlushed)
 		busy = true
 	}
 	busy = q.resp.takeReceives(q.flushed()) || busy
@@ -67,6 +68,14 @@ func (q *QP) poll(now int64) (next int64, busy bool) {
 	if q.State() != QPConnected {
 		return 0, true // a timer failed the QP: its completions were just delivered
 	}
+	t, probed, failed := q.keepAlive(now)
+	if failed {
+		return 0, true
+	}
+	if t != 0 && (next == 0 || t < next) {
+		next = t
+	}
+	busy = busy || probed
 	if q.transmit(now, &next) {
 		busy = true
 	}
@@ -155,6 +164,7 @@ func (q *QP) input(now int64, p *wire.Packet) {
 		}
 		return
 	}
+	q.ka.onHeard(now) // data, acks, probes and NAKs alike: the peer is alive
 	if p.Opcode == wire.OpAck {
 		if p.Flags&wire.FlagAckReq != 0 {
 			q.rcv.OnProbe() // a Read probe: answer it
@@ -224,11 +234,11 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 	q.snd.publishStats()
 }
 
-// abort fails a QP the engine may not be polling, and starts polling it so that what is
-// posted to it completes cancelled. Engine goroutine.
-func (q *QP) abort(now int64) {
+// abort fails a QP the engine may not be polling (for cause), and starts polling it so
+// that what is posted to it completes cancelled. Engine goroutine.
+func (q *QP) abort(now int64, cause error) {
 	q.resp.takeReceives(q.flushed())
-	q.flush(now, StatusCancelled, -1)
+	q.flush(now, StatusCancelled, -1, cause)
 	q.e.activate(q)
 }
 
@@ -236,9 +246,10 @@ func (q *QP) abort(now int64) {
 // not make, a request that failed a local check): the QP is flushed as flush does, and the
 // disconnect event (QPConfig.OnDisconnect) fires once, since the connection is aborted
 // (NDKPI NdkDisconnectEventCallback: "when the peer disconnects or the connection aborts").
-// A QP already flushed stays as it is. It is the parts' qpHooks.fail.
-func (q *QP) fail(now int64, st Status, failSeq int64) {
-	if q.flush(now, st, failSeq) {
+// A QP already flushed stays as it is. cause is what Cause reports. It is the parts'
+// qpHooks.fail.
+func (q *QP) fail(now int64, st Status, failSeq int64, cause error) {
+	if q.flush(now, st, failSeq, cause) {
 		q.indicateDisconnect()
 	}
 }
@@ -249,8 +260,9 @@ func (q *QP) fail(now int64, st Status, failSeq int64) {
 // stays disconnected (flush is then the application's Flush, Disconnect or Close of what the
 // peer's disconnect left posted). It reports false, and does nothing, when the QP was
 // flushed already. The application's own Flush, Disconnect and Close call it directly: they
-// fire no disconnect event.
-func (q *QP) flush(now int64, st Status, failSeq int64) bool {
+// fire no disconnect event. cause is recorded for Cause unless one is already (a QP the peer
+// disconnected keeps ErrPeerDisconnected).
+func (q *QP) flush(now int64, st Status, failSeq int64, cause error) bool {
 	switch q.State() {
 	case QPError:
 		return false
@@ -260,6 +272,7 @@ func (q *QP) flush(now int64, st Status, failSeq int64) bool {
 		}
 		q.held = false
 	default:
+		q.setCause(cause)
 		q.state.Store(uint32(QPError))
 	}
 	q.req.abandon(st, failSeq)

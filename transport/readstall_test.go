@@ -184,9 +184,8 @@ func (s *stallWorld) serialReads(t *testing.T, qa, qb *transport.QP, n int, befo
 // and B, in error, answered it with a NakRemoteOp NAK: A's Read failed StatusRemoteError
 // (NDK STATUS_REMOTE_RESOURCES), both QPs in error, B having sent that one NAK.
 //
-// A QP now gives up on a packet only once it was retransmitted RetryLimit times and has
-// been outstanding for RTO.Max (500 ms), so stalls shorter than that cost retransmissions,
-// never the connection.
+// A QP now gives up on a packet only once it has been unacknowledged for RetryTimeout (10 s
+// by default), so stalls shorter than that cost retransmissions, never the connection.
 func TestReadStallPeerSilentPastRetryLimit(t *testing.T) {
 	for _, stall := range []time.Duration{60 * time.Millisecond, 300 * time.Millisecond, 490 * time.Millisecond} {
 		t.Run(stall.String(), func(t *testing.T) {
@@ -199,7 +198,7 @@ func TestReadStallPeerSilentPastRetryLimit(t *testing.T) {
 			})
 			st := qb.Stats()
 			if st.Retransmits <= 7 {
-				t.Fatalf("B retransmitted %d times: the stall did not take B past its retry limit", st.Retransmits)
+				t.Fatalf("B retransmitted %d times: the stall did not take B past the old retry limit of 7", st.Retransmits)
 			}
 			t.Logf("A stalled %v: B retransmitted its response %d times and kept the connection", stall, st.Retransmits)
 		})
@@ -209,9 +208,10 @@ func TestReadStallPeerSilentPastRetryLimit(t *testing.T) {
 // stepThen arranges for f to run after the next step (the Read just posted leaves in it).
 func (s *stallWorld) stepThen(f func()) { s.after = f }
 
-// A peer that stays silent past RTO.Max still fails the QP, in the order the bench saw: B
-// gives up (StatusTimeout) no sooner than RTO.Max after its response first left and within
-// one backed-off timeout of it, and A's next Read is refused with a NAK (StatusRemoteError).
+// A peer that stays silent past RetryTimeout still fails the QP, in the order the bench saw:
+// B gives up (StatusTimeout) no sooner than RetryTimeout after its response first left and
+// within one backed-off timeout (RTO.Max) after that, and A's next Read is refused with a
+// NAK (StatusRemoteError).
 func TestReadStallPeerGoneGivesUp(t *testing.T) {
 	s, qa, qb := stallPair(t, 2)
 	var firstTx int64
@@ -222,15 +222,16 @@ func TestReadStallPeerGoneGivesUp(t *testing.T) {
 	}
 	s.serialReads(t, qa, qb, 50, nil)
 	semPost(t, qa, semRead(50, 0, 0x10000, 0x61, make([]byte, 64)))
-	s.stepThen(func() { s.stall(0, 3*time.Second) })
-	if !s.runUntil(2*time.Second, func() bool { return qb.State() != transport.QPConnected }) {
+	s.stepThen(func() { s.stall(0, 12*time.Second) })
+	if !s.runUntil(11*time.Second, func() bool { return qb.State() != transport.QPConnected }) {
 		t.Fatal("B never gave up on a peer silent for seconds")
 	}
 	gaveUp := time.Duration(s.w.clock.Now() - firstTx)
-	maxRTO := ack.DefaultRTOConfig().Max
-	if gaveUp < maxRTO || gaveUp > maxRTO+time.Millisecond {
-		t.Fatalf("B gave up %v after its response first left, want RTO.Max %v", gaveUp, maxRTO)
+	budget, maxRTO := transport.DefaultRetryTimeout, ack.DefaultRTOConfig().Max
+	if gaveUp < budget || gaveUp > budget+maxRTO+time.Millisecond {
+		t.Fatalf("B gave up %v after its response first left, want within [RetryTimeout, RetryTimeout + RTO.Max] = [%v, %v]", gaveUp, budget, budget+maxRTO)
 	}
+	semIs(t, "B's cause", qb.Cause(), transport.ErrRetryTimeout)
 	// A wakes up, completes Read 50 from the response in its ring and posts the next one.
 	if !s.runUntil(5*time.Second, func() bool { return s.w.rec.count(qa) > 50 }) {
 		t.Fatal("Read 50 did not complete after A woke up")
@@ -250,7 +251,7 @@ func TestReadStallPeerGoneGivesUp(t *testing.T) {
 // moments: hosts that do not run for 1 to 5 ms, a first poll after a stall that runs with
 // the clock reading from before it, jitter that reorders acks behind requests, and
 // (through the other side's stalls) spurious retransmission timeouts at the initiator. Now
-// and then A stops for 60 to 450 ms, past the retry limit at B's RTO floor. Every Read
+// and then A stops for 60 to 450 ms, past the old retry limit at B's RTO floor. Every Read
 // completes with the right bytes and neither QP fails.
 func TestReadStallSerialNoisy(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
@@ -346,7 +347,7 @@ func TestReadStallRTOBounded(t *testing.T) {
 	s.serialReads(t, qa, qb, 1, func(int) { s.stepThen(func() { s.stall(1, 450*time.Millisecond) }) })
 	after := qa.Stats()
 	if n := after.Retransmits - before.Retransmits; n < 8 {
-		t.Fatalf("%d retransmissions during B's stall, want the retry limit passed", n)
+		t.Fatalf("%d retransmissions during B's stall, want more than the old retry limit of 7", n)
 	}
 	if maxGap > maxRTO || after.RTO > maxRTO {
 		t.Fatalf("retransmissions %v apart, RTO %v after the stall: above RTO.Max %v", time.Duration(maxGap), time.Duration(after.RTO), time.Duration(maxRTO))

@@ -7,10 +7,10 @@ import (
 // qpHooks is what the requester and the responder ask of their QP: to complete a work
 // request or a receive (deliver), and to end the connection (fail: the QP is flushed, the
 // request with sequence number seq, if any, completes with st, everything else
-// cancelled).
+// cancelled; cause is what QP.Cause reports).
 type qpHooks interface {
 	deliver(c Completion)
-	fail(now int64, st Status, seq int64)
+	fail(now int64, st Status, seq int64, cause error)
 }
 
 // requester is the QP's initiator side: its work requests from the moment the engine
@@ -57,7 +57,8 @@ type wrState struct {
 	sentAll  bool     // every packet transmitted once
 	msn      uint32   // Send: its message sequence number
 	readGot  uint32   // Read: response bytes placed
-	rnr      int      // RNR retries used
+	rnr      int      // RNR NAKs it got
+	rnrSince int64    // when the first of them arrived
 	zc       uint32   // zero-copy packets of it the link has not reported done
 	done     bool
 }
@@ -167,7 +168,7 @@ func (r *requester) sendNew(now int64) bool {
 			if r.head != r.next {
 				return false // it fails the QP only when every earlier request completed
 			}
-			r.h.fail(now, s.wr.LocalStatus, int64(s.seq))
+			r.h.fail(now, s.wr.LocalStatus, int64(s.seq), localError(s.wr.LocalStatus))
 			return true
 		}
 		s.sentAll = true
@@ -214,7 +215,7 @@ func (r *requester) admit(now int64, s *wrState) bool {
 		if r.credKnow && !msnBefore(r.nextMSN, r.credits) {
 			// The peer has no receive for it: wait for credits, but not forever. After
 			// CreditTimeout the Send goes anyway as a probe, so that a peer that never
-			// posts a receive fails it through the RNR retry limit (STATUS_IO_TIMEOUT).
+			// posts a receive fails it through the RNR budget (STATUS_IO_TIMEOUT).
 			if r.credWait == 0 {
 				r.credWait = now
 			}
@@ -356,7 +357,7 @@ func (r *requester) onReadResponse(now int64, p *wire.Packet) bool {
 			continue
 		}
 		if !scatter(&s.wr.SGL, s.wr.NSGE, p.ReadResp.Offset, p) {
-			r.h.fail(now, StatusRemoteError, int64(s.seq))
+			r.h.fail(now, StatusRemoteError, int64(s.seq), refusedPeer(wire.SynAck, "a read response past the end of its Read"))
 			return false
 		}
 		s.readGot += uint32(p.PayloadLen())
@@ -452,27 +453,19 @@ func (r *requester) blame(tag uint64) int64 {
 	return int64(idx)
 }
 
-// rnrRetries is the RNR NAKs the request of tag got, 0 for a read job or a completed
-// request.
-func (r *requester) rnrRetries(tag uint64) int {
-	if job, idx, _ := splitTag(tag); !job {
-		if s := r.liveWR(idx); s != nil {
-			return s.rnr
-		}
-	}
-	return 0
-}
-
-// addRNR counts an RNR NAK for the request of tag (a packet in flight: its request is
-// outstanding).
-func (r *requester) addRNR(tag uint64) (int, bool) {
+// addRNR counts an RNR NAK arriving at now for the request of tag (a packet in flight: its
+// request is outstanding) and returns its count and when the first arrived.
+func (r *requester) addRNR(tag uint64, now int64) (int, int64, bool) {
 	job, idx, _ := splitTag(tag)
 	if job {
-		return 0, false
+		return 0, 0, false
 	}
 	s := &r.wrs[idx&r.mask]
+	if s.rnr == 0 {
+		s.rnrSince = now
+	}
 	s.rnr++
-	return s.rnr, true
+	return s.rnr, s.rnrSince, true
 }
 
 // awaitedRead returns the oldest Read whose request was sent and whose response has not
@@ -499,4 +492,6 @@ func (r *requester) probe(now int64) bool {
 }
 
 // fail ends the connection (the sender gave up).
-func (r *requester) fail(now int64, st Status, seq int64) { r.h.fail(now, st, seq) }
+func (r *requester) fail(now int64, st Status, seq int64, cause error) {
+	r.h.fail(now, st, seq, cause)
+}

@@ -104,10 +104,11 @@ func (rs *responder) accept(now int64, p *wire.Packet) bool {
 	return false
 }
 
-// refuse answers the packet psn with a NAK of syn and fails the connection.
-func (rs *responder) refuse(now int64, syn wire.Syndrome, psn wire.PSN) bool {
+// refuse answers the packet psn with a NAK of syn and fails the connection (Cause: what
+// was refused).
+func (rs *responder) refuse(now int64, syn wire.Syndrome, psn wire.PSN, what string) bool {
 	rs.rcv.Nak(syn, psn)
-	rs.h.fail(now, StatusCancelled, -1)
+	rs.h.fail(now, StatusCancelled, -1, refusedPeer(syn, what))
 	return false
 }
 
@@ -120,7 +121,7 @@ func (rs *responder) acceptWrite(now int64, p *wire.Packet) bool {
 	}
 	if uint64(total) > MaxMessage {
 		// Longer than any message may be (no requester posts one): invalid.
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Write longer than any message")
 	}
 	var dst memreg.Span
 	var err error
@@ -134,7 +135,7 @@ func (rs *responder) acceptWrite(now int64, p *wire.Packet) bool {
 		err = ErrAccess
 	}
 	if err != nil {
-		return rs.refuse(now, wire.SynNakAccess, p.PSN)
+		return rs.refuse(now, wire.SynNakAccess, p.PSN, "a Write outside the memory it may access")
 	}
 	copyPayload(&dst, uint64(p.RDMA.Offset), p)
 	releaseSpan(&dst)
@@ -171,11 +172,11 @@ func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
 			*r = recvState{}
 			rs.base++
 			rs.h.deliver(c)
-			rs.h.fail(now, StatusCancelled, -1)
+			rs.h.fail(now, StatusCancelled, -1, refusedPeer(wire.SynNakInvalid, "a Send larger than its receive"))
 			return false
 		}
 	} else if r.total != p.Send.Total {
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Send whose packets disagree on its length")
 	}
 	if p.Opcode == wire.OpSendLastInv || p.Opcode == wire.OpSendOnlyInv {
 		// Invalidate when the packet carrying the token is taken, so that a token that
@@ -183,11 +184,11 @@ func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
 		// sender's SendAndInvalidate fails, not a later request (NDKPI: "the receiving
 		// provider must abort the connection if the token is invalid").
 		if err := rs.res.Invalidate(memreg.PD(rs.pd), p.Send.InvToken); err != nil {
-			return rs.refuse(now, wire.SynNakInvalToken, p.PSN)
+			return rs.refuse(now, wire.SynNakInvalToken, p.PSN, "a SendAndInvalidate of a token it may not invalidate")
 		}
 	}
 	if !scatter(&r.r.SGL, r.r.NSGE, p.Send.Offset, p) {
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Send packet past the end of its receive")
 	}
 	r.got += uint32(p.PayloadLen())
 	if p.Send.Offset+uint32(p.PayloadLen()) == r.total {
@@ -258,7 +259,7 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 		}
 	}
 	if busy >= rs.ird {
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN) // more Reads than the negotiated IRD
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "more Reads at once than the negotiated IRD")
 	}
 	if free < 0 {
 		// Every slot holds answered reads waiting for their acks: not recorded, so the
@@ -268,7 +269,7 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 	length := uint64(p.RDMA.Length) // at least 1 (wire.Parse)
 	if length > MaxMessage {
 		// Longer than any message may be (no requester posts one): invalid.
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN)
+		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Read longer than any message")
 	}
 	var src memreg.Span
 	err := ErrAccess // a range that wraps past 2^64
@@ -280,7 +281,7 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 		err = ErrAccess
 	}
 	if err != nil {
-		return rs.refuse(now, wire.SynNakAccess, p.PSN)
+		return rs.refuse(now, wire.SynNakAccess, p.PSN, "a Read outside the memory it may access")
 	}
 	mss := uint64(rs.out.mss) // at least 1: both sides' MaxPayload are at least wire.MinMaxPayload
 	rs.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: uint32((length + mss - 1) / mss)}

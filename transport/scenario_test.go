@@ -422,30 +422,20 @@ func TestScenarioDeterministic(t *testing.T) {
 	}
 }
 
-// partitionConfig is the reliability configuration of the partition tests: a short retry
-// budget, so that the bound is tight.
-const partitionRetries = 5
+// partitionTimeout and partitionRTO are the reliability configuration of the partition
+// tests: a short retransmission budget, so that the bound is tight.
+const partitionTimeout = 20 * time.Millisecond
 
 var partitionRTO = ack.RTOConfig{Initial: time.Millisecond, Min: 500 * time.Microsecond, Max: 4 * time.Millisecond}
 
-// rtoBudget is how long a packet is retried before its QP gives up, if its first timeout
-// is base: the first timeout and one per retransmission, each doubled and capped at max
-// (transport/ack/rto.go).
-func rtoBudget(base, maxRTO time.Duration, retries int) time.Duration {
-	sum, t := time.Duration(0), base
-	for range retries + 1 {
-		sum += min(t, maxRTO)
-		t = min(2*t, maxRTO)
-	}
-	return sum
-}
-
-// TestPartitionTimesOut cuts a connected pair apart for longer than the retry budget: the
-// oldest outstanding request completes StatusTimeout, everything else StatusCancelled, in
-// posting order, within the bound the RTO configuration gives.
+// TestPartitionTimesOut cuts a connected pair apart for longer than the retransmission
+// budget: the oldest outstanding request completes StatusTimeout, everything else
+// StatusCancelled, in posting order, once the budget (RetryTimeout from the first
+// transmission) has run out and the retransmission made then went unanswered for a timeout
+// (at most RTO.Max).
 func TestPartitionTimesOut(t *testing.T) {
 	w := newWorld(t, simlink.Config{Seed: 21, Default: simlink.Impairments{Latency: 5 * time.Microsecond}}, func(c *transport.Config) {
-		c.RetryLimit = partitionRetries
+		c.RetryTimeout = partitionTimeout
 		c.RTO = partitionRTO
 	})
 	qa, qb := w.connect(transport.QPConfig{})
@@ -484,7 +474,6 @@ func TestPartitionTimesOut(t *testing.T) {
 	w.runFor(time.Millisecond)
 	before := w.rec.count(qa)
 	stats0 := qa.Stats()
-	base := max(time.Duration(stats0.RTO), partitionRTO.Min)
 
 	w.net.Partition(w.la.LocalAddr(), w.lb.LocalAddr())
 	t0 := w.clock.Now()
@@ -501,10 +490,8 @@ func TestPartitionTimesOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	upper := rtoBudget(base, partitionRTO.Max, partitionRetries)
-	worst := rtoBudget(partitionRTO.Max, partitionRTO.Max, partitionRetries)
-	lower := rtoBudget(partitionRTO.Min, partitionRTO.Max, partitionRetries)
-	busy := w.runUntilExact(2*worst, "timeout under partition", func() bool { return w.rec.count(qa) >= before+len(posted)+1 })
+	lower, upper := partitionTimeout, partitionTimeout+partitionRTO.Max+100*time.Microsecond
+	busy := w.runUntilExact(2*upper, "timeout under partition", func() bool { return w.rec.count(qa) >= before+len(posted)+1 })
 	elapsed := time.Duration(w.clock.Now() - t0)
 	if !busy {
 		// Engine.Poll reports "whether it did anything"; a caller that sees idle sleeps or
@@ -540,31 +527,32 @@ func TestPartitionTimesOut(t *testing.T) {
 	if qa.State() != transport.QPError {
 		t.Errorf("A is %v after the timeout, want error", qa.State())
 	}
-	if elapsed > upper+100*time.Microsecond || elapsed > worst {
-		t.Errorf("timed out after %v of virtual time; the RTO configuration allows %v (base RTO %v), at worst %v", elapsed, upper, base, worst)
+	if !errors.Is(qa.Cause(), transport.ErrRetryTimeout) {
+		t.Errorf("A's cause: %v, want ErrRetryTimeout", qa.Cause())
 	}
-	if elapsed < lower {
-		t.Errorf("timed out after %v of virtual time, before the shortest retry budget %v", elapsed, lower)
+	if elapsed > upper || elapsed < lower {
+		t.Errorf("timed out after %v of virtual time, want within [RetryTimeout, RetryTimeout + RTO.Max] = [%v, %v]", elapsed, lower, upper)
 	}
 	st := qa.Stats()
-	// Timeouts counts every expiry of the retransmission timer: RetryLimit of them resend the
-	// packet, and one more finds it at the limit and fails the QP.
-	if n := st.Timeouts - stats0.Timeouts; n != partitionRetries+1 {
-		t.Errorf("%d retransmission timer expiries, want RetryLimit+1 = %d", n, partitionRetries+1)
+	// Timeouts counts every expiry of the retransmission timer: all but the last resend the
+	// oldest packet, the last finds the one made when the budget had run out unanswered.
+	timeouts := st.Timeouts - stats0.Timeouts
+	if timeouts < 6 {
+		t.Errorf("%d retransmission timer expiries, want the backoff to the 4 ms cap and more", timeouts)
 	}
 	// Before the first expiry, tail loss probes (at most two) send the last packet again.
 	probes := st.TailProbes - stats0.TailProbes
 	if probes > 2 {
 		t.Errorf("%d tail loss probes, want at most 2 before the timer", probes)
 	}
-	if n := st.Retransmits - stats0.Retransmits; n != partitionRetries+probes {
-		t.Errorf("%d retransmissions before failing, want RetryLimit %d + %d tail probes", n, partitionRetries, probes)
+	if n := st.RTORetransmits - stats0.RTORetransmits; n != timeouts-1 {
+		t.Errorf("%d retransmissions sent by the timer, want one per expiry but the last, %d", n, timeouts-1)
 	}
-	if n := st.RTORetransmits - stats0.RTORetransmits; n != partitionRetries {
-		t.Errorf("%d retransmissions sent by the timer, want RetryLimit %d", n, partitionRetries)
+	if n := st.Retransmits - stats0.Retransmits; n != timeouts-1+probes {
+		t.Errorf("%d retransmissions before failing, want %d by the timer + %d tail probes", n, timeouts-1, probes)
 	}
-	t.Logf("partition: failed after %v virtual (bound %v from base RTO %v; config range [%v, %v]); retransmits %d, timeouts %d",
-		elapsed, upper, base, lower, worst, st.Retransmits-stats0.Retransmits, st.Timeouts-stats0.Timeouts)
+	t.Logf("partition: failed after %v virtual (bounds [%v, %v]); retransmits %d, timeouts %d",
+		elapsed, lower, upper, st.Retransmits-stats0.Retransmits, timeouts)
 
 	// An errored QP takes new work and completes it cancelled, in order.
 	n := w.rec.count(qa)
@@ -629,7 +617,7 @@ func TestPartitionRealClock(t *testing.T) {
 	mk := func(l transport.Link, m transport.MemoryResolver) *transport.Engine {
 		cfg := transport.DefaultConfig(l)
 		cfg.Resolver = m
-		cfg.RetryLimit = partitionRetries
+		cfg.RetryTimeout = partitionTimeout
 		cfg.RTO = partitionRTO
 		e, err := transport.NewEngine(cfg)
 		if err != nil {
@@ -680,7 +668,7 @@ func TestPartitionRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := ea.Connect(qa, lb.LocalAddr(), 7, nil)
+	conn, err := ea.Connect(qa, lb.LocalAddr(), 7, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +677,7 @@ func TestPartitionRealClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if err := req.Accept(qb, nil); err != nil {
+	if err := req.Accept(qb, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.Wait(tctx); err != nil {
@@ -750,8 +738,8 @@ func TestPartitionRealClock(t *testing.T) {
 	if qa.State() != transport.QPError {
 		t.Errorf("A is %v after the timeout", qa.State())
 	}
-	if worst := rtoBudget(partitionRTO.Max, partitionRTO.Max, partitionRetries); took > worst+time.Second {
-		t.Errorf("timed out %v after the partition; the RTO configuration allows at most %v", took, worst)
+	if worst := partitionTimeout + partitionRTO.Max; took > worst+time.Second {
+		t.Errorf("timed out %v after the partition; the configuration allows at most %v", took, worst)
 	}
 	if err := qa.PostSend(&transport.WorkRequest{Kind: transport.OpSend, NSGE: 1, SGL: [transport.MaxSGE][]byte{msg}, Context: 20}); err != nil {
 		t.Fatal(err)
@@ -774,8 +762,8 @@ func TestPartitionRealClock(t *testing.T) {
 	if total > 5*time.Second {
 		t.Errorf("the test took %v of real time, bound 5 s", total)
 	}
-	t.Logf("real clock: timed out %v after the partition (RTO budget at most %v); whole test %v",
-		took, rtoBudget(partitionRTO.Max, partitionRTO.Max, partitionRetries), total)
+	t.Logf("real clock: timed out %v after the partition (budget %v + RTO.Max %v); whole test %v",
+		took, partitionTimeout, partitionRTO.Max, total)
 }
 
 // TestLostAcksKeepRTT loses the acknowledgement of a Write again and again. Each time the

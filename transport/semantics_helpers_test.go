@@ -397,12 +397,12 @@ func (w *semWorld) connectQPs(a *semNode, qa *transport.QP, b *semNode, qb *tran
 		w.t.Fatal(err)
 	}
 	defer l.Close()
-	conn, err := a.eng.Connect(qa, b.addr, w.svc, nil)
+	conn, err := a.eng.Connect(qa, b.addr, w.svc, nil, 0)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	req := semNextRequest(w, l)
-	if err := req.Accept(qb, nil); err != nil {
+	if err := req.Accept(qb, nil, 0); err != nil {
 		w.t.Fatal(err)
 	}
 	finishConnect(w.t, w, conn, req, qa, nil)
@@ -435,7 +435,7 @@ func semDial(t testing.TB, a, b *semNode, n int, priv []byte) (qa, qb *transport
 	if err != nil {
 		t.Fatal(err)
 	}
-	if conn, err = a.eng.Connect(qa, b.addr, 5, priv); err != nil {
+	if conn, err = a.eng.Connect(qa, b.addr, 5, priv, 0); err != nil {
 		t.Fatal(err)
 	}
 	return qa, qb, l, conn

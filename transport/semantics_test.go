@@ -65,14 +65,14 @@ func TestSemPostIdleAndEarlyReceives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := a.eng.Connect(qa, b.addr, 1, nil)
+	conn, err := a.eng.Connect(qa, b.addr, 1, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	semState(t, "connecting", qa, transport.QPConnecting)
 	semIs(t, "post on a connecting qp", qa.PostSend(semSend(5, 0, buf)), transport.ErrNotConnected)
 	req := semNextRequest(w, l)
-	if err := req.Accept(qb, nil); err != nil {
+	if err := req.Accept(qb, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	semState(t, "accepted", qb, transport.QPConnecting)
@@ -95,39 +95,40 @@ func TestSemPostIdleAndEarlyReceives(t *testing.T) {
 	}
 }
 
-// TestSemRNRTimeout: a Send for which the peer never posts a receive gets RNR NAKs; when
-// one more than RNRRetryLimit has arrived (the first try and RNRRetryLimit retries), it
-// completes StatusTimeout (NDK STATUS_IO_TIMEOUT, test ndsendnoreceive), the QP enters the
-// error state and later posts complete cancelled.
+// TestSemRNRTimeout: a Send for which the peer never posts a receive gets RNR NAKs; once its
+// first RNR NAK is RNRTimeout old (checked when the next one arrives; the last wait ends with
+// the budget), it completes StatusTimeout (NDK STATUS_IO_TIMEOUT, test ndsendnoreceive), the
+// QP enters the error state (Cause: ErrRNRTimeout) and later posts complete cancelled.
 func TestSemRNRTimeout(t *testing.T) {
-	for _, limit := range []int{2, 7} {
-		t.Run(map[int]string{2: "limit2", 7: "limit7"}[limit], func(t *testing.T) {
+	for _, budget := range []time.Duration{time.Millisecond, 20 * time.Millisecond} {
+		t.Run(budget.String(), func(t *testing.T) {
 			w, a, b := newSemPair(t, func(c *transport.Config) {
-				c.RNRRetryLimit = limit
-				c.RetryLimit = 50 // only the RNR limit may end it
+				c.RNRTimeout = budget
+				c.RetryTimeout = time.Hour // only the RNR budget may end it
 			})
 			qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
-			t0 := w.clock.Now()
+			var firstNak int64
+			a.tap.onRx = func(now int64, p *wire.Packet) {
+				if p.Opcode == wire.OpAck && p.Ack.Syndrome == wire.SynNakRNR && firstNak == 0 {
+					firstNak = now
+				}
+			}
 			semPost(t, qa, semSend(1, 0, []byte("nobody listens")))
 			w.runUntil(5*time.Second, "rnr timeout", func() bool { return len(w.rec.of(qa)) == 1 })
 			semExpect(t, "sender", w.rec.of(qa), semWant{1, semOpSend, semTO})
 			semState(t, "sender", qa, transport.QPError)
+			semIs(t, "sender's cause", qa.Cause(), transport.ErrRNRTimeout)
 			sa, sb := qa.Stats(), qb.Stats()
-			if sb.NaksSent != uint64(limit+1) || sa.RNRNaks != uint64(limit+1) {
-				t.Errorf("RNR NAKs: receiver sent %d, sender got %d; want %d (limit %d: the first try and %d retries)",
-					sb.NaksSent, sa.RNRNaks, limit+1, limit, limit)
+			if sb.NaksSent != sa.RNRNaks || sa.RNRNaks < 3 {
+				t.Errorf("RNR NAKs: receiver sent %d, sender got %d; want the same, at least 3", sb.NaksSent, sa.RNRNaks)
 			}
 			if sa.Timeouts != 0 {
-				t.Errorf("retransmission timeouts %d: the failure must come from the RNR limit", sa.Timeouts)
+				t.Errorf("retransmission timeouts %d: the failure must come from the RNR budget", sa.Timeouts)
 			}
-			// The RNR delay (100 µs) doubles with every retry of the request, up to 64 times:
-			// the failure comes after the sum of that schedule plus round trips.
-			var schedule time.Duration
-			for i := range limit {
-				schedule += 100 * time.Microsecond << min(i, 6)
-			}
-			if el := w.elapsedSince(t0); el > schedule+time.Duration(limit+1)*100*time.Microsecond {
-				t.Errorf("RNR timeout after %v, want the backoff schedule of %d retries (%v) plus round trips", el, limit, schedule)
+			// The last retry leaves when the budget ends, and its NAK ends the Send a
+			// round trip later.
+			if el := time.Duration(w.clock.Now() - firstNak); el < budget || el > budget+100*time.Microsecond {
+				t.Errorf("RNR timeout %v after the first RNR NAK, want the budget %v and a round trip", el, budget)
 			}
 			semPost(t, qa, semSend(2, 0, []byte("later")))
 			w.runUntil(time.Second, "later post", func() bool { return len(w.rec.of(qa)) == 2 })
@@ -140,7 +141,7 @@ func TestSemRNRTimeout(t *testing.T) {
 // the one that fails StatusTimeout, the second is cancelled (NetworkDirect IND2QueuePair:
 // the error is reported on the request that failed; what follows it is cancelled).
 func TestSemRNRTimeoutSecondSend(t *testing.T) {
-	w, a, b := newSemPair(t, func(c *transport.Config) { c.RNRRetryLimit = 3 })
+	w, a, b := newSemPair(t, func(c *transport.Config) { c.RNRTimeout = 2 * time.Millisecond })
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 	semPost(t, qa, semSend(1, 0, []byte("nobody listens")))
 	semPost(t, qa, semSend(2, 0, []byte("after it")))
@@ -152,11 +153,11 @@ func TestSemRNRTimeoutSecondSend(t *testing.T) {
 // TestSemRNRTimeoutLaterNak: the second Send leaves only after the first one's RNR NAK
 // arrived (as a credit probe, while the first waits out its RNR delay), so the receiver
 // refuses it with an RNR NAK of its own. That later refusal follows
-// from the first and must not take over the RNR retry: the first Send is still the one
+// from the first and must not take over the RNR wait: the first Send is still the one
 // that fails StatusTimeout (seen on AF_XDP, where the two packets arrive in separate polls).
 func TestSemRNRTimeoutLaterNak(t *testing.T) {
 	w, a, b := newSemPair(t, func(c *transport.Config) {
-		c.RNRRetryLimit, c.CreditTimeout = 3, 10*time.Microsecond
+		c.RNRTimeout, c.CreditTimeout = 2*time.Millisecond, 10*time.Microsecond
 	})
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 	semPost(t, qa, semSend(1, 0, []byte("nobody listens")))
@@ -176,7 +177,7 @@ func TestSemRNRTimeoutLaterNak(t *testing.T) {
 // peer will never receive. (InfiniBand's end-to-end credits allow a requester without
 // credits to send anyway, as a probe the responder RNR NAKs.)
 func TestSemRNRTimeoutAfterCreditsKnown(t *testing.T) {
-	w, a, b := newSemPair(t, func(c *transport.Config) { c.RNRRetryLimit = 3 })
+	w, a, b := newSemPair(t, func(c *transport.Config) { c.RNRTimeout = 2 * time.Millisecond })
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 	g := newSemGuarded(4096, 1)
 	b.mem.add(0x11, 0, 0x10000, g.region, semRW)
@@ -190,10 +191,10 @@ func TestSemRNRTimeoutAfterCreditsKnown(t *testing.T) {
 	t.Logf("B NAKs sent %d", qb.Stats().NaksSent)
 }
 
-// TestSemRNRLateReceive: a receive posted after the first RNR NAKs, before the limit, lets
-// the Send succeed.
+// TestSemRNRLateReceive: a receive posted after the first RNR NAKs, before the RNR budget
+// runs out, lets the Send succeed.
 func TestSemRNRLateReceive(t *testing.T) {
-	w, a, b := newSemPair(t, func(c *transport.Config) { c.RNRRetryLimit = 7 })
+	w, a, b := newSemPair(t, nil)
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 	msg := make([]byte, 3000) // several packets
 	pattern(msg, 3)
@@ -842,7 +843,7 @@ func TestSemFlushConcurrentPost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := ea.Connect(qa, lb.LocalAddr(), 1, nil)
+	conn, err := ea.Connect(qa, lb.LocalAddr(), 1, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -850,7 +851,7 @@ func TestSemFlushConcurrentPost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := req.Accept(qb, nil); err != nil {
+	if err := req.Accept(qb, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.Wait(ctx); err != nil {
@@ -1031,7 +1032,7 @@ func TestSemReadAnsweredByDeadPeer(t *testing.T) {
 			name = "peer dies"
 		}
 		t.Run(name, func(t *testing.T) {
-			w, a, b := newSemPair(t, func(c *transport.Config) { c.RetryLimit = 3; c.RTO.Max = 20 * time.Millisecond })
+			w, a, b := newSemPair(t, func(c *transport.Config) { c.RetryTimeout = 50 * time.Millisecond; c.RTO.Max = 20 * time.Millisecond })
 			var aborted atomic.Int32
 			qa, _ := w.connect(a, transport.QPConfig{OnDisconnect: func(*transport.QP) { aborted.Add(1) }}, b, transport.QPConfig{})
 			region := make([]byte, 8192)
@@ -1065,7 +1066,7 @@ func TestSemReadAnsweredByDeadPeer(t *testing.T) {
 				return
 			}
 			// Several probe rounds, all answered, but shorter than B's own retry budget
-			// for its responses (RTO.Max).
+			// for its responses (RetryTimeout).
 			w.runFor(10 * time.Millisecond)
 			b.tap.setDrop(nil) // B's own retransmissions now get through
 			w.runUntil(10*time.Second, "read done", func() bool { return len(w.rec.of(qa)) == 2 })

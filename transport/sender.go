@@ -28,12 +28,15 @@ type sender struct {
 	rto   *ack.RTO
 	cc    congestion.Controller
 	rtoAt int64 // when the retransmission timer fires; 0 when not armed
-	// Read probes (probeRead): sent since the peer was last heard from, and since when
-	probes     int
+	// Read probes (probeRead) since the peer was last heard from: when the first went (the
+	// budget's start) and the latest; 0 when none went
 	probeSince int64
+	probeAt    int64
 	rnrAt      int64    // when the RNR-NAKed packet may be retried; 0 when none waits
 	rnrPSN     wire.PSN // the RNR-NAKed packet
 	rnrSet     bool     // rnrPSN names a packet (it may have been acknowledged since)
+	rnrHeard   int64    // when its latest RNR NAK arrived: its retransmission budget starts again there
+	rnrSince   int64    // when its request's first RNR NAK arrived: the RNR budget's start
 	gbnUntil   wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
 	gbnOn      bool
 	scratch    []ack.PacketInfo // what the latest OnAck acknowledged
@@ -42,14 +45,14 @@ type sender struct {
 	rtoRun     timeoutRun       // the run of timeouts in progress, for spurious-timeout undo
 }
 
-// senderConfig is what a sender takes of the engine's Config.
+// senderConfig is what a sender takes of the engine's Config (and of its QPConfig).
 type senderConfig struct {
-	retryLimit    int   // Config.RetryLimit
-	rnrRetryLimit int   // Config.RNRRetryLimit
-	rnrDelay      int64 // Config.RNRDelay, ns
-	window        int   // Config.Window: packets in flight at most
-	goBackN       bool  // Config.GoBackN
-	ackDelay      int64 // Config.AckDelay, ns: how long the peer may hold an acknowledgement
+	retryTimeout int64 // RetryTimeout, ns: how long a packet may stay unacknowledged
+	rnrTimeout   int64 // RNRTimeout, ns: how long a request may be refused with RNR NAKs
+	rnrDelay     int64 // Config.RNRDelay, ns
+	window       int   // Config.Window: packets in flight at most
+	goBackN      bool  // Config.GoBackN
+	ackDelay     int64 // Config.AckDelay, ns: how long the peer may hold an acknowledgement
 }
 
 // senderHooks is what a sender asks of the side that knows what its packets carry (the
@@ -58,26 +61,34 @@ type senderHooks interface {
 	// blame returns the work request a failure of the packet tagged tag is reported on
 	// (its sequence number), or -1 (a read response).
 	blame(tag uint64) int64
-	// rnrRetries returns how many RNR NAKs the request of the packet tagged tag got so
-	// far (0 for a read response or a request that completed).
-	rnrRetries(tag uint64) int
-	// addRNR counts one more RNR NAK for the request of the packet tagged tag and returns
-	// the new count; ok is false for a read response.
-	addRNR(tag uint64) (n int, ok bool)
+	// addRNR counts one more RNR NAK, arriving at now, for the request of the packet tagged
+	// tag and returns the new count and when its first RNR NAK arrived; ok is false for a
+	// read response.
+	addRNR(tag uint64, now int64) (n int, since int64, ok bool)
 	// awaitedRead returns the oldest Read whose request was acknowledged and whose
 	// response has not fully arrived (its sequence number), or -1.
 	awaitedRead() int64
 	// probe sends an Ack with FlagAckReq, asking the peer to answer at once; it reports
 	// false when the link takes nothing now.
 	probe(now int64) bool
-	// fail ends the connection with st, reported on request seq (-1: the oldest).
-	fail(now int64, st Status, seq int64)
+	// fail ends the connection with st, reported on request seq (-1: the oldest), for
+	// cause (what QP.Cause reports).
+	fail(now int64, st Status, seq int64, cause error)
 }
 
 // maxRNRDelay caps the wait before retrying a packet refused with an RNR NAK (the NAK's
 // Value, backed off over the request's retries): InfiniBand's largest RNR NAK timer,
 // 655.36 ms. A peer cannot park a request for longer per retry.
 const maxRNRDelay = 655360 * time.Microsecond
+
+// lateTimer is how far past its deadline a timer must run for the engine to count itself
+// as having been stalled (descheduled, not polled, a stopped process): a budget that ran
+// out meanwhile then does not fail the QP at once; the peer is first sent a retransmission
+// or a probe and given a timeout to answer it. Ordinary timer slack is far below it.
+const lateTimer = int64(100 * time.Millisecond)
+
+// firedLate reports whether a timer due at at ran late at now (lateTimer).
+func firedLate(now, at int64) bool { return now-at > lateTimer }
 
 // initialBuffers is the capacity the sender's packet lists start with (at most the window):
 // a QP that never has more in flight never allocates more; they grow by append.
@@ -261,7 +272,7 @@ func echoDelay(now int64, a *wire.AckExt) int64 {
 // or response bytes): the probes start over, and while Reads are outstanding (reads) with
 // nothing in flight the timer watches them from now on.
 func (s *sender) PeerHeard(now int64, reads bool) {
-	s.probes, s.probeSince = 0, 0
+	s.probeSince, s.probeAt = 0, 0
 	if npk, _ := s.sent.InFlight(); npk == 0 && reads {
 		s.rtoAt = now + s.rto.Timeout()
 	}
@@ -269,8 +280,8 @@ func (s *sender) PeerHeard(now int64, reads bool) {
 
 // OnNak handles the negative part of acknowledgement a (a.Syndrome is not SynAck) at now:
 // NakSeq changes nothing (the SACK bitmap says what is missing), NakRNR makes the named
-// packet wait (or fails its request past Config.RNRRetryLimit), every other syndrome fails
-// the connection. It reports whether the connection failed.
+// packet wait (or fails its request past the RNR budget), every other syndrome fails the
+// connection. It reports whether the connection failed.
 func (s *sender) OnNak(now int64, a *wire.AckExt) bool {
 	s.ctr.naksRecv.Add(1)
 	s.ctr.naksRecvBy[int(a.Syndrome)%nakKinds].Add(1)
@@ -289,18 +300,20 @@ func (s *sender) OnNak(now int64, a *wire.AckExt) bool {
 		}
 		return s.waitRNR(now, a, info)
 	case wire.SynNakAccess:
-		s.h.fail(now, StatusAccessViolation, seq)
+		s.h.fail(now, StatusAccessViolation, seq, remoteNak(a.Syndrome))
 	case wire.SynNakInvalid:
-		s.h.fail(now, StatusDataError, seq)
+		s.h.fail(now, StatusDataError, seq, remoteNak(a.Syndrome))
 	default:
-		s.h.fail(now, StatusRemoteError, seq)
+		s.h.fail(now, StatusRemoteError, seq, remoteNak(a.Syndrome))
 	}
 	return true
 }
 
 // waitRNR holds the packet info an RNR NAK refused until the delay the NAK names (or
-// Config.RNRDelay), backed off over its request's refusals; it fails the request past
-// Config.RNRRetryLimit and then reports true.
+// Config.RNRDelay), backed off over its request's refusals; once the request's first RNR
+// NAK is the RNR budget old it fails the request instead and reports true. The last wait
+// ends when the budget does, so that the retry sent then is the last the peer may refuse
+// (if that retry gets no answer at all, the retransmission timer fails it: onRTO).
 func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 	if _, held := s.sent.Lookup(s.rnrPSN); s.rnrSet && held {
 		if s.rnrPSN == a.NakPSN && s.rnrAt != 0 {
@@ -310,7 +323,7 @@ func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 			// A later packet refused while an earlier one still is: its refusal follows from
 			// the earlier one's (the receiver takes messages in order). It is resent once
 			// the earlier one got through, and only then counts toward its request's RNR
-			// retry limit.
+			// budget.
 			return false
 		}
 	}
@@ -318,18 +331,23 @@ func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 	if a.Value > 0 {
 		d = int64(a.Value) * 16 * 1000
 	}
-	if n, ok := s.h.addRNR(info.Tag); ok {
-		if n > s.cfg.rnrRetryLimit {
-			s.h.fail(now, StatusTimeout, s.h.blame(info.Tag))
-			return true
-		}
-		// Exponential backoff over the retries of one request, up to 64 times the delay.
-		d <<= min(n-1, 6)
-	}
 	// Whatever the peer asks for (Value up to 1.05 s, backed off to a minute), the retry
 	// waits at most maxRNRDelay, or the configured delay if that is longer.
-	d = min(d, max(int64(maxRNRDelay), s.cfg.rnrDelay))
-	s.rnrPSN, s.rnrAt, s.rnrSet = a.NakPSN, now+d, true
+	limit := max(int64(maxRNRDelay), s.cfg.rnrDelay)
+	n, since, ok := s.h.addRNR(info.Tag, now)
+	at := now + min(d, limit)
+	s.rnrSince = 0
+	if ok {
+		if now-since >= s.cfg.rnrTimeout {
+			s.h.fail(now, StatusTimeout, s.h.blame(info.Tag), rnrTimeoutError(s.cfg.rnrTimeout))
+			return true
+		}
+		// Exponential backoff over the retries of one request, up to 64 times the delay,
+		// and never past the end of the budget.
+		at = min(now+min(d<<min(n-1, 6), limit), since+s.cfg.rnrTimeout)
+		s.rnrSince = since
+	}
+	s.rnrPSN, s.rnrAt, s.rnrSet, s.rnrHeard = a.NakPSN, at, true, now
 	// The retransmission timer waits too: the packet is known to be refused until then.
 	s.rtoAt = max(s.rtoAt, s.rnrAt+s.rto.Timeout())
 	return false
@@ -405,10 +423,10 @@ func (s *sender) lossTime() (int64, bool) {
 }
 
 // OnTimer runs at now what is due: the retransmission timer (retransmit the oldest
-// packet, back off; fail past the retry limit; probe a Read) and the reordering timer
-// (declare lost what is old enough). It reports whether one fired, and the next deadline:
-// Deadline, except that a reordering timer that ran now is looked at again only in the
-// next call (the engine polls again at once when something fired).
+// packet, back off; fail past the retransmission budget; probe a Read) and the reordering
+// timer (declare lost what is old enough). It reports whether one fired, and the next
+// deadline: Deadline, except that a reordering timer that ran now is looked at again only
+// in the next call (the engine polls again at once when something fired).
 func (s *sender) OnTimer(now int64) (next int64, fired bool) {
 	if s.tlp.at != 0 && now >= s.tlp.at && (s.rtoAt == 0 || now < s.rtoAt) {
 		fired = s.probeTail(now) || fired
@@ -444,28 +462,57 @@ func (s *sender) probeTail(now int64) bool {
 	return true
 }
 
+// budgetSpent reports whether a budget of RetryTimeout that started at start gives up at
+// now, on a timer due at at, whose last transmission (of the packet, or the probe) went at
+// last: the budget has run out, that transmission was made after it ran out and went
+// unanswered for a whole timeout, and the timer did not run late. A timer that runs late
+// means this engine did not run for a while (it was descheduled, or not polled): the peer
+// may have come back meanwhile, and never saw a transmission since; it gets one now, and
+// a timeout to answer it, instead of a failure.
+func (s *sender) budgetSpent(now, at, start, last int64) bool {
+	end := start + s.cfg.retryTimeout
+	return now >= end && last >= end && !firedLate(now, at)
+}
+
+// rearm sets the retransmission timer after a timeout that did not give up: one
+// (backed-off) timeout from now, but no later than the end of the budget that started at
+// start, so that a transmission is made when the budget runs out and the failure follows
+// one timeout after it.
+func (s *sender) rearm(now, start int64) {
+	s.rtoAt = now + s.rto.Timeout()
+	if end := start + s.cfg.retryTimeout; now < end && end < s.rtoAt {
+		s.rtoAt = end
+	}
+}
+
 // onRTO handles an expired retransmission timer: the oldest unacknowledged packet goes again
 // (or, in go-back-N mode, everything unacknowledged), with exponential backoff. Once the
-// packet was retransmitted RetryLimit times and has been outstanding for RTO.Max, the
-// connection fails with StatusTimeout; onRTO then reports true.
+// packet has been unacknowledged for RetryTimeout (budgetSpent) the connection fails with
+// StatusTimeout; onRTO then reports true.
 func (s *sender) onRTO(now int64) bool {
+	at := s.rtoAt
 	oldest, ok := s.sent.Oldest()
 	if !ok {
 		s.rtoAt = 0
-		return s.probeRead(now)
+		return s.probeRead(now, at)
 	}
 	s.ctr.timeouts.Add(1)
-	// Give up only once the packet was retransmitted RetryLimit times and has been
-	// outstanding for RTO.Max. With a tiny SRTT the timer sits at RTO.Min (200 µs), and the
-	// retry limit alone would give up after Min*(2^(RetryLimit+1)-1), 51 ms: a peer whose
-	// host does not run for that long (a stalled vCPU, a descheduled poller) would lose its
-	// connection although nothing was lost.
-	// Retransmissions for loss: its retransmissions less those that answered RNR NAKs of
-	// its request, which RNRRetryLimit bounds on its own (IB keeps the two apart too).
-	tries := max(oldest.Retransmits-s.h.rnrRetries(oldest.Tag), 0)
-	floor := oldest.FirstSentAt + s.rto.Max()
-	if tries >= s.cfg.retryLimit && now >= floor {
-		s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag))
+	// The budget counts from the packet's first transmission: however quickly the backed
+	// off timeouts from a microsecond RTO are spent, a peer whose host stalls for less than
+	// RetryTimeout keeps its connection. An RNR NAK is an answer: a packet the peer refused
+	// for want of a receive (RNRTimeout bounds that) starts its budget again at the NAK.
+	start := oldest.FirstSentAt
+	if s.rnrSet && s.rnrPSN == oldest.PSN {
+		start = max(start, s.rnrHeard)
+		// The RNR budget by the timer: the retry sent when it ran out got no answer at all
+		// (its NAK was lost, say) for a timeout.
+		if end := s.rnrSince + s.cfg.rnrTimeout; s.rnrSince != 0 && now >= end && oldest.SentAt >= end && !firedLate(now, at) {
+			s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag), rnrTimeoutError(s.cfg.rnrTimeout))
+			return true
+		}
+	}
+	if s.budgetSpent(now, at, start, oldest.SentAt) {
+		s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag), retryTimeoutError(s.cfg.retryTimeout))
 		return true
 	}
 	s.cc.OnTimeout(now)
@@ -480,21 +527,19 @@ func (s *sender) onRTO(now int64) bool {
 		s.ctr.rtoRetransmits.Add(1)
 	}
 	s.tlp.at = 0
-	s.rtoAt = now + s.rto.Timeout()
-	if tries+1 >= s.cfg.retryLimit && floor > now && floor < s.rtoAt {
-		s.rtoAt = floor // past the limit: fail when the packet has been outstanding long enough
-	}
+	s.rearm(now, start)
 	return false
 }
 
-// probeRead runs when the retransmission timer expires with nothing of ours in flight but
-// a Read outstanding: its request was acknowledged, and its response, which travels in the
-// peer's stream and which the peer retransmits itself, has stopped arriving. The peer may
-// be gone, and nothing else would notice. An Ack with FlagAckReq goes to the peer, a probe:
-// a live peer answers it with an acknowledgement (or, if its QP failed, with a NAK); a
-// silent one makes the oldest such Read fail with StatusTimeout after RetryLimit probes and
-// RTO.Max, as an unanswered packet would. It reports whether the connection failed.
-func (s *sender) probeRead(now int64) bool {
+// probeRead runs when the retransmission timer (due at at) expires with nothing of ours in
+// flight but a Read outstanding: its request was acknowledged, and its response, which
+// travels in the peer's stream and which the peer retransmits itself, has stopped arriving.
+// The peer may be gone, and nothing else would notice. An Ack with FlagAckReq goes to the
+// peer, a probe: a live peer answers it with an acknowledgement (or, if its QP failed, with
+// a NAK); a silent one makes the oldest such Read fail with StatusTimeout once the probes
+// went unanswered for RetryTimeout, as an unanswered packet would. It reports whether the
+// connection failed.
+func (s *sender) probeRead(now, at int64) bool {
 	seq := s.h.awaitedRead()
 	if seq < 0 {
 		return false
@@ -503,14 +548,14 @@ func (s *sender) probeRead(now int64) bool {
 	if s.probeSince == 0 {
 		s.probeSince = now
 	}
-	if s.probes >= s.cfg.retryLimit && now >= s.probeSince+s.rto.Max() {
-		s.h.fail(now, StatusTimeout, seq)
+	if s.probeAt != 0 && s.budgetSpent(now, at, s.probeSince, s.probeAt) {
+		s.h.fail(now, StatusTimeout, seq, retryTimeoutError(s.cfg.retryTimeout))
 		return true
 	}
 	s.rto.Backoff()
-	s.rtoAt = now + s.rto.Timeout()
+	s.rearm(now, s.probeSince)
 	if s.h.probe(now) { // else the link is full: the next expiry probes
-		s.probes++
+		s.probeAt = now
 	}
 	return false
 }
@@ -519,8 +564,8 @@ func (s *sender) probeRead(now int64) bool {
 func (s *sender) reset() {
 	s.retx.consume(len(s.retx.list))
 	s.tlp, s.rtoRun = tailProbe{}, timeoutRun{}
-	s.rtoAt, s.rnrAt, s.rnrSet = 0, 0, false
-	s.probes, s.probeSince = 0, 0
+	s.rtoAt, s.rnrAt, s.rnrSet, s.rnrHeard, s.rnrSince = 0, 0, false, 0, 0
+	s.probeSince, s.probeAt = 0, 0
 	if s.sent != nil { // nil on a QP that never connected
 		s.sent.Reset()
 	}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -40,17 +41,29 @@ func (c *fakeCC) OnSpuriousTimeout(int64)             { c.spurious++ }
 func (c *fakeCC) NextSendTime(now int64, _ int) int64 { return max(now, c.paceUntil) }
 func (c *fakeCC) Stats() congestion.Stats             { return congestion.Stats{Window: c.window} }
 
-// failure is a fail the sender asked for.
+// failure is a fail the sender asked for, with the sentinel its cause wraps.
 type failure struct {
-	at  time.Duration
-	st  Status
-	seq int64
+	at    time.Duration
+	st    Status
+	seq   int64
+	cause error
+}
+
+// causeKind returns the sentinel err wraps, of those the sender reports.
+func causeKind(err error) error {
+	for _, k := range []error{ErrRetryTimeout, ErrRNRTimeout, ErrRemoteNak} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return err
 }
 
 // fakeOwner is the requester as the sender sees it (senderHooks): packets are tagged
-// wrTag(request, offset), RNR NAKs are counted per request.
+// wrTag(request, offset), RNR NAKs are counted per request, with the time of the first.
 type fakeOwner struct {
 	rnr    map[uint32]int
+	since  map[uint32]int64
 	read   int64 // what awaitedRead returns
 	full   bool  // the link takes nothing: probes do not go
 	probes []time.Duration
@@ -64,18 +77,16 @@ func (o *fakeOwner) blame(tag uint64) int64 {
 	return -1
 }
 
-func (o *fakeOwner) rnrRetries(tag uint64) int {
-	_, idx, _ := splitTag(tag)
-	return o.rnr[idx]
-}
-
-func (o *fakeOwner) addRNR(tag uint64) (int, bool) {
+func (o *fakeOwner) addRNR(tag uint64, now int64) (int, int64, bool) {
 	job, idx, _ := splitTag(tag)
 	if job {
-		return 0, false
+		return 0, 0, false
+	}
+	if o.rnr[idx] == 0 {
+		o.since[idx] = now
 	}
 	o.rnr[idx]++
-	return o.rnr[idx], true
+	return o.rnr[idx], o.since[idx], true
 }
 
 func (o *fakeOwner) awaitedRead() int64 { return o.read }
@@ -88,8 +99,8 @@ func (o *fakeOwner) probe(now int64) bool {
 	return true
 }
 
-func (o *fakeOwner) fail(now int64, st Status, seq int64) {
-	o.fails = append(o.fails, failure{time.Duration(now), st, seq})
+func (o *fakeOwner) fail(now int64, st Status, seq int64, cause error) {
+	o.fails = append(o.fails, failure{time.Duration(now), st, seq, causeKind(cause)})
 }
 
 // sndHarness is a connected sender with its fakes.
@@ -102,11 +113,12 @@ type sndHarness struct {
 }
 
 func defaultSenderConfig() senderConfig {
-	return senderConfig{retryLimit: 7, rnrRetryLimit: 7, rnrDelay: int64(100 * time.Microsecond), window: 64}
+	return senderConfig{retryTimeout: int64(10 * time.Second), rnrTimeout: int64(10 * time.Second),
+		rnrDelay: int64(100 * time.Microsecond), window: 64}
 }
 
 func newSndHarness(t *testing.T, cfg senderConfig, rto ack.RTOConfig) *sndHarness {
-	h := &sndHarness{t: t, own: fakeOwner{rnr: map[uint32]int{}, read: -1}, cc: fakeCC{window: 1 << 30}}
+	h := &sndHarness{t: t, own: fakeOwner{rnr: map[uint32]int{}, since: map[uint32]int64{}, read: -1}, cc: fakeCC{window: 1 << 30}}
 	h.s = newSender(cfg, rto, &h.own, &h.ctr)
 	h.s.connect(sndBase, &h.cc)
 	return h
@@ -298,42 +310,66 @@ func TestSenderDecisions(t *testing.T) {
 		},
 		timeouts: 2, ccRTOs: 2,
 	}, {
-		name: "gives up after RetryLimit once the packet is RTO.Max old",
+		name: "gives up once the packet is RetryTimeout old and a transmission after that went unanswered",
 		cfg: func(c *senderConfig, r *ack.RTOConfig) {
-			c.retryLimit = 3
-			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: 20 * time.Millisecond}
+			c.retryTimeout = int64(20 * time.Millisecond)
+			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: 8 * time.Millisecond}
 		},
 		events: []sev{
 			send(0, 5, 1),
 			timerAt(ms(1), true), resend(ms(1), 0), deadlineIs(ms(3)),
 			timerAt(ms(3), true), resend(ms(3), 0), deadlineIs(ms(7)),
 			timerAt(ms(7), true), resend(ms(7), 0), deadlineIs(ms(15)),
-			// three retries spent, but the packet is 15 ms old: once more, and the timer
-			// is set for when it is RTO.Max (20 ms) old
+			// the backed-off timeout (8 ms, the cap) would pass the budget's end: the timer
+			// is set for the end, when the packet goes once more
 			timerAt(ms(15), true), resend(ms(15), 0), deadlineIs(ms(20)),
 			timerAt(ms(19.999), false),
-			timerAt(ms(20), true),
+			timerAt(ms(20), true), resend(ms(20), 0), deadlineIs(ms(28)),
+			// that one, made when the budget had run out, is unanswered for a timeout
+			timerAt(ms(28), true),
 		},
-		fails:    fails(failure{ms(20), StatusTimeout, 5}),
-		timeouts: 5, ccRTOs: 4,
+		fails:    fails(failure{ms(28), StatusTimeout, 5, ErrRetryTimeout}),
+		timeouts: 6, ccRTOs: 5,
 	}, {
-		name: "gives up at RetryLimit when RTO.Max has passed before",
+		name: "a timer that runs late retransmits before it gives up",
 		cfg: func(c *senderConfig, r *ack.RTOConfig) {
-			c.retryLimit = 3
+			c.retryTimeout = int64(10 * time.Millisecond)
+			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: time.Millisecond}
+		},
+		events: []sev{
+			send(0, 5, 1),
+			deadlineIs(ms(1)),
+			// this engine did not run for half a second: the budget ran out meanwhile, but
+			// the peer never saw a retransmission; it gets one and a timeout to answer
+			timerAt(ms(500), true), resend(ms(500), 0), deadlineIs(ms(501)),
+			timerAt(ms(501), true),
+		},
+		fails:    fails(failure{ms(501), StatusTimeout, 5, ErrRetryTimeout}),
+		timeouts: 2, ccRTOs: 1,
+	}, {
+		name: "an RNR NAK starts the packet's retransmission budget again",
+		cfg: func(c *senderConfig, r *ack.RTOConfig) {
+			c.retryTimeout = int64(5 * time.Millisecond)
 			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: 2 * time.Millisecond}
 		},
 		events: []sev{
 			send(0, 5, 1),
-			timerAt(ms(1), true), resend(ms(1), 0), deadlineIs(ms(3)),
-			timerAt(ms(3), true), resend(ms(3), 0), deadlineIs(ms(5)),
-			timerAt(ms(5), true), resend(ms(5), 0), deadlineIs(ms(7)),
-			timerAt(ms(7), true),
+			timerAt(ms(1), true), resend(ms(1), 0),
+			timerAt(ms(3), true), resend(ms(3), 0),
+			// refused for want of a receive at 4 ms: an answer; the wait ends at 4.1 ms
+			nakAt(ms(4), wire.SynNakRNR, 0, 0),
+			resend(us(4100), 0),
+			// the retry's NAK is lost: the budget runs from the NAK, to 9 ms
+			timerAt(us(6100), true), resend(us(6100), 0),
+			timerAt(us(8100), true), resend(us(8100), 0), deadlineIs(ms(9)),
+			timerAt(ms(9), true), resend(ms(9), 0),
+			timerAt(ms(11), true),
 		},
-		fails:    fails(failure{ms(7), StatusTimeout, 5}),
-		timeouts: 4, ccRTOs: 3,
+		fails:    fails(failure{ms(11), StatusTimeout, 5, ErrRetryTimeout}),
+		timeouts: 6, ccRTOs: 5,
 	}, {
-		name: "waits out an RNR NAK, backs off per request, fails past RNRRetryLimit",
-		cfg:  func(c *senderConfig, _ *ack.RTOConfig) { c.rnrRetryLimit = 2 },
+		name: "waits out an RNR NAK, backs off per request, fails once the first NAK is RNRTimeout old",
+		cfg:  func(c *senderConfig, _ *ack.RTOConfig) { c.rnrTimeout = int64(300 * time.Microsecond) },
 		events: []sev{
 			send(0, 1, 1),
 			nakAt(us(10), wire.SynNakRNR, 0, 0),
@@ -343,11 +379,32 @@ func TestSenderDecisions(t *testing.T) {
 			resend(us(110), 0),
 			nakAt(us(130), wire.SynNakRNR, 0, 0),
 			rnrCount(1, 2),
-			resend(us(329)),
-			resend(us(330), 0), // twice the delay for the request's second refusal
-			nakAt(us(340), wire.SynNakRNR, 0, 0),
+			// twice the delay for the request's second refusal would end at 330 µs: the
+			// wait ends with the budget, 300 µs after the first NAK
+			deadlineIs(us(310)),
+			resend(us(309)),
+			resend(us(310), 0),
+			nakAt(us(320), wire.SynNakRNR, 0, 0),
 		},
-		fails: fails(failure{us(340), StatusTimeout, 1}),
+		fails: fails(failure{us(320), StatusTimeout, 1, ErrRNRTimeout}),
+	}, {
+		name: "the retry sent when the RNR budget ran out, unanswered, fails by the timer",
+		cfg: func(c *senderConfig, r *ack.RTOConfig) {
+			c.rnrTimeout = int64(300 * time.Microsecond)
+			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: time.Millisecond}
+		},
+		events: []sev{
+			send(0, 1, 1),
+			nakAt(us(10), wire.SynNakRNR, 0, 0),
+			resend(us(110), 0),
+			nakAt(us(130), wire.SynNakRNR, 0, 0),
+			resend(us(310), 0), // the budget's end: the last retry
+			// its NAK is lost; the timer, one RTO after the wait, finds the budget spent
+			deadlineIs(us(1310)),
+			timerAt(us(1310), true),
+		},
+		fails:    fails(failure{us(1310), StatusTimeout, 1, ErrRNRTimeout}),
+		timeouts: 1,
 	}, {
 		name: "takes the RNR delay the NAK names, and holds the retransmission timer",
 		events: []sev{
@@ -373,8 +430,8 @@ func TestSenderDecisions(t *testing.T) {
 	}, {
 		name: "probes an outstanding Read whose response stopped, and fails it when unanswered",
 		cfg: func(c *senderConfig, r *ack.RTOConfig) {
-			c.retryLimit = 2
-			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: 10 * time.Millisecond}
+			c.retryTimeout = int64(10 * time.Millisecond)
+			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: 4 * time.Millisecond}
 		},
 		setup: func(o *fakeOwner) { o.read = 4 },
 		events: []sev{
@@ -382,17 +439,19 @@ func TestSenderDecisions(t *testing.T) {
 			deadlineIs(ms(1)),
 			timerAt(ms(1), true), deadlineIs(ms(3)),
 			timerAt(ms(3), true), deadlineIs(ms(7)),
-			// two probes unanswered, but the first is 6 ms old: once more
-			timerAt(ms(7), true), deadlineIs(ms(15)),
+			timerAt(ms(7), true), deadlineIs(ms(11)),
+			// the probes' budget (from the first, at 1 ms) ends at 11 ms: one more probe,
+			// unanswered for a timeout
+			timerAt(ms(11), true), deadlineIs(ms(15)),
 			timerAt(ms(15), true),
 		},
-		probes:   durations(ms(1), ms(3), ms(7)),
-		fails:    fails(failure{ms(15), StatusTimeout, 4}),
-		timeouts: 4,
+		probes:   durations(ms(1), ms(3), ms(7), ms(11)),
+		fails:    fails(failure{ms(15), StatusTimeout, 4, ErrRetryTimeout}),
+		timeouts: 5,
 	}, {
 		name: "a probe the link cannot take does not count",
 		cfg: func(c *senderConfig, r *ack.RTOConfig) {
-			c.retryLimit = 1
+			c.retryTimeout = int64(2 * time.Millisecond)
 			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: 2 * time.Millisecond}
 		},
 		setup: func(o *fakeOwner) { o.read, o.full = 4, true },
@@ -404,7 +463,7 @@ func TestSenderDecisions(t *testing.T) {
 	}, {
 		name: "the peer heard from starts the probes over",
 		cfg: func(c *senderConfig, r *ack.RTOConfig) {
-			c.retryLimit = 1
+			c.retryTimeout = int64(2 * time.Millisecond)
 			*r = ack.RTOConfig{Initial: time.Millisecond, Min: time.Millisecond, Max: 2 * time.Millisecond}
 		},
 		setup: func(o *fakeOwner) { o.read = 4 },
@@ -414,11 +473,12 @@ func TestSenderDecisions(t *testing.T) {
 			heard(ms(2)), // response bytes arrived: no failure at 3 ms
 			deadlineIs(ms(4)),
 			timerAt(ms(4), true),
-			timerAt(ms(6), true), // one probe unanswered for RTO.Max: give up
+			timerAt(ms(6), true), // the budget from 4 ms ends: one more probe
+			timerAt(ms(8), true), // unanswered for a timeout: give up
 		},
-		probes:   durations(ms(1), ms(4)),
-		fails:    fails(failure{ms(6), StatusTimeout, 4}),
-		timeouts: 3,
+		probes:   durations(ms(1), ms(4), ms(6)),
+		fails:    fails(failure{ms(8), StatusTimeout, 4, ErrRetryTimeout}),
+		timeouts: 4,
 	}, {
 		name: "NAKs that end the connection",
 		events: []sev{
@@ -431,11 +491,11 @@ func TestSenderDecisions(t *testing.T) {
 			nakAt(us(60), wire.SynNakAccess, 5, 0), // names no packet in flight
 		},
 		fails: fails(
-			failure{us(20), StatusAccessViolation, 3},
-			failure{us(30), StatusDataError, 3},
-			failure{us(40), StatusRemoteError, 3},
-			failure{us(50), StatusRemoteError, 3},
-			failure{us(60), StatusAccessViolation, -1},
+			failure{us(20), StatusAccessViolation, 3, ErrRemoteNak},
+			failure{us(30), StatusDataError, 3, ErrRemoteNak},
+			failure{us(40), StatusRemoteError, 3, ErrRemoteNak},
+			failure{us(50), StatusRemoteError, 3, ErrRemoteNak},
+			failure{us(60), StatusAccessViolation, -1, ErrRemoteNak},
 		),
 	}, {
 		name: "go-back-N resends everything once per loss episode",

@@ -163,10 +163,10 @@ func TestSRQSharedByTwoPeers(t *testing.T) {
 
 // TestSRQEmptyRNRThenSuccess: a QP on an empty SRQ refuses a Send with RNR NAKs (it cannot
 // promise credits, so the sender sent at once); a receive posted to the SRQ before the RNR
-// retry limit lets the Send complete, byte-exact. The QP advertises no credit limit: a
+// budget runs out lets the Send complete, byte-exact. The QP advertises no credit limit: a
 // burst of Sends after that is not held back by the sender.
 func TestSRQEmptyRNRThenSuccess(t *testing.T) {
-	w, a, b := newSemPair(t, func(c *transport.Config) { c.RNRRetryLimit = 7 })
+	w, a, b := newSemPair(t, nil)
 	pool := newSRQPool(t, b, 64)
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{SRQ: pool.s})
 	msg := make([]byte, 3000)
@@ -198,12 +198,12 @@ func TestSRQEmptyRNRThenSuccess(t *testing.T) {
 	}
 }
 
-// TestSRQEmptyTimeout: a Send to a QP whose SRQ stays empty fails through the RNR retry
-// limit (StatusTimeout), as without an SRQ; the SRQ is untouched and other QPs on it are
+// TestSRQEmptyTimeout: a Send to a QP whose SRQ stays empty fails through the RNR budget
+// (StatusTimeout), as without an SRQ; the SRQ is untouched and other QPs on it are
 // not affected.
 func TestSRQEmptyTimeout(t *testing.T) {
 	w := newSemWorld(t, simlink.Config{Seed: 3, Default: simlink.Impairments{Latency: 5 * time.Microsecond}})
-	r, p1, p2 := w.engine(1, nil), w.engine(2, func(c *transport.Config) { c.RNRRetryLimit = 2 }), w.engine(3, nil)
+	r, p1, p2 := w.engine(1, nil), w.engine(2, func(c *transport.Config) { c.RNRTimeout = 2 * time.Millisecond }), w.engine(3, nil)
 	pool := newSRQPool(t, r, 16)
 	s1, q1 := w.connect(p1, transport.QPConfig{}, r, transport.QPConfig{SRQ: pool.s})
 	s2, q2 := w.connect(p2, transport.QPConfig{}, r, transport.QPConfig{SRQ: pool.s})

@@ -134,7 +134,7 @@ func TestCMFieldValidation(t *testing.T) {
 			a := w.engine(1, nil)
 			r := w.raw(3)
 			qa := a.qp(transport.QPConfig{})
-			conn, err := a.eng.Connect(qa, r.addr, 5, nil)
+			conn, err := a.eng.Connect(qa, r.addr, 5, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func TestCMFieldValidation(t *testing.T) {
 				t.Fatalf("%d requests sent, want 1", n)
 			}
 			// The QP can connect again.
-			conn2, err := a.eng.Connect(qa, r.addr, 5, nil)
+			conn2, err := a.eng.Connect(qa, r.addr, 5, nil, 0)
 			if err != nil {
 				t.Fatalf("connect again: %v", err)
 			}
@@ -248,7 +248,7 @@ func TestCMInvalidSource(t *testing.T) {
 	// Connect refuses such a peer, and the QP stays idle.
 	qb := b.qp(transport.QPConfig{})
 	for _, peer := range sources {
-		if _, err := b.eng.Connect(qb, peer, 5, nil); err == nil {
+		if _, err := b.eng.Connect(qb, peer, 5, nil, 0); err == nil {
 			t.Fatalf("Connect to %v accepted", peer)
 		} else {
 			semIs(t, "connect to "+peer.String(), err, transport.ErrPeerAddress)
@@ -272,7 +272,7 @@ func TestCMReadyToUseFields(t *testing.T) {
 	r.sendRaw(b.addr, &p, nil)
 	req := semNextRequest(w, l)
 	qb := b.qp(transport.QPConfig{})
-	if err := req.Accept(qb, nil); err != nil {
+	if err := req.Accept(qb, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	w.runUntil(time.Second, "reply", func() bool { return r.rawCount(wire.OpConnReply) > 0 })
@@ -556,7 +556,7 @@ func TestCMTableBounds(t *testing.T) {
 			r.sendRaw(b.addr, &p, nil)
 			req := semNextRequest(w, l)
 			qb := b.qp(small)
-			if err := req.Accept(qb, nil); err != nil {
+			if err := req.Accept(qb, nil, 0); err != nil {
 				t.Fatal(err)
 			}
 			w.runUntil(time.Second, "reply", func() bool { return r.rawCount(wire.OpConnReply) == i })
@@ -594,7 +594,7 @@ func TestCMTableBounds(t *testing.T) {
 		replies := make([]wire.Packet, 0, n)
 		for i := 1; i <= n; i++ {
 			qa := a.qp(small)
-			conn, err := a.eng.Connect(qa, r.addr, 5, nil)
+			conn, err := a.eng.Connect(qa, r.addr, 5, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -609,16 +609,18 @@ func TestCMTableBounds(t *testing.T) {
 				t.Fatalf("after %d connections %d attempts listed, want %d", i, conns, min(i, transport.MaxLingering))
 			}
 		}
-		rtus := r.rawCount(wire.OpReadyToUse)
+		// The QPs were closed: a late copy of a reply is refused (the peer's half-open
+		// connection ends) rather than answered with a ready-to-use.
+		rtus, rejects := r.rawCount(wire.OpReadyToUse), r.rawCount(wire.OpConnReject)
 		r.sendRaw(a.addr, &replies[n-1], nil)
 		w.runFor(time.Millisecond)
-		if got := r.rawCount(wire.OpReadyToUse); got != rtus+1 {
-			t.Fatalf("a late copy of the newest reply got %d ready-to-use, want 1", got-rtus)
+		if got := r.rawCount(wire.OpConnReject); got != rejects+1 || r.rawCount(wire.OpReadyToUse) != rtus {
+			t.Fatalf("a late copy of the newest reply got %d rejections, want 1", got-rejects)
 		}
 		drops := a.eng.Stats().CMDropped
 		r.sendRaw(a.addr, &replies[0], nil)
 		w.runFor(time.Millisecond)
-		if got := r.rawCount(wire.OpReadyToUse); got != rtus+1 || a.eng.Stats().CMDropped != drops+1 {
+		if got := r.rawCount(wire.OpConnReject); got != rejects+1 || a.eng.Stats().CMDropped != drops+1 {
 			t.Fatal("the oldest attempt was not the one evicted")
 		}
 	})
@@ -632,11 +634,11 @@ func TestCMTableBounds(t *testing.T) {
 func TestCMFlushWhileConnecting(t *testing.T) {
 	t.Run("attempt times out", func(t *testing.T) {
 		w := newValWorld(t)
-		a := w.engine(1, func(c *transport.Config) { c.CMTimeout, c.CMRetries = time.Millisecond, 2 })
+		a := w.engine(1, func(c *transport.Config) { c.CMTimeout = time.Millisecond })
 		r := w.raw(3)
 		qa := a.qp(transport.QPConfig{})
 		semRecv(t, qa, 1, make([]byte, 10))
-		conn, err := a.eng.Connect(qa, r.addr, 5, nil)
+		conn, err := a.eng.Connect(qa, r.addr, 5, nil, 2*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -652,7 +654,7 @@ func TestCMFlushWhileConnecting(t *testing.T) {
 		a := w.engine(1, nil)
 		r := w.raw(3)
 		qa := a.qp(transport.QPConfig{})
-		conn, err := a.eng.Connect(qa, r.addr, 5, nil)
+		conn, err := a.eng.Connect(qa, r.addr, 5, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -684,7 +686,7 @@ func TestCMFlushWhileConnecting(t *testing.T) {
 		r.sendRaw(b.addr, &p, nil)
 		req := semNextRequest(w, l)
 		qb := b.qp(transport.QPConfig{})
-		if err := req.Accept(qb, nil); err != nil {
+		if err := req.Accept(qb, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		w.runUntil(time.Second, "reply", func() bool { return r.rawCount(wire.OpConnReply) > 0 })

@@ -20,8 +20,9 @@ const (
 	// StatusCancelled: flushed (Flush, disconnect, or the QP entered the error state
 	// because of an earlier failure). NDK: STATUS_CANCELLED.
 	StatusCancelled
-	// StatusTimeout: the retry limit or the RNR retry limit was exceeded; the peer is gone or
-	// never posted a receive. NDK: STATUS_IO_TIMEOUT.
+	// StatusTimeout: the retransmission budget (RetryTimeout), the RNR budget (RNRTimeout) or
+	// the keepalive ran out; the peer is gone or never posted a receive (QP.Cause says
+	// which). NDK: STATUS_IO_TIMEOUT.
 	StatusTimeout
 	// StatusAccessViolation: the peer refused a remote access (token, rights, bounds, or an
 	// invalidated token); nothing was written. NDK: STATUS_ACCESS_VIOLATION.

@@ -23,7 +23,9 @@ import (
 // Device and its Links may then be used from any goroutine.
 //
 // What it got (attach mode, zero-copy or copy, multi-buffer, need_wakeup, page kind) is in
-// Mode and is logged; nothing falls back silently.
+// Mode and is logged; nothing falls back silently. A queue bound by another AF_XDP socket,
+// or another XDP program on the interface, makes it fail with a *BusyError (ErrBusy) that
+// names the holder where it can be found.
 func Open(cfg Config) (d *Device, err error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -115,6 +117,15 @@ func Open(cfg Config) (d *Device, err error) {
 		}
 		s, err := NewSocket(d.umem, sc)
 		if err != nil {
+			var be *xsk.BindError
+			if errors.As(err, &be) {
+				for _, r := range be.Refused {
+					d.log.Info("xdp bind refused", "queue", q, "refused", r)
+				}
+			}
+			if errors.Is(err, xsk.ErrBusy) {
+				return d, d.queueBusy(q, err)
+			}
 			return d, err
 		}
 		if first == nil {
@@ -150,6 +161,9 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	// Attach last: until now our packets kept going to the kernel.
 	if d.attach, err = d.prog.Attach(d.ifindex, cfg.Attach); err != nil {
+		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+			return d, d.hookBusy(err)
+		}
 		return d, err
 	}
 	d.workerOn = true

@@ -39,4 +39,13 @@
 // zero-copy then copy, multi-buffer when the MTU needs it, need_wakeup by default. On veth,
 // zero-copy is refused (EOPNOTSUPP) and the copy-mode fallback shows in Device.Mode and in the
 // log. docs/DATAPATH.md records the decisions behind this package.
+//
+// An interface someone else uses makes Open fail with a *BusyError (errors.Is ErrBusy): a
+// queue bound by another AF_XDP socket (also EBUSY, whatever bind mode was being tried), or
+// another XDP program attached (also the kernel's EBUSY or EEXIST). The message names the
+// interface and queue, or the program (id, name, mode), and the processes holding the
+// socket or the program's bpf_link (pid and command name), found at once in the kernel's
+// AF_XDP socket diagnostics, the interface's XDP attributes and /proc; the search is best
+// effort, runs in Open only and stops after 200 ms, and when it finds nobody the message
+// says how to look (`ss --xdp -p`, `bpftool net`).
 package xdp

@@ -111,7 +111,7 @@ func testEngineOverAFXDP(t *testing.T, zeroCopy bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn, err := ea.Connect(qa, db.Links()[0].LocalAddr(), 1, []byte("over af_xdp"))
+			conn, err := ea.Connect(qa, db.Links()[0].LocalAddr(), 1, []byte("over af_xdp"), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func testEngineOverAFXDP(t *testing.T, zeroCopy bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := req.Accept(qb, nil); err != nil {
+			if err := req.Accept(qb, nil, 0); err != nil {
 				t.Fatal(err)
 			}
 			t0 := time.Now()

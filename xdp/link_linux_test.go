@@ -17,8 +17,6 @@ import (
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
-const testPort = 4793
-
 // quietLogger keeps test output to what the tests print themselves.
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -77,6 +77,10 @@ func (r *fakeResolver) resolve(ctx context.Context, ip netip.Addr) ([6]byte, err
 	}
 }
 
+// testPort is the UDP port of the tests' links and neighbour configurations; it is here, in
+// a file built on every platform, because the neighbour table tests use it too.
+const testPort = 4793
+
 var (
 	testSrcMAC = [6]byte{0x02, 0, 0, 0, 0, 0x01}
 	macOne     = [6]byte{0x02, 0, 0, 0, 0, 0xA1}

@@ -19,7 +19,7 @@ func TestSmoke(t *testing.T) {
 	privileged.Require(t)
 	o := QuickOptions()
 	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Fatalf("iperf3 not found (go run ./internal/prereq bench installs it): %v", err)
+		t.Fatalf("iperf3 not found (make test's prerequisite step, go run ./internal/prereq test, installs it): %v", err)
 	}
 	o.Duration, o.Warmup, o.Sample = 400*time.Millisecond, 200*time.Millisecond, 50*time.Millisecond
 	o.XDPLosses = []float64{0.01}

@@ -197,7 +197,7 @@ func (f *Fabric) connect(cfg FabricConfig) error {
 			return fmt.Errorf("new QP %d on the receiver: %w", i, err)
 		}
 		f.Tx, f.Rx = append(f.Tx, tx), append(f.Rx, rx)
-		conn, err := e.Connect(tx, f.RxLink.LocalAddr(), Service, nil)
+		conn, err := e.Connect(tx, f.RxLink.LocalAddr(), Service, nil, 0)
 		if err != nil {
 			return fmt.Errorf("connect %d: %w", i, err)
 		}
@@ -212,7 +212,7 @@ func (f *Fabric) connect(cfg FabricConfig) error {
 		}); err != nil {
 			return fmt.Errorf("connection request %d: %w", i, err)
 		}
-		if err := req.Accept(rx, nil); err != nil {
+		if err := req.Accept(rx, nil, 0); err != nil {
 			return fmt.Errorf("accept %d: %w", i, err)
 		}
 		if err := f.RunUntil(time.Second, func() bool { d, _ := conn.Replied(); return d }); err != nil {

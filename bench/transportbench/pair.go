@@ -210,7 +210,7 @@ func (p *Pair) connect(qcfg transport.QPConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer l.Close()
-	conn, err := p.A.Connect(p.QA, p.LinkB.LocalAddr(), Service, nil)
+	conn, err := p.A.Connect(p.QA, p.LinkB.LocalAddr(), Service, nil, 0)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -225,7 +225,7 @@ func (p *Pair) connect(qcfg transport.QPConfig) error {
 	}); err != nil {
 		return fmt.Errorf("connection request: %w", err)
 	}
-	if err := req.Accept(p.QB, nil); err != nil {
+	if err := req.Accept(p.QB, nil, 0); err != nil {
 		return fmt.Errorf("accept: %w", err)
 	}
 	if err := p.RunUntil(time.Second, func() bool { d, _ := conn.Replied(); return d }); err != nil {

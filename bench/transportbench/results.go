@@ -70,7 +70,7 @@ type Header struct {
 	Modes map[string]string `json:"modes"`
 	// Config is the options the run used.
 	Config Config `json:"config"`
-	// Goals are the issue's goals and whether the medians meet them.
+	// Goals are the issue's goals, every one listed, and whether the medians meet them.
 	Goals []Goal `json:"goals"`
 	// Notes are definitions and anything unusual that happened.
 	Notes []string `json:"notes"`
@@ -105,22 +105,52 @@ type Record struct {
 	report.Figure
 }
 
-// Goal is one of the issue's goals for the ratios.
+// Goal is one of the issue's goals for the ratios. Its JSON is that of every benchmark's
+// goals (bench/ndkbench, bench/pathbench, the scenarios' ScenarioGoal): name, cmp, limit,
+// evaluated, value and met, every goal listed, with evaluated and met false when its ratio
+// was not measured.
 type Goal struct {
-	Ratio string  `json:"ratio"` // RatioLossless or RatioGoBackN
-	Loss  float64 `json:"loss"`  // in %
-	Min   float64 `json:"min"`   // the ratio must be at least this
-	Value float64 `json:"value"` // the measured ratio of medians (0 when not measured)
-	Met   *bool   `json:"met"`   // nil when not measured
-	What  string  `json:"what"`  // in words
+	// Name says what is compared, for people.
+	Name string `json:"name"`
+	// System is the ratio record's system (RatioLossless or RatioGoBackN), Loss its loss
+	// rate in %.
+	System string  `json:"system"`
+	Loss   float64 `json:"loss"`
+	// Cmp is AtLeast (the ratio must reach Limit) or AtMost (must not exceed it).
+	Cmp   string  `json:"cmp"`
+	Limit float64 `json:"limit"`
+
+	// Evaluated is false when the ratio was not measured (its loss rate or a mode not run).
+	Evaluated bool `json:"evaluated"`
+	// Value is the measured ratio of medians (0 when not evaluated).
+	Value float64 `json:"value"`
+	// Met says whether Value satisfies Cmp Limit.
+	Met bool `json:"met"`
 }
+
+// Comparisons of a goal (Goal.Cmp, ScenarioGoal.Cmp).
+const (
+	AtLeast = ">="
+	AtMost  = "<="
+)
+
+// meets reports whether v satisfies cmp limit.
+func meets(v float64, cmp string, limit float64) bool {
+	if cmp == AtMost {
+		return v <= limit
+	}
+	return v >= limit
+}
+
+// Verdict is "met", "NOT met", or "not evaluated".
+func (g Goal) Verdict() string { return report.Verdict(g.Evaluated, g.Met) }
 
 // Goals lists the issue's goals: at 1 % loss, goodput at least 0.7× lossless and 2×
 // go-back-N; at 0.1 %, at least 0.9× lossless.
 var Goals = []Goal{
-	{Ratio: RatioLossless, Loss: 1, Min: 0.7, What: "1% loss: selective >= 0.7x lossless"},
-	{Ratio: RatioGoBackN, Loss: 1, Min: 2, What: "1% loss: selective >= 2x go-back-N"},
-	{Ratio: RatioLossless, Loss: 0.1, Min: 0.9, What: "0.1% loss: selective >= 0.9x lossless"},
+	{Name: "1% loss: selective >= 0.7x lossless", System: RatioLossless, Loss: 1, Cmp: AtLeast, Limit: 0.7},
+	{Name: "1% loss: selective >= 2x go-back-N", System: RatioGoBackN, Loss: 1, Cmp: AtLeast, Limit: 2},
+	{Name: "0.1% loss: selective >= 0.9x lossless", System: RatioLossless, Loss: 0.1, Cmp: AtLeast, Limit: 0.9},
 }
 
 // writeOverhead is what a Write packet carries besides payload: header, RDMA extension,
@@ -154,7 +184,7 @@ func Collect(o Options, runs []CaseResult) *Results {
 		fmt.Sprintf("wire_util = bytes of the A->B datagrams B received (duplicates included; the simulated wire has no headers) / (bandwidth x window); a Write packet carries %d payload bytes in a %d-byte datagram, so goodput <= %.1f%% of the bandwidth",
 			o.MaxPayload-writeOverhead, o.MaxPayload, 100*float64(o.MaxPayload-writeOverhead)/float64(o.MaxPayload)),
 		"means are weighted by virtual time, of the values QPStats publishes after each ack (inflight_mean is taken after the ack, before the sends it allows: a lower bound) and of the congestion controller's Stats (fabric_delay_mean: smoothed RTT less ack holding time; target_delay_mean: Swift's target)",
-		"failed = 1 for a run that stopped early (a Write completed with an error, e.g. StatusTimeout after RetryLimit retransmissions); its goodput counts only what completed in the window before (0 if it failed during warm-up) and its other figures are left out",
+		"failed = 1 for a run that stopped early (a Write completed with an error, e.g. StatusTimeout once a packet went unacknowledged for RetryTimeout); its goodput counts only what completed in the window before (0 if it failed during warm-up) and its other figures are left out",
 		"ratios: value = ratio of the medians; runs = per-seed ratios (same seed in numerator and denominator)",
 	)
 	type key struct {
@@ -291,17 +321,18 @@ func Collect(o Options, runs []CaseResult) *Results {
 				Figure:  report.Figure{Metric: MetricRatio, Value: report.Median(nums) / report.Median(dens), Unit: UnitRatio, Runs: per},
 			}
 			for _, g := range Goals {
-				if g.Ratio == q.name && g.Loss == pct(l) {
-					rec.Note = fmt.Sprintf("goal >= %g: %s", g.Min, report.Verdict(true, rec.Value >= g.Min))
+				if g.System == q.name && g.Loss == pct(l) {
+					rec.Note = fmt.Sprintf("goal %s %g: %s", g.Cmp, g.Limit, report.Verdict(true, meets(rec.Value, g.Cmp, g.Limit)))
 				}
 			}
 			r.Records = append(r.Records, rec)
 		}
 	}
+	r.Header.Goals = []Goal{}
 	for _, g := range Goals {
-		if rec := r.Find(BenchRatio, g.Ratio, g.Loss, MetricRatio); rec != nil {
-			met := rec.Value >= g.Min
-			g.Value, g.Met = rec.Value, &met
+		g.Evaluated, g.Value, g.Met = false, 0, false
+		if rec := r.Find(BenchRatio, g.System, g.Loss, MetricRatio); rec != nil && !math.IsNaN(rec.Value) {
+			g.Evaluated, g.Value, g.Met = true, rec.Value, meets(rec.Value, g.Cmp, g.Limit)
 		}
 		r.Header.Goals = append(r.Header.Goals, g)
 	}
@@ -403,12 +434,11 @@ func (r *Results) WriteTable(w io.Writer) error {
 	if len(r.Header.Goals) > 0 {
 		b.WriteString("\nGoals (issue)\n")
 		for _, g := range r.Header.Goals {
-			switch {
-			case g.Met == nil:
-				fmt.Fprintf(&b, "  %-40s not measured\n", g.What)
-			default:
-				fmt.Fprintf(&b, "  %-40s %6.3f  %s\n", g.What, g.Value, report.Verdict(true, *g.Met))
+			if !g.Evaluated {
+				fmt.Fprintf(&b, "  %-40s not measured\n", g.Name)
+				continue
 			}
+			fmt.Fprintf(&b, "  %-40s %6.3f  %s\n", g.Name, g.Value, g.Verdict())
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -157,7 +157,7 @@ type ScenarioGoal struct {
 	Scenario  string  `json:"scenario"`
 	Name      string  `json:"name"`
 	Value     float64 `json:"value"`
-	Cmp       string  `json:"cmp"` // ">=" or "<="
+	Cmp       string  `json:"cmp"` // AtLeast or AtMost
 	Limit     float64 `json:"limit"`
 	Unit      string  `json:"unit"`
 	Evaluated bool    `json:"evaluated"`
@@ -176,11 +176,7 @@ func (g *ScenarioGoal) eval(v float64, ok bool) {
 		g.Value = 0
 		return
 	}
-	if g.Cmp == "<=" {
-		g.Met = v <= g.Limit
-	} else {
-		g.Met = v >= g.Limit
-	}
+	g.Met = meets(v, g.Cmp, g.Limit)
 }
 
 // Suite is the JSON document of the command: the scenarios' records and goals, and the
@@ -399,16 +395,16 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 	bw := float64(o.Bandwidth) / 1e9
 	if has(ScenarioRTT) {
 		for _, rtt := range o.RTTs {
-			g := goal(ScenarioRTT, fmt.Sprintf("rtt %v: 1 QP goodput / bottleneck at 0 loss", rtt), ">=", goalUtilization, UnitRatio)
+			g := goal(ScenarioRTT, fmt.Sprintf("rtt %v: 1 QP goodput / bottleneck at 0 loss", rtt), AtLeast, goalUtilization, UnitRatio)
 			v, ok := get(ScenarioRTT, 1, rtt, 0, ModeSelective, MetricGoodput)
 			g.eval(v/bw, ok)
 			su.Header.Goals = append(su.Header.Goals, g)
-			g = goal(ScenarioRTT, fmt.Sprintf("rtt %v: goodput at %g%% loss / lossless", rtt, pct(o.Loss)), ">=", goalLossRetention, UnitRatio)
+			g = goal(ScenarioRTT, fmt.Sprintf("rtt %v: goodput at %g%% loss / lossless", rtt, pct(o.Loss)), AtLeast, goalLossRetention, UnitRatio)
 			l, okl := get(ScenarioRTT, 1, rtt, o.Loss, ModeSelective, MetricGoodput)
 			g.eval(ratio(l, v), ok && okl && v > 0)
 			su.Header.Goals = append(su.Header.Goals, g)
 			if rtt >= 100*time.Microsecond {
-				g = goal(ScenarioRTT, fmt.Sprintf("rtt %v: selective / go-back-N at %g%% loss", rtt, pct(o.Loss)), ">=", goalSelectiveRatio, UnitRatio)
+				g = goal(ScenarioRTT, fmt.Sprintf("rtt %v: selective / go-back-N at %g%% loss", rtt, pct(o.Loss)), AtLeast, goalSelectiveRatio, UnitRatio)
 				gb, okg := get(ScenarioRTT, 1, rtt, o.Loss, ModeGoBackN, MetricGoodput)
 				g.eval(ratio(l, gb), okl && okg && gb > 0)
 				if okl && okg && gb == 0 && l > 0 {
@@ -423,14 +419,14 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 		for _, rtt := range o.FairRTTs {
 			for _, n := range o.FairFlows {
 				pre := fmt.Sprintf("%d QPs rtt %v: ", n, rtt)
-				g := goal(ScenarioFairness, pre+fmt.Sprintf("RTTs after the last start until Jain stays >= %g", JainConverged), "<=", goalConvergeLimit, UnitRTTs)
+				g := goal(ScenarioFairness, pre+fmt.Sprintf("RTTs after the last start until Jain stays >= %g", JainConverged), AtMost, goalConvergeLimit, UnitRTTs)
 				v, ok := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricConverge)
 				g.eval(v, ok)
 				if ok && v < 0 {
 					g.Met, g.Note = false, "never: the last window is below"
 				}
 				su.Header.Goals = append(su.Header.Goals, g)
-				g = goal(ScenarioFairness, pre+"base RTT + p99 queueing delay (limit: base RTT + target)", "<=", 0, UnitMicros)
+				g = goal(ScenarioFairness, pre+"base RTT + p99 queueing delay (limit: base RTT + target)", AtMost, 0, UnitMicros)
 				q, okq := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricQueueP99)
 				t, okt := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricTarget)
 				g.Limit = us(rtt) + t
@@ -439,7 +435,7 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 					g.Note = "the controller reports no target delay"
 				}
 				su.Header.Goals = append(su.Header.Goals, g)
-				g = goal(ScenarioFairness, pre+"bottleneck drops in steady state (queue >= 1 BDP)", "<=", 0, UnitCount)
+				g = goal(ScenarioFairness, pre+"bottleneck drops in steady state (queue >= 1 BDP)", AtMost, 0, UnitCount)
 				d, okd := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricDrops)
 				g.eval(d, okd)
 				su.Header.Goals = append(su.Header.Goals, g)
@@ -449,15 +445,15 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 	if has(ScenarioIncast) {
 		n, rtt := o.IncastSenders, o.IncastRTT
 		pre := fmt.Sprintf("incast %d:1 rtt %v: ", n, rtt)
-		g := goal(ScenarioIncast, pre+"aggregate goodput / bottleneck", ">=", goalUtilization, UnitRatio)
+		g := goal(ScenarioIncast, pre+"aggregate goodput / bottleneck", AtLeast, goalUtilization, UnitRatio)
 		v, ok := get(ScenarioIncast, n, rtt, 0, ModeSelective, MetricGoodput)
 		g.eval(v/bw, ok)
 		su.Header.Goals = append(su.Header.Goals, g)
-		g = goal(ScenarioIncast, pre+"no RTO storm: RTO expiries since the start, all QPs", "<=", float64(n), UnitCount)
+		g = goal(ScenarioIncast, pre+"no RTO storm: RTO expiries since the start, all QPs", AtMost, float64(n), UnitCount)
 		v, ok = get(ScenarioIncast, n, rtt, 0, ModeSelective, MetricTimeoutsRun)
 		g.eval(v, ok)
 		su.Header.Goals = append(su.Header.Goals, g)
-		g = goal(ScenarioIncast, pre+"Jain index of per-QP goodput", ">=", goalJainIncast, UnitRatio)
+		g = goal(ScenarioIncast, pre+"Jain index of per-QP goodput", AtLeast, goalJainIncast, UnitRatio)
 		v, ok = get(ScenarioIncast, n, rtt, 0, ModeSelective, MetricJain)
 		g.eval(v, ok)
 		su.Header.Goals = append(su.Header.Goals, g)
@@ -476,10 +472,8 @@ func ratio(a, b float64) float64 {
 func (su *Suite) AddLoss(r *Results) {
 	su.Loss = r
 	for _, g := range r.Header.Goals {
-		sg := ScenarioGoal{Scenario: ScenarioLoss, Name: g.What, Cmp: ">=", Limit: g.Min, Unit: UnitRatio}
-		if g.Met != nil {
-			sg.eval(g.Value, true)
-		}
+		sg := ScenarioGoal{Scenario: ScenarioLoss, Name: g.Name, Cmp: g.Cmp, Limit: g.Limit, Unit: UnitRatio}
+		sg.eval(g.Value, g.Evaluated)
 		su.Header.Goals = append(su.Header.Goals, sg)
 	}
 }

@@ -135,7 +135,7 @@ func TestRunCollectJSON(t *testing.T) {
 	}
 	measured := 0
 	for _, g := range res.Header.Goals {
-		if g.Met != nil {
+		if g.Evaluated {
 			measured++
 		}
 	}
@@ -203,7 +203,7 @@ func TestCollectRatios(t *testing.T) {
 		t.Errorf("no note names the failed run: %q", res.Header.Notes)
 	}
 	for _, g := range res.Header.Goals {
-		if g.Loss == 1 && (g.Met == nil || !*g.Met) {
+		if g.Loss == 1 && (!g.Evaluated || !g.Met) {
 			t.Errorf("goal %+v should be met", g)
 		}
 	}

@@ -4,9 +4,10 @@
 //
 //	go run ./internal/prereq [-check] TARGET...
 //
-// TARGET is test, demo, generate, bench (what make bench-path needs besides root: iproute2's
-// ip and tc, iperf3) or ci (test, demo and generate, plus make and git, as .ci/run uses;
-// CI runs no benchmark).
+// TARGET is test (every command a test runs, directly or through the code it calls, and
+// cgo for the race detector), demo, generate, bench (what make bench-path needs besides
+// root: iproute2's ip and tc, iperf3) or ci (test, demo and generate, plus make and git, as
+// .ci/run uses; CI runs no benchmark, but make test's pathbench smoke test runs iperf3).
 // Each target's requirements are commands (looked up on PATH, then in /usr/local/sbin,
 // /usr/sbin and /sbin) or C header files, each mapped to the Debian packages that provide
 // it. When everything is present it prints one line and exits 0. When something is missing
@@ -16,8 +17,9 @@
 //	apt-get update
 //	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends PACKAGES
 //
-// (tshark's question about non-root captures answered "no" beforehand with
-// debconf-set-selections, so nothing prompts), checks again and exits 0 if all is there.
+// (tshark's question about non-root captures and iperf3's about a boot-time daemon answered
+// "no" beforehand with debconf-set-selections, so nothing prompts), checks again and exits
+// 0 if all is there.
 // Anywhere else (not root, not Debian-like) or with -check it installs nothing: it prints
 // what is missing, why, and the exact command to run, and exits 1.
 package main

@@ -30,9 +30,9 @@ var requirements = map[string]Requirement{
 	"ip": {Name: "ip", Command: "ip", Packages: []string{"iproute2"},
 		Why: "network namespaces, veth pairs, addresses and neighbours of the test bed (internal/testbed)"},
 	"ping": {Name: "ping", Command: "ping", Packages: []string{"iputils-ping"},
-		Why: "reachability checks of the test bed and the xdp kernel-path tests"},
+		Why: "reachability checks of the test bed (plain and routed) and the xdp kernel-path tests"},
 	"ethtool": {Name: "ethtool", Command: "ethtool", Packages: []string{"ethtool"},
-		Why: "xdp tests switch a veth's transmit checksum offload off"},
+		Why: "xdp/frame tests switch a veth's transmit checksum offload off"},
 	"tshark": {Name: "tshark", Command: "tshark", Packages: []string{"tshark"},
 		Why: "xdp kernel-path tests capture our datagrams and check their checksums"},
 	"sysctl": {Name: "sysctl", Command: "sysctl", Packages: []string{"procps"},
@@ -41,13 +41,15 @@ var requirements = map[string]Requirement{
 		Why: "testbed tests read a namespace's sysctl files"},
 	"sleep": {Name: "sleep", Command: "sleep", Packages: []string{"coreutils"},
 		Why: "testbed tests leave a process running in a namespace"},
+	"true": {Name: "true", Command: "true", Packages: []string{"coreutils"},
+		Why: "testbed's sweep test takes the pid of a child that has exited"},
 	"gcc": {Name: "gcc", Command: "gcc", Packages: []string{"gcc"},
 		Why: "the race detector of make test needs cgo"},
 	"libc-headers": {Name: "C library headers", File: "/usr/include/stdlib.h", Packages: []string{"libc6-dev"},
 		Why: "cgo, for the race detector, compiles against the C library"},
 	"go": {Name: "go", Command: "go",
-		Why:  "the tests and the demo build ndkpeer with the go command found on PATH",
-		Hint: "put the Go toolchain's bin directory (Go 1.26 or later, as go.mod says) on PATH"},
+		Why:  "cmd/ndkpeer's tests and the demo build ndkpeer, internal/layers' tests run go list",
+		Hint: "put the Go toolchain's bin directory (Go 1.25 or later, as go.mod says) on PATH"},
 	"clang": {Name: "clang", Command: "clang", Packages: []string{"clang"},
 		Why: "bpf2go compiles bpf/steer.c"},
 	"llvm-strip": {Name: "llvm-strip", Command: "llvm-strip", Packages: []string{"llvm"},
@@ -57,22 +59,26 @@ var requirements = map[string]Requirement{
 	"make": {Name: "make", Command: "make", Packages: []string{"make"},
 		Why: "CI runs the Makefile's targets"},
 	"tc": {Name: "tc", Command: "tc", Packages: []string{"iproute2"},
-		Why: "make bench-path: the router's tbf bottleneck and loss classifiers (internal/testbed)"},
+		Why: "the routed test bed's tbf bottleneck (internal/testbed, bench/pathbench's smoke test, make bench-path)"},
 	"iperf3": {Name: "iperf3", Command: "iperf3", Packages: []string{"iperf3"},
-		Why: "make bench-path: the kernel TCP flow beside a QP through the bottleneck (bench/pathbench)"},
+		Why: "the kernel TCP flow beside a QP through the bottleneck (bench/pathbench's smoke test, make bench-path)"},
 	"git": {Name: "git", Command: "git", Packages: []string{"git"},
 		Why: "make check-generate compares bpf/ with git"},
 }
 
-// targets lists what each target needs, in the order it is checked and reported. "ci" is
-// everything .ci/run runs: the tests, the demo, generate and check-generate, and make.
+// targets lists what each target needs, in the order it is checked and reported. "test" is
+// every command a test runs, directly or through the code it calls (internal/testbed runs
+// ip and tc, and the rest by name inside a namespace with `ip netns exec`), plus cgo for the
+// race detector. "ci" is everything .ci/run runs: the tests, the demo, generate and
+// check-generate, and make.
 var targets = map[string][]string{
-	"test":     {"ip", "ping", "ethtool", "tshark", "sysctl", "cat", "sleep", "gcc", "libc-headers", "go"},
+	"test": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "cat", "sleep", "true",
+		"gcc", "libc-headers", "go"},
 	"demo":     {"ip", "go"},
 	"generate": {"clang", "llvm-strip", "bpf-headers"},
 	"bench":    {"ip", "tc", "iperf3", "go"},
-	"ci": {"ip", "ping", "ethtool", "tshark", "sysctl", "cat", "sleep", "gcc", "libc-headers", "go",
-		"clang", "llvm-strip", "bpf-headers", "make", "git"},
+	"ci": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "cat", "sleep", "true",
+		"gcc", "libc-headers", "go", "clang", "llvm-strip", "bpf-headers", "make", "git"},
 }
 
 // targetNames returns the known targets, sorted.
@@ -154,6 +160,14 @@ func (s Step) String() string {
 // non-root users may capture packets, so that installing it never prompts.
 const tsharkPreseed = "wireshark-common wireshark-common/install-setuid boolean false"
 
+// iperf3Preseed answers iperf3's question whether to start a server daemon at boot: no (the
+// benchmark starts its own servers inside the namespaces).
+const iperf3Preseed = "iperf3 iperf3/start_daemon boolean false"
+
+// preseeds are the debconf answers given before installing a package, by package, in the
+// order they are given.
+var preseeds = []struct{ pkg, answer string }{{"tshark", tsharkPreseed}, {"iperf3", iperf3Preseed}}
+
 // aptEnv is the environment apt-get runs with: no questions.
 const aptEnv = "DEBIAN_FRONTEND=noninteractive"
 
@@ -208,13 +222,15 @@ func debianLike(osRelease string) (bool, string) {
 	return false, id
 }
 
-// installSteps are the commands that install pkgs: the tshark question answered first if
-// tshark is among them, the package lists refreshed, then the packages without their
-// recommendations.
+// installSteps are the commands that install pkgs: the questions of those among them that
+// ask one answered first (preseeds), the package lists refreshed, then the packages without
+// their recommendations.
 func installSteps(pkgs []string) []Step {
 	var steps []Step
-	if slices.Contains(pkgs, "tshark") {
-		steps = append(steps, Step{Argv: []string{"debconf-set-selections"}, Stdin: tsharkPreseed})
+	for _, p := range preseeds {
+		if slices.Contains(pkgs, p.pkg) {
+			steps = append(steps, Step{Argv: []string{"debconf-set-selections"}, Stdin: p.answer})
+		}
 	}
 	steps = append(steps, Step{Argv: []string{"apt-get", "update"}})
 	install := append([]string{"apt-get", "install", "-y", "--no-install-recommends"}, pkgs...)

@@ -120,6 +120,7 @@ func TestPlanInstall(t *testing.T) {
 		return Step{Argv: append([]string{"apt-get", "install", "-y", "--no-install-recommends"}, pkgs...)}
 	}
 	preseed := Step{Argv: []string{"debconf-set-selections"}, Stdin: tsharkPreseed}
+	preseedIperf3 := Step{Argv: []string{"debconf-set-selections"}, Stdin: iperf3Preseed}
 	for _, tc := range []struct {
 		name    string
 		targets []string
@@ -136,18 +137,23 @@ func TestPlanInstall(t *testing.T) {
 			[]string{"iputils-ping", "procps"}, []Step{update, install("iputils-ping", "procps")}},
 		{"race detector", []string{"test"}, debianRelease, []string{"gcc", "/usr/include/stdlib.h"},
 			[]string{"gcc", "libc6-dev"}, []Step{update, install("gcc", "libc6-dev")}},
-		{"coreutils once", []string{"test"}, mintRelease, []string{"cat", "sleep"},
+		{"coreutils once", []string{"test"}, mintRelease, []string{"cat", "sleep", "true"},
 			[]string{"coreutils"}, []Step{update, install("coreutils")}},
+		{"iperf3 for pathbench's smoke test", []string{"test"}, debianRelease, []string{"iperf3"},
+			[]string{"iperf3"}, []Step{preseedIperf3, update, install("iperf3")}},
+		{"iproute2 once for ip and tc", []string{"test"}, debianRelease, []string{"tc", "ip"},
+			[]string{"iproute2"}, []Step{update, install("iproute2")}},
 		{"demo needs ip", []string{"demo"}, debianRelease, []string{"ip", "ethtool"},
 			[]string{"iproute2"}, []Step{update, install("iproute2")}},
 		{"generate", []string{"generate"}, debianRelease, []string{"clang", "llvm-strip", "/usr/include/bpf/bpf_helpers.h"},
 			[]string{"clang", "llvm", "libbpf-dev"}, []Step{update, install("clang", "llvm", "libbpf-dev")}},
 		{"everything for ci", []string{"ci"}, debianRelease,
-			[]string{"ip", "ping", "ethtool", "tshark", "sysctl", "gcc", "/usr/include/stdlib.h", "clang", "llvm-strip",
-				"/usr/include/bpf/bpf_helpers.h", "make", "git"},
-			[]string{"iproute2", "iputils-ping", "ethtool", "tshark", "procps", "gcc", "libc6-dev", "clang", "llvm", "libbpf-dev", "make", "git"},
-			[]Step{preseed, update, install("iproute2", "iputils-ping", "ethtool", "tshark", "procps", "gcc", "libc6-dev",
-				"clang", "llvm", "libbpf-dev", "make", "git")}},
+			[]string{"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "gcc", "/usr/include/stdlib.h", "clang",
+				"llvm-strip", "/usr/include/bpf/bpf_helpers.h", "make", "git"},
+			[]string{"iproute2", "iputils-ping", "ethtool", "tshark", "procps", "iperf3", "gcc", "libc6-dev", "clang", "llvm",
+				"libbpf-dev", "make", "git"},
+			[]Step{preseed, preseedIperf3, update, install("iproute2", "iputils-ping", "ethtool", "tshark", "procps", "iperf3", "gcc",
+				"libc6-dev", "clang", "llvm", "libbpf-dev", "make", "git")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustPlan(t, tc.targets, fakeEnv(true, tc.release, tc.missing...))
@@ -299,5 +305,35 @@ func TestRun(t *testing.T) {
 	if strings.Contains(out.String(), "+ apt-get") ||
 		!strings.Contains(out.String(), "as root run:\n  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ethtool\n") {
 		t.Errorf("-check: ran something or did not print the command:\n%s", out.String())
+	}
+}
+
+// TestCheckEachTestRequirement: with any one of the test target's requirements missing,
+// -check fails and names it, and without -check (as root on Debian) the plan installs its
+// package, or stops for go, which no package provides.
+func TestCheckEachTestRequirement(t *testing.T) {
+	for _, k := range targets["test"] {
+		r := requirements[k]
+		what := r.Command
+		if what == "" {
+			what = r.File
+		}
+		env := fakeEnv(true, debianRelease, what)
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"test"}, true, env, &out, &out); !errors.Is(err, errMissing) {
+			t.Errorf("%s missing, -check: err = %v, want errMissing", k, err)
+		}
+		if !strings.Contains(out.String(), "prereq: test: missing "+r.Name+"\n") {
+			t.Errorf("%s missing, -check: output does not name it:\n%s", k, out.String())
+		}
+		p := mustPlan(t, []string{"test"}, env)
+		switch {
+		case len(r.Packages) == 0:
+			if p.Action != Stop {
+				t.Errorf("%s missing: action %v, want Stop", k, p.Action)
+			}
+		case p.Action != Install || !reflect.DeepEqual(p.Packages, r.Packages):
+			t.Errorf("%s missing: action %v, packages %q; want Install of %q", k, p.Action, p.Packages, r.Packages)
+		}
 	}
 }

@@ -23,7 +23,8 @@
 // threshold (RFC 9002 §6.1.1) and by time (RACK, RFC 8985), at a cost per ack that does not
 // grow with the packets in flight, and only those are sent again, under their original PSN. The RTO (RFC 6298, with Karn's rule for
 // samples and exponential backoff) is the backstop for tail losses and lost acks; the
-// engine applies its retry limit to RTO.Backoffs and fails the QP when it is exceeded.
+// engine fails the QP when a packet stays unacknowledged past its retransmission budget, a
+// duration it measures from PacketInfo.FirstSentAt.
 // SentHistory.Unacked exists only for the go-back-N mode the benchmarks compare against.
 //
 // Nothing here trusts the network: PSNs and acknowledgements of any value are handled

@@ -26,10 +26,10 @@ type RTOConfig struct {
 //     preemption, copy-mode AF_XDP on veth), so a smooth low-variance SRTT does not shrink
 //     the RTO into spurious retransmissions. SACK and RACK recover most losses well before
 //     it; the RTO is the backstop for tail and ack losses.
-//   - Max 500 ms: backoff stops growing there, so a peer that comes back is noticed within
-//     half a second, and a retry limit of N gives up after at most about N/2 seconds
-//     (with 7 retries from 2 ms: 2+4+...+256 = 510 ms). The engine also never gives up on
-//     a packet outstanding for less than Max: from the 200 µs floor, 7 retries alone are
+//   - Max 500 ms: backoff stops growing there, so a peer that comes back after a long
+//     silence is sent a retransmission, and noticed, within half a second. How long the
+//     engine keeps retransmitting is its own budget, a duration (transport's
+//     Config.RetryTimeout), not a count of backoffs: from the 200 µs floor, 7 of them are
 //     spent in 51 ms, shorter than the host stalls of a busy VM.
 func DefaultRTOConfig() RTOConfig {
 	return RTOConfig{
@@ -133,7 +133,7 @@ func (r *RTO) Timeout() int64 {
 }
 
 // Backoff doubles the timeout after it expired (RFC 6298 §5.5); the timeout stops growing
-// at Max but Backoffs keeps counting, so the caller can apply its retry limit to it.
+// at Max but Backoffs keeps counting.
 func (r *RTO) Backoff() { r.backoffs++ }
 
 // ResetBackoff cancels the backoff: call it on forward progress (an ack of new data).
@@ -151,5 +151,5 @@ func (r *RTO) SRTT() int64 { return r.srtt }
 func (r *RTO) RTTVar() int64 { return r.rttvar }
 
 // Backoffs returns how many times Backoff was called since the last reset: the number of
-// consecutive timeouts, for a retry limit.
+// consecutive timeouts.
 func (r *RTO) Backoffs() int { return r.backoffs }

@@ -104,6 +104,42 @@ func (c *SocketConfig) normalize() error {
 	return nil
 }
 
+// ErrBusy is wrapped by NewSocket's error when the queue is already bound by another AF_XDP
+// socket: the kernel answered EBUSY (for longer than SocketConfig.BusyRetry, which covers a
+// socket closed moments ago). Such an error matches syscall.EBUSY too.
+var ErrBusy = errors.New("queue already bound by another AF_XDP socket")
+
+// BindError is NewSocket's error when no bind mode succeeded.
+type BindError struct {
+	IfIndex int // the interface index asked for
+	Queue   int // the queue asked for
+	// Err is the cause. For a busy queue (the kernel checks that before the mode, so every
+	// mode tried gets EBUSY, zero-copy included) it wraps ErrBusy and EBUSY, whatever else a
+	// mode was refused for; otherwise it is the failure of the last mode tried.
+	Err error
+	// Refused are the earlier attempts the kernel refused for their mode (EOPNOTSUPP,
+	// EINVAL: zero-copy on a driver without it, say): notes, not the cause. The message
+	// names them only when the queue was not busy.
+	Refused []error
+}
+
+// Error describes the failure: the queue, the cause and, unless the queue was busy, the
+// modes refused before.
+func (e *BindError) Error() string {
+	msg := fmt.Sprintf("bind af_xdp socket to ifindex %d queue %d: %v", e.IfIndex, e.Queue, e.Err)
+	if len(e.Refused) == 0 || errors.Is(e.Err, ErrBusy) {
+		return msg
+	}
+	notes := make([]string, len(e.Refused))
+	for i, r := range e.Refused {
+		notes[i] = r.Error()
+	}
+	return msg + " (refused before: " + strings.Join(notes, "; ") + ")"
+}
+
+// Unwrap returns the cause (Err); the refusals before it are notes and do not match.
+func (e *BindError) Unwrap() error { return e.Err }
+
 // SocketMode is what the kernel granted a socket at bind time.
 type SocketMode struct {
 	ZeroCopy    bool // XDP_ZEROCOPY in effect (the kernel's XDP_OPTIONS says so)

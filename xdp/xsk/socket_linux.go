@@ -17,7 +17,9 @@ import (
 // their own.
 //
 // Binding tries zero-copy first and falls back to copy mode (BindAuto), and tries the
-// requested multi-buffer and wakeup flags; Mode reports what is in effect.
+// requested multi-buffer and wakeup flags; Mode reports what is in effect. When every mode
+// fails, the error is a *BindError; a queue bound by another AF_XDP socket makes it wrap
+// ErrBusy (and EBUSY).
 func NewSocket(u *memreg.UMEM, cfg SocketConfig) (*Socket, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -25,11 +27,15 @@ func NewSocket(u *memreg.UMEM, cfg SocketConfig) (*Socket, error) {
 	if u == nil || u.Size() == 0 {
 		return nil, errors.New("xdp socket: umem is nil or closed")
 	}
+	deadline := time.Now().Add(cfg.BusyRetry)
 	if cfg.Shared != nil {
 		if cfg.Shared.umem != u {
 			return nil, errors.New("xdp socket: shared socket uses another umem")
 		}
-		return bindRetry(u, cfg, cfg.Shared.mode, unix.XDP_SHARED_UMEM)
+		m := cfg.Shared.mode
+		return bindModes(cfg, []SocketMode{m}, func(SocketMode) (*Socket, error) {
+			return bindRetry(u, cfg, m, unix.XDP_SHARED_UMEM, deadline)
+		})
 	}
 	var attempts []SocketMode
 	for _, zc := range []bool{true, false} {
@@ -43,8 +49,7 @@ func NewSocket(u *memreg.UMEM, cfg SocketConfig) (*Socket, error) {
 			attempts = append(attempts, SocketMode{ZeroCopy: zc, NeedWakeup: cfg.NeedWakeup})
 		}
 	}
-	var errs []error
-	for _, m := range attempts {
+	return bindModes(cfg, attempts, func(m SocketMode) (*Socket, error) {
 		var flags uint16
 		if m.ZeroCopy {
 			flags |= unix.XDP_ZEROCOPY
@@ -57,25 +62,53 @@ func NewSocket(u *memreg.UMEM, cfg SocketConfig) (*Socket, error) {
 		if m.NeedWakeup {
 			flags |= unix.XDP_USE_NEED_WAKEUP
 		}
-		s, err := bindRetry(u, cfg, m, flags)
+		return bindRetry(u, cfg, m, flags, deadline)
+	})
+}
+
+// bindModes binds in the first of attempts the kernel takes, through bind. A refusal of the
+// mode itself (EOPNOTSUPP, EINVAL, EPROTONOSUPPORT) moves on to the next mode, and so does
+// EBUSY: the kernel checks whether the queue is taken before it looks at the mode, so on a
+// busy queue every mode fails alike and the later ones fail at once (bindRetry's deadline
+// has passed), while a driver that answers EBUSY for zero-copy alone still gets its copy
+// mode. Any other failure ends the attempts. Failed attempts before a success become the
+// socket's Fallbacks; if none succeeds, the *BindError names EBUSY as the cause if any
+// attempt got it (not the mode it was tried in), else the last failure.
+func bindModes(cfg SocketConfig, attempts []SocketMode, bind func(SocketMode) (*Socket, error)) (*Socket, error) {
+	var tried, refused []error
+	busy := false
+	for _, m := range attempts {
+		s, err := bind(m)
 		if err == nil {
-			s.fallbacks = errs
+			s.fallbacks = tried
 			return s, nil
 		}
-		errs = append(errs, fmt.Errorf("%v: %w", m, err))
-		// Only a refusal of the mode itself is worth another attempt.
+		tried = append(tried, fmt.Errorf("%v: %w", m, err))
+		if errors.Is(err, unix.EBUSY) {
+			busy = true
+			continue
+		}
+		refused = append(refused, tried[len(tried)-1])
 		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EPROTONOSUPPORT) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("bind af_xdp socket to ifindex %d queue %d: %w", cfg.IfIndex, cfg.Queue, errors.Join(errs...))
+	e := &BindError{IfIndex: cfg.IfIndex, Queue: cfg.Queue}
+	switch {
+	case busy:
+		e.Err, e.Refused = fmt.Errorf("%w: %w", ErrBusy, unix.EBUSY), refused
+	case len(tried) > 0:
+		e.Err, e.Refused = tried[len(tried)-1], tried[:len(tried)-1]
+	default:
+		e.Err = errors.New("no bind mode to try")
+	}
+	return nil, e
 }
 
-// bindRetry creates and binds a socket with the given flags, retrying while the queue is
-// still busy from a socket closed moments ago (the kernel releases it asynchronously, about
-// 20 ms on veth).
-func bindRetry(u *memreg.UMEM, cfg SocketConfig, m SocketMode, flags uint16) (*Socket, error) {
-	deadline := time.Now().Add(cfg.BusyRetry)
+// bindRetry creates and binds a socket with the given flags, retrying until deadline while
+// the queue is still busy from a socket closed moments ago (the kernel releases it
+// asynchronously, about 20 ms on veth).
+func bindRetry(u *memreg.UMEM, cfg SocketConfig, m SocketMode, flags uint16, deadline time.Time) (*Socket, error) {
 	for {
 		s, err := newSocket(u, cfg, m, flags)
 		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
