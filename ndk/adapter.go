@@ -45,6 +45,27 @@ type Options struct {
 	// on by itself when the AF_XDP socket runs in zero-copy mode.
 	ZeroCopyTx bool
 
+	// RetryTimeout is how long a packet may go unacknowledged (retransmitted with backoff,
+	// at least once a second) before the connection fails and its requests complete
+	// STATUS_IO_TIMEOUT: the longest stall of the peer, or of the path, a connection rides
+	// out (default 10 s; docs/RELIABILITY.md, "Liveness budgets"). QPConfig.RetryTimeout
+	// overrides it per QP.
+	RetryTimeout time.Duration
+	// RNRTimeout is how long the peer may leave a Send without a posted receive (answering
+	// receiver-not-ready) before the Send completes STATUS_IO_TIMEOUT (default 10 s).
+	// QPConfig.RNRTimeout overrides it per QP.
+	RNRTimeout time.Duration
+	// KeepAlive is how long a connection's peer may stay silent before the connection is
+	// declared dead: outstanding requests and receives complete, the disconnect callback
+	// runs. Nothing is sent on a connection that carries traffic; an idle one is probed
+	// after a third of it. Default 30 s; negative turns keepalive off. QPConfig.KeepAlive
+	// overrides it per QP.
+	KeepAlive time.Duration
+	// ConnectTimeout bounds Connect, Accept and CompleteConnect when their context has no
+	// deadline (default 30 s). A context with a deadline is obeyed instead, longer or
+	// shorter.
+	ConnectTimeout time.Duration
+
 	// Logger receives the adapter's events: the mode it opened in and every fallback with
 	// its reason, connections established, refused and closed, QPs that failed and why. Nil
 	// logs nothing, at no cost. Nothing is logged per packet or per request.
@@ -58,7 +79,8 @@ type Options struct {
 // DefaultOptions returns the default Options.
 func DefaultOptions() Options {
 	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
-		MaxMemoryEntries: 4096, HeapSize: DefaultHeapSize}
+		MaxMemoryEntries: 4096, HeapSize: DefaultHeapSize, RetryTimeout: DefaultRetryTimeout,
+		RNRTimeout: DefaultRNRTimeout, KeepAlive: DefaultKeepAlive, ConnectTimeout: DefaultConnectTimeout}
 }
 
 // Limits of this implementation, reported by QueryAdapterInfo.
@@ -137,6 +159,8 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 	cfg.Resolver = a.reg // a *memreg.Registry is a transport.MemoryResolver
 	cfg.ZeroCopyTx = opts.ZeroCopyTx && a.umem != nil
 	cfg.MaxQPs = opts.MaxQPs
+	cfg.RetryTimeout, cfg.RNRTimeout, cfg.KeepAlive = opts.RetryTimeout, opts.RNRTimeout, opts.KeepAlive
+	cfg.ConnectTimeout = opts.ConnectTimeout
 	if opts.x.Engine != nil {
 		opts.x.Engine(&cfg)
 		a.now = cfg.Now
@@ -146,6 +170,8 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 		return nil, wrap(StatusInvalidParameter, err)
 	}
 	a.eng = eng
+	a.logEvent(slog.LevelInfo, "adapter open", "max_payload", link.MaxPayload(), "progress", int(opts.Progress),
+		"zero_copy_tx", cfg.ZeroCopyTx, "max_qps", eng.MaxQPs())
 	go a.runEvents()
 	if opts.Progress == ProgressInline {
 		a.runDone = make(chan struct{})
@@ -189,6 +215,22 @@ func (o *Options) normalize(link transport.Link) error {
 	if o.HeapSize == 0 {
 		o.HeapSize = def.HeapSize
 	}
+	for _, d := range []struct {
+		v    *time.Duration
+		def  time.Duration
+		name string
+	}{{&o.RetryTimeout, def.RetryTimeout, "RetryTimeout"}, {&o.RNRTimeout, def.RNRTimeout, "RNRTimeout"},
+		{&o.ConnectTimeout, def.ConnectTimeout, "ConnectTimeout"}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 0 {
+			return errorf(StatusInvalidParameter, "%s %v is negative", d.name, *d.v)
+		}
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = def.KeepAlive
+	}
 	if o.HeapSize < 0 || o.MaxMemoryEntries < 0 || o.MaxQPs < 0 {
 		return errorf(StatusInvalidParameter, "negative size: heap %d, memory entries %d, QPs %d",
 			o.HeapSize, o.MaxMemoryEntries, o.MaxQPs)
@@ -196,8 +238,17 @@ func (o *Options) normalize(link transport.Link) error {
 	return nil
 }
 
-// Defaults of Options.
+// Defaults of Options (docs/RELIABILITY.md, "Liveness budgets", gives the reasons).
 const (
+	// DefaultRetryTimeout is Options.RetryTimeout's default: a peer (or path) that stalls for
+	// less keeps its connections.
+	DefaultRetryTimeout = 10 * time.Second
+	// DefaultRNRTimeout is Options.RNRTimeout's default.
+	DefaultRNRTimeout = 10 * time.Second
+	// DefaultKeepAlive is Options.KeepAlive's default: a dead idle peer is noticed within it.
+	DefaultKeepAlive = 30 * time.Second
+	// DefaultConnectTimeout is Options.ConnectTimeout's default.
+	DefaultConnectTimeout = 30 * time.Second
 	// DefaultHeapSize is Options.HeapSize's default: the UMEM heap Open gives an adapter.
 	DefaultHeapSize = 16 << 20
 )
@@ -367,7 +418,7 @@ func (a *Adapter) closeObjects(ctx context.Context) {
 			if c := q.conn.Load(); c != nil {
 				c.localDisc.Store(true) // ours: no disconnect event
 			}
-			discs = append(discs, q.tq.StartDisconnect())
+			discs = append(discs, q.tq.StartDisconnect(closeDisconnectWait))
 		}
 	}
 	for _, d := range discs {

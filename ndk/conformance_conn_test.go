@@ -135,7 +135,7 @@ func TestConnReject(t *testing.T) {
 	})
 }
 
-// A Connect whose context ends before the peer answers returns STATUS_CANCELLED and
+// A Connect whose context is cancelled before the peer answers returns STATUS_CANCELLED and
 // abandons the attempt: the QP is idle at once (it connects again through a new
 // connector), and the peer's Accept of the abandoned request fails
 // STATUS_CONNECTION_ABORTED within a round trip instead of waiting out the CM timeouts.
@@ -149,7 +149,8 @@ func TestConnConnectCancelled(t *testing.T) {
 			t.Fatal(err)
 		}
 		dest := netip.AddrPortFrom(b.a.LocalAddr().Addr(), servicePort)
-		ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+		ctx, cancel := context.WithCancel(bg)
+		time.AfterFunc(50*time.Millisecond, cancel)
 		err = c.Connect(ctx, a.qp, dest, 8, 8, nil)
 		cancel()
 		status(t, "connect abandoned by its context", err, StatusCancelled)

@@ -3,6 +3,8 @@ package ndk
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -64,7 +66,9 @@ func connectError(err error) error {
 		return wrap(StatusConnectionAborted, err) // the peer's reply was malformed: refused
 	case errors.Is(err, transport.ErrPeerAddress):
 		return wrap(StatusInvalidAddress, err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
+		return wrap(StatusIOTimeout, err)
+	case errors.Is(err, context.Canceled):
 		return wrap(StatusCancelled, err)
 	}
 	var se *statusError
@@ -72,6 +76,26 @@ func connectError(err error) error {
 		return err
 	}
 	return wrap(StatusUnsuccessful, err)
+}
+
+// timeoutOf returns how long the engine may keep trying on behalf of a call bounded by ctx:
+// until ctx's deadline, or def when ctx has none (0: the engine's default, which the
+// adapter set from Options.ConnectTimeout for connection setup and the QP's RetryTimeout
+// for a disconnect).
+func timeoutOf(ctx context.Context, def time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Nanosecond)
+	}
+	return def
+}
+
+// deadlineError reports a wait that its context's deadline ended as the engine's own
+// timeout would (the two race: the engine was given the same deadline).
+func deadlineError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", transport.ErrConnectTimeout, err)
+	}
+	return err
 }
 
 // resolveError maps a failed peer resolution (transport.PeerResolver) to its NTSTATUS: the
@@ -105,16 +129,18 @@ func checkLimits(ird, ord int, private []byte) (int, int, error) {
 // Connect connects qp to the listener at dest (NdkConnect) with read limits ird (Reads the
 // peer may have outstanding here) and ord (Reads qp may have outstanding there) and
 // private data. It returns when the peer accepted: call CompleteConnect, or Reject after
-// looking at GetConnectionData. Errors: STATUS_HOST_UNREACHABLE (nobody answers ARP or
-// neighbour discovery for the peer's address, or the next hop towards it) and
-// STATUS_NETWORK_UNREACHABLE (no route, or no Ethernet next hop), before anything is sent
-// and with qp left idle; STATUS_CONNECTION_REFUSED (no listener, the
-// listener paused, closed or busy, or the peer rejected), STATUS_IO_TIMEOUT (no answer),
-// STATUS_CONNECTION_ABORTED (the peer's reply had a field out of range: it is refused),
-// STATUS_INVALID_ADDRESS (dest is not a unicast address),
-// STATUS_CONNECTION_INVALID (qp not idle), STATUS_CANCELLED (ctx ended: the attempt is
-// abandoned, a reply that arrives later is refused, and qp is idle again when Connect
-// returns, ready for another connector).
+// looking at GetConnectionData. Until then the request is sent again (backing off to twice
+// a second) for as long as ctx allows: until its deadline, or Options.ConnectTimeout when
+// it has none, so a client may start before its server. Errors: STATUS_HOST_UNREACHABLE
+// (nobody answers ARP or neighbour discovery for the peer's address, or the next hop
+// towards it) and STATUS_NETWORK_UNREACHABLE (no route, or no Ethernet next hop), before
+// anything is sent and with qp left idle; STATUS_CONNECTION_REFUSED at once when the peer
+// answers that nothing listens (or the listener is paused, closed or busy) or rejects;
+// STATUS_IO_TIMEOUT (no answer before the deadline), STATUS_CONNECTION_ABORTED (the peer's
+// reply had a field out of range: it is refused), STATUS_INVALID_ADDRESS (dest is not a
+// unicast address), STATUS_CONNECTION_INVALID (qp not idle), STATUS_CANCELLED (ctx was
+// cancelled). When it fails the attempt is abandoned, a reply that arrives later is
+// refused, and qp is idle again, ready for another connector.
 func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ird, ord int, private []byte) error {
 	a := c.a
 	if err := a.checkOpen(); err != nil {
@@ -147,7 +173,7 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	if err := qp.tq.SetReadLimits(ird, ord); err != nil {
 		return wrap(StatusConnectionInvalid, err)
 	}
-	tc, err := a.eng.Connect(qp.tq, netip.AddrPortFrom(dest.Addr(), a.opts.PeerPort), uint64(dest.Port()), private, 0)
+	tc, err := a.eng.Connect(qp.tq, netip.AddrPortFrom(dest.Addr(), a.opts.PeerPort), uint64(dest.Port()), private, timeoutOf(ctx, 0))
 	if err != nil {
 		return connectError(err)
 	}
@@ -156,11 +182,12 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	c.mu.Unlock()
 	if err := a.await(ctx, func() bool { done, _ := tc.Replied(); return done }); err != nil {
 		c.abandon()
-		return connectError(err)
+		return connectError(deadlineError(err))
 	}
 	if _, err := tc.Replied(); err != nil {
 		// A rejection may carry private data (NdkReject's): GetConnectionData reports it.
 		c.private = tc.PeerPrivateData()
+		a.logEvent(slog.LevelInfo, "connection refused", "qpn", qp.tq.QPN(), "peer", dest, "err", err)
 		return connectError(err)
 	}
 	// The address the peer sees this connection come from (its GetPeerAddress): the
@@ -206,13 +233,19 @@ func (c *Connector) CompleteConnect(ctx context.Context, onDisconnect func()) er
 		return connectError(err)
 	}
 	q := c.qp.tq
-	return connectError(c.a.await(ctx, func() bool { return q.State() != transport.QPConnecting }))
+	if err := c.a.await(ctx, func() bool { return q.State() != transport.QPConnecting }); err != nil {
+		return connectError(err)
+	}
+	c.a.logEvent(slog.LevelInfo, "connection established", "qpn", q.QPN(), "peer", c.peer, "ird", c.ird, "ord", c.ord)
+	return nil
 }
 
 // Accept accepts a connection request with qp (NdkAccept). It returns when the peer has
-// completed the connection. Errors: STATUS_IO_TIMEOUT (the peer never completed),
-// STATUS_CONNECTION_ABORTED (the peer went away), STATUS_CONNECTION_INVALID (qp not idle,
-// or the request already answered).
+// completed the connection (its CompleteConnect), waiting for as long as ctx allows: until
+// its deadline, or Options.ConnectTimeout when it has none. Errors: STATUS_IO_TIMEOUT (the
+// peer did not complete in time), STATUS_CONNECTION_ABORTED (the peer went away or
+// refused), STATUS_CONNECTION_INVALID (qp not idle, or the request already answered),
+// STATUS_CANCELLED (ctx was cancelled).
 func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []byte, onDisconnect func()) error {
 	if c.req == nil {
 		return errorf(StatusConnectionInvalid, "not an incoming connection")
@@ -233,19 +266,21 @@ func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []
 	qp.conn.Store(c)
 	c.answered.Store(true)
 	c.ird, c.ord = min(ird, c.req.ORD), min(ord, c.req.IRD)
-	if err := c.req.Accept(qp.tq, private, 0); err != nil {
+	if err := c.req.Accept(qp.tq, private, timeoutOf(ctx, 0)); err != nil {
 		return connectError(err)
 	}
 	req := c.req
 	if err := c.a.await(ctx, func() bool { done, _ := req.Established(); return done }); err != nil {
-		return connectError(err)
+		return connectError(deadlineError(err))
 	}
 	if _, err := req.Established(); err != nil {
+		c.a.logEvent(slog.LevelInfo, "accepted connection failed", "qpn", qp.tq.QPN(), "peer", req.Peer, "err", err)
 		if errors.Is(err, transport.ErrConnectTimeout) {
 			return wrap(StatusIOTimeout, err)
 		}
 		return wrap(StatusConnectionAborted, err)
 	}
+	c.a.logEvent(slog.LevelInfo, "connection established", "qpn", qp.tq.QPN(), "peer", req.Peer, "ird", c.ird, "ord", c.ord, "accepted", true)
 	return nil
 }
 
@@ -304,8 +339,9 @@ func (c *Connector) Disconnect(ctx context.Context) error {
 		return errorf(StatusConnectionInvalid, "not connected")
 	}
 	c.localDisc.Store(true)
-	err := c.qp.tq.StartDisconnect(0)
-	return connectError(awaitDisc(ctx, c.a, err))
+	err := awaitDisc(ctx, c.a, c.qp.tq.StartDisconnect(timeoutOf(ctx, 0)))
+	c.a.logEvent(slog.LevelInfo, "connection closed", "qpn", c.qp.tq.QPN(), "peer", c.qp.tq.Peer(), "err", err)
+	return connectError(err)
 }
 
 func awaitDisc(ctx context.Context, a *Adapter, d *transport.Disconnecting) error {

@@ -388,7 +388,9 @@ func TestL3HopConnectUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	connErr := c.Connect(ctx, a.qp, netip.AddrPortFrom(nobody, servicePort), 4, 4, nil)
+	cctx, ccancel := context.WithTimeout(ctx, time.Second) // the attempt's deadline
+	connErr := c.Connect(cctx, a.qp, netip.AddrPortFrom(nobody, servicePort), 4, 4, nil)
+	ccancel()
 	took := time.Since(start)
 	if StatusOf(connErr) != StatusIOTimeout || !errors.Is(connErr, transport.ErrConnectTimeout) {
 		t.Fatalf("Connect to %v behind the router: %v, want STATUS_IO_TIMEOUT", nobody, connErr)

@@ -255,7 +255,12 @@ func TestUnresolvedPeersDoNotStallTheEngine(t *testing.T) {
 	defer cancel()
 	acceptErr := make(chan error, 1)
 	ln, err := a.NewListener(func(c *Connector) {
-		go func() { acceptErr <- c.Accept(ctx, spareQP, 4, 4, nil, nil) }()
+		go func() {
+			// The spoofed peer never completes: Accept waits out its context (3 s).
+			actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+			defer acancel()
+			acceptErr <- c.Accept(actx, spareQP, 4, 4, nil, nil)
+		}()
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package ndk
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/xdpndk/xdpndk/xdp"
@@ -14,8 +15,9 @@ import (
 // frees everything. Call it in the network namespace of the interface. The device logs
 // the mode it got, and every fallback with its reason, to Options.Logger (cfg.Logger if
 // that is set; nothing if neither is). ZeroCopyTx is turned on when the sockets run in
-// zero-copy mode. Errors: STATUS_DEVICE_NOT_READY when the device cannot open (the error
-// says why and how to fix it: the interface is taken by another process, say, and which),
+// zero-copy mode. Errors: STATUS_DEVICE_BUSY when another AF_XDP socket or XDP program holds
+// the interface (the error names the process), STATUS_DEVICE_NOT_READY when the device
+// cannot open for another reason (the error says why and how to fix it),
 // STATUS_INSUFFICIENT_RESOURCES when its UMEM has no room for the heap,
 // STATUS_INVALID_PARAMETER for an option out of range.
 func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
@@ -33,6 +35,9 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d, err := xdp.Open(cfg)
+	if errors.Is(err, xdp.ErrBusy) {
+		return nil, wrap(StatusDeviceBusy, err) // the message names who holds the interface
+	}
 	if err != nil {
 		return nil, wrap(StatusDeviceNotReady, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
@@ -26,6 +27,10 @@ type QPConfig struct {
 	// from (NdkCreateQpWithSrq): ReceiveQueueDepth and MaxReceiveSGE are ignored, and
 	// Receive fails with STATUS_INVALID_PARAMETER.
 	SRQ *SRQ
+	// RetryTimeout, RNRTimeout and KeepAlive override the adapter's Options of the same
+	// names for this QP (0: the adapter's; a negative KeepAlive turns keepalive off; the
+	// others may not be negative).
+	RetryTimeout, RNRTimeout, KeepAlive time.Duration
 }
 
 // QP is a reliable connected queue pair (NDK_QP). Posting follows NDKPI Work Request
@@ -131,6 +136,7 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 		SendDepth: cfg.InitiatorQueueDepth, RecvDepth: cfg.ReceiveQueueDepth,
 		PD: uint32(pd.id), IRD: maxReadLimit, ORD: maxReadLimit,
 		Sink: (*sink)(q), Context: q, OnDisconnect: q.peerDisconnected,
+		RetryTimeout: cfg.RetryTimeout, RNRTimeout: cfg.RNRTimeout, KeepAlive: cfg.KeepAlive,
 	}
 	if cfg.SRQ != nil {
 		tc.SRQ, tc.RecvDepth = cfg.SRQ.ts, 0 // the transport's default bound of receives in progress
@@ -581,6 +587,7 @@ func ntStatus(s transport.Status) Status {
 // peerDisconnected is the engine's disconnect event: the connector's callback runs on the
 // event goroutine.
 func (q *QP) peerDisconnected(*transport.QP) {
+	q.logQPFailed()
 	if c := q.conn.Load(); c != nil {
 		c.disconnected()
 	}

@@ -136,7 +136,11 @@ func (n *node) close() {
 
 // openError explains why ndk.Open failed.
 func openError(err error, cfg adapterConfig) error {
+	var busy *xdp.BusyError
 	switch {
+	case errors.As(err, &busy):
+		// The device names who holds the interface: say that, and what to do.
+		return failWrap(exitBusy, err, "%v: stop that process, or use another interface", busy)
 	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
 		if e := checkXDPFree(cfg.iface); e != nil {
 			return e

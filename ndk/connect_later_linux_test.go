@@ -1,0 +1,67 @@
+package ndk
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xdpndk/xdpndk/internal/privileged"
+	"github.com/xdpndk/xdpndk/internal/testbed"
+	"github.com/xdpndk/xdpndk/xdp"
+)
+
+// A client may start before its server: Connect with a 5 s context to a host whose adapter
+// opens, and starts listening, only 1 s later connects (the request is sent again until the
+// context's deadline), over AF_XDP between two namespace hosts.
+func TestConnectBeforeTheServerStarts(t *testing.T) {
+	privileged.Require(t)
+	bed := testbed.NewT(t, testbed.Options{})
+	cfg := xdp.Config{Port: testPort, RingSize: 1024, Frames: 4096, HeapSize: 8 << 20}
+	a := &side{a: openXDP(t, bed.A, cfg, DefaultOptions())}
+	var err error
+	if a.pd, err = a.a.NewPD(); err != nil {
+		t.Fatal(err)
+	}
+	if a.rcq, err = a.a.NewCQ(64, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a.qp, err = a.pd.NewQP(QPConfig{ReceiveCQ: a.rcq, InitiatorCQ: a.rcq}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.a.NewConnector()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- c.Connect(ctx, a.qp, netip.AddrPortFrom(bed.B.Addr, servicePort), 4, 4, nil) }()
+
+	time.Sleep(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("Connect returned before the server started: %v", err)
+	default:
+	}
+	b := &side{a: openXDP(t, bed.B, cfg, DefaultOptions())}
+	if b.pd, err = b.a.NewPD(); err != nil {
+		t.Fatal(err)
+	}
+	if b.rcq, err = b.a.NewCQ(64, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b.qp, err = b.pd.NewQP(QPConfig{ReceiveCQ: b.rcq, InitiatorCQ: b.rcq}); err != nil {
+		t.Fatal(err)
+	}
+	accept, accepted := acceptor(b, 4, 4, nil, nil)
+	b.listen(t, accept)
+	listening := time.Since(start)
+	if err := <-done; err != nil {
+		t.Fatalf("Connect with a 5 s context to a server listening after %v: %v", listening.Round(time.Millisecond), err)
+	}
+	t.Logf("connected %v after Connect began, %v after the server started listening",
+		time.Since(start).Round(time.Millisecond), (time.Since(start) - listening).Round(time.Millisecond))
+	complete(t, c, nil, accepted)
+}
