@@ -71,7 +71,8 @@ func (k *keepAlive) interval() int64 {
 func (k *keepAlive) failAt() int64 { return max(k.heard+k.period, k.since+k.answer()) }
 
 // due says what is to be done at now. Any of its deadlines reached late (firedLate: the
-// engine did not run) restarts the answer time with a new probe.
+// engine did not run) restarts the answer time with a new probe, unless the peer has been
+// silent for two periods: an engine that keeps running late still gives up on a dead peer.
 func (k *keepAlive) due(now int64) kaAction {
 	if k.period == 0 {
 		return kaNone
@@ -87,7 +88,7 @@ func (k *keepAlive) due(now int64) kaAction {
 	switch {
 	case now < at:
 		return kaNone
-	case firedLate(now, at):
+	case firedLate(now, at) && now < k.heard+2*k.period:
 		return kaRestart // the peer may have come back while no probe went
 	case now >= f:
 		return kaFail

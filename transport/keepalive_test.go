@@ -86,9 +86,16 @@ func TestKeepAliveDecisions(t *testing.T) {
 		period: 3 * s,
 		events: []ev{
 			{at: 1 * s, want: kaProbe, deadline: 1*s + 125*ms},
-			{at: 10 * s, want: kaRestart, deadline: 10*s + 125*ms},
-			{at: 10*s + 875*ms, run: true, want: kaProbe, deadline: 11 * s},
-			{at: 11 * s, want: kaFail},
+			{at: 5 * s, want: kaRestart, deadline: 5*s + 125*ms},
+			{at: 5*s + 875*ms, run: true, want: kaProbe, deadline: 6 * s},
+			{at: 6 * s, want: kaFail},
+		},
+	}, {
+		name:   "silent for two periods, a late deadline fails: an engine that keeps running late gives up",
+		period: 3 * s,
+		events: []ev{
+			{at: 1 * s, want: kaProbe, deadline: 1*s + 125*ms},
+			{at: 6 * s, want: kaFail},
 		},
 	}, {
 		name:   "a short period: the answer time is a third of it",

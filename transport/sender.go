@@ -469,9 +469,13 @@ func (s *sender) probeTail(now int64) bool {
 // means this engine did not run for a while (it was descheduled, or not polled): the peer
 // may have come back meanwhile, and never saw a transmission since; it gets one now, and
 // a timeout to answer it, instead of a failure.
+//
+// The grace of a late timer is bounded: once the budget has run out twice over, the QP
+// fails at the next unanswered transmission however late its timer, so that an engine that
+// keeps running late (a host overloaded for good) still gives up on a dead peer.
 func (s *sender) budgetSpent(now, at, start, last int64) bool {
 	end := start + s.cfg.retryTimeout
-	return now >= end && last >= end && !firedLate(now, at)
+	return now >= end && last >= end && (!firedLate(now, at) || now >= end+s.cfg.retryTimeout)
 }
 
 // rearm sets the retransmission timer after a timeout that did not give up: one

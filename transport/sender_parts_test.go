@@ -2,6 +2,7 @@ package transport
 
 import (
 	"testing"
+	"time"
 
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -55,5 +56,28 @@ func TestTailProbe(t *testing.T) {
 	p.count = maxTailProbes
 	if p.arm(now, srtt, ackDelay, 0, true); p.at != 0 {
 		t.Fatal("armed beyond the probe budget")
+	}
+}
+
+// A late timer gets the peer one more transmission and timeout instead of a failure, but
+// only until the budget has run out twice over.
+func TestBudgetSpentLateGraceIsBounded(t *testing.T) {
+	const sec = int64(time.Second)
+	s := sender{cfg: senderConfig{retryTimeout: 10 * sec}}
+	for _, c := range []struct {
+		now, at, last int64
+		want          bool
+	}{
+		{now: 9 * sec, at: 9 * sec, last: 9 * sec, want: false},                               // budget not spent
+		{now: 11 * sec, at: 11 * sec, last: 10 * sec, want: true},                             // on time, unanswered after the end
+		{now: 11 * sec, at: 11 * sec, last: 9 * sec, want: false},                             // the last transmission was before the end
+		{now: 15 * sec, at: 11 * sec, last: 10 * sec, want: false},                            // late: one more chance
+		{now: 20*sec + 1, at: 19 * sec, last: 10 * sec, want: true},                           // late, but twice the budget: fails
+		{now: 25 * sec, at: 25*sec - sec/2 + 1, last: 24 * sec, want: true},                   // on time after the grace
+		{now: 12 * sec, at: 12*sec - 100*int64(time.Millisecond), last: 11 * sec, want: true}, // 100 ms late is on time
+	} {
+		if got := s.budgetSpent(c.now, c.at, 0, c.last); got != c.want {
+			t.Errorf("budgetSpent(now %v, at %v, last %v) = %v, want %v", time.Duration(c.now), time.Duration(c.at), time.Duration(c.last), got, c.want)
+		}
 	}
 }
