@@ -13,9 +13,9 @@ import (
 )
 
 // A connection the passive side gave up on while the active side completed it: the
-// ready-to-use and every retry of the reply are lost (a partition here; on a loaded host, an
-// active engine that does not run for the reply's retry budget of 10 × 20 ms). The passive
-// Accept fails with STATUS_IO_TIMEOUT; the active side believes it is connected, and its
+// ready-to-use and every retry of the reply are lost until the Accept's deadline (a
+// partition here; on a loaded host, an active engine that does not run until then). The
+// passive Accept fails with STATUS_IO_TIMEOUT; the active side believes it is connected, and its
 // first Send fails with STATUS_REMOTE_RESOURCES (the peer's QP is in error). The
 // connection has aborted, so the active side's disconnect callback must run (NDKPI
 // NdkCompleteConnect: called when the peer disconnects or the connection aborts).
@@ -44,7 +44,11 @@ func TestAbortedConnectionCallback(t *testing.T) {
 	var discA atomic.Int32
 	accepted := make(chan error, 1)
 	l, err := b.NewListener(func(c *ndk.Connector) {
-		go func() { accepted <- c.Accept(ctx, qb, 4, 4, nil, nil) }()
+		go func() {
+			actx, acancel := context.WithTimeout(ctx, time.Second) // the Accept's deadline
+			defer acancel()
+			accepted <- c.Accept(actx, qb, 4, 4, nil, nil)
+		}()
 	})
 	if err != nil {
 		t.Fatal(err)

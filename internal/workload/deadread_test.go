@@ -42,7 +42,8 @@ func (d *dropReadResponses) Send(pkts []transport.Packet) (int, error) {
 }
 
 // The peer acknowledges a Read request and dies before its response arrives (here the
-// responses are lost, then the peer's adapter closes): the Read must still end, with
+// responses are lost, then the path is cut and the peer's adapter closes): the Read must
+// still end, with
 // STATUS_IO_TIMEOUT (or STATUS_CANCELLED behind another failure), like any request to a dead
 // peer. The requester keeps no timer for a response once the request is acknowledged, so
 // the Read, and every request posted after it on the QP, stays outstanding for ever. Seen
@@ -67,7 +68,11 @@ func testReadDeadPeer(t *testing.T, pass int64) {
 	la, lb := simlink.Pair(simlink.Config{})
 	drop := &dropReadResponses{Link: lb}
 	drop.pass.Store(pass)
-	a := openOn(t, la)
+	// A gives up on a silent peer after a second (the budget, not its default, is what the
+	// test is about: that the Read is under one at all).
+	aopts := ndk.DefaultOptions()
+	aopts.RetryTimeout = time.Second
+	a := openOnWith(t, la, aopts)
 	opts := ndk.DefaultOptions()
 	b, err := ndk.OpenLink(drop, opts)
 	if err != nil {
@@ -127,12 +132,15 @@ func testReadDeadPeer(t *testing.T, pass int64) {
 	if drop.dropped.Load() == 0 {
 		t.Fatal("the peer never answered the Read")
 	}
-	_ = b.Close(context.Background()) // the peer is gone
+	// The peer is gone without a word: nothing of it reaches A any more (its Close would
+	// tell A of the disconnect otherwise).
+	la.Network().Partition(la.LocalAddr(), lb.LocalAddr())
+	_ = b.Close(context.Background())
 	bClosed = true
 
 	var r [1]ndk.ResultEx
-	// The retry budget (7 retransmissions, and RTO.Max, 500 ms, outstanding) is spent in
-	// about a second.
+	// The retransmission budget (RetryTimeout, 1 s here) is spent in about a second and a
+	// half (one more timeout after it, RTO.Max at most).
 	deadline = time.Now().Add(5 * time.Second)
 	for cqa.GetResultsEx(r[:]) == 0 {
 		if time.Now().After(deadline) {

@@ -36,6 +36,12 @@ func wrap(t testing.TB, l transport.Link, m faultlink.Impairments, seed uint64) 
 
 func openOn(t testing.TB, l transport.Link) *ndk.Adapter {
 	t.Helper()
+	return openOnWith(t, l, ndk.DefaultOptions())
+}
+
+// openOnWith is openOn with options.
+func openOnWith(t testing.TB, l transport.Link, opts ndk.Options) *ndk.Adapter {
+	t.Helper()
 	u, err := memreg.NewUMEM(memreg.UMEMOptions{Frames: 16, HeapSize: 16 << 20, HugePages: memreg.HugeOff})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +51,6 @@ func openOn(t testing.TB, l transport.Link) *ndk.Adapter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := ndk.DefaultOptions()
 	plumb.SetExtra(&opts, plumb.Extra{UMEM: u, Heap: h})
 	opts.ZeroCopyTx = true
 	a, err := ndk.OpenLink(l, opts)
