@@ -138,7 +138,11 @@ func staleSum(s transport.EngineStats) uint64 {
 //     and the live mix still passes byte-exact with no unexpected completion.
 func TestPeerKillRestart(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{MTU: 9000})
-	parent := openXDP(t, bed.A, xdpConfig(), faultlink.Config{}, ndkOptions())
+	// A short budget keeps the test short: what it shows is that every request ends, and
+	// when (requests posted after the kill, control Sends among them, start theirs then).
+	opts := ndkOptions()
+	opts.RetryTimeout = killBudget
+	parent := openXDP(t, bed.A, xdpConfig(), faultlink.Config{}, opts)
 	target := bed.B.Addr
 	rec := parent.fl.Record(400, 3)
 
@@ -162,9 +166,10 @@ func TestPeerKillRestart(t *testing.T) {
 	var r Report
 	select {
 	case r = <-runDone:
-	case <-time.After(20 * time.Second):
-		// Every connection should have failed by now (the retry budget is about a second):
-		// stop Run to see what is stuck.
+	case <-time.After(4*killBudget + 5*time.Second):
+		// Every connection should have failed by now: requests outstanding at the kill
+		// within the budget (plus a timeout), those posted when they failed (the control
+		// Sends that report it) one budget later. Stop Run to see what is stuck.
 		for i, q := range in.QPs() {
 			t.Logf("QP %d: %+v", i, plumb.QP(q).Stats())
 		}
@@ -173,7 +178,7 @@ func TestPeerKillRestart(t *testing.T) {
 		t.Logf("engine %+v; link %+v; socket %+v; wrapper %+v", plumb.Engine(parent.a).Stats(), parent.fl.Stats(), xs, parent.fl.FaultStats())
 		stopRun()
 		r = <-runDone
-		t.Fatalf("requests still in flight 20 s after the kill: %s", strings.Join(r.InFlight, "; "))
+		t.Fatalf("requests still in flight %v after the kill: %s", time.Since(killed).Round(time.Second), strings.Join(r.InFlight, "; "))
 	}
 	t.Logf("after the kill: Run returned in %v: %s", time.Since(killed).Round(time.Millisecond), r.String())
 	if r.Outstanding != 0 || r.ControlReceives != 0 {
@@ -235,6 +240,9 @@ func TestPeerKillRestart(t *testing.T) {
 	}
 	checkReport(t, &r2)
 }
+
+// killBudget is TestPeerKillRestart's RetryTimeout.
+const killBudget = 2 * time.Second
 
 // dialTo connects an initiator on a to a target at addr and closes it when the test ends.
 func dialTo(t *testing.T, a *ndk.Adapter, addr netip.Addr, cfg Config) *Initiator {
