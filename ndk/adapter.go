@@ -18,8 +18,8 @@ import (
 type Options struct {
 	// Progress is who runs the engine (default ProgressAdaptive, the zero value).
 	Progress Progress
-	// Spin is how long the adaptive engine, and the inline fallback while it serves the
-	// engine, poll after their last work before they sleep (default 50 µs).
+	// Spin is how long the adaptive engine, the inline fallback while it serves the engine,
+	// and CQ.Wait poll after their last work before they sleep (default 50 µs).
 	Spin time.Duration
 	// InlineFallback is how long a ProgressInline adapter may go unpolled before its own
 	// goroutine serves the engine (default 500 µs: shorter, and a polling thread that the
