@@ -16,7 +16,7 @@ import (
 
 // Options configure an Adapter. Start from DefaultOptions.
 type Options struct {
-	// Progress is who runs the engine (default ProgressAdaptive, the zero value).
+	// Progress is who runs the engine (default ProgressInline, the zero value).
 	Progress Progress
 	// Spin is how long the adaptive engine, the inline fallback while it serves the engine,
 	// and CQ.Wait poll after their last work before they sleep (default 50 µs).
@@ -51,7 +51,7 @@ type Options struct {
 
 // DefaultOptions returns the default Options.
 func DefaultOptions() Options {
-	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
+	return Options{Progress: ProgressInline, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
 		MaxMemoryEntries: 4096}
 }
 
@@ -109,7 +109,7 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 	if opts.MaxMemoryEntries == 0 {
 		opts.MaxMemoryEntries = DefaultOptions().MaxMemoryEntries
 	}
-	if opts.Progress < ProgressAdaptive || opts.Progress > ProgressInline {
+	if !opts.Progress.valid() {
 		return nil, errorf(StatusInvalidParameter, "progress mode %d", opts.Progress)
 	}
 	if opts.PeerPort == 0 {

@@ -2,6 +2,7 @@ package ndk
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -12,30 +13,44 @@ import (
 type Progress int
 
 const (
-	// ProgressAdaptive (the default, the zero value) runs the engine on its own goroutine,
-	// which spins for Options.Spin after the last work and then sleeps until a packet, a
-	// post or a timer (an idle adapter costs no CPU). It serves any application, whatever it
-	// does between calls; its cost is a goroutine hand-off per completion, and a spinning
-	// engine beside the application's own polling thread needs a core of its own (on a
-	// host whose cores the application's threads fill, ProgressInline measured an order of
-	// magnitude faster: docs/NDK.md, "Progress").
-	ProgressAdaptive Progress = iota
+	// ProgressInline (the default, the zero value) lets the application drive the engine
+	// from the calls it makes anyway: GetResults, Poll and Wait poll the engine when the CQ
+	// is empty (so does Adapter.Poll), so a ping-pong crosses no goroutine and pays no
+	// hand-off: the lowest latency while the application polls. Blocking calls poll while
+	// they wait. When the application stops polling (it sleeps in Wait, arms a CQ, or has
+	// not polled for InlineFallback), the adapter's own goroutine serves the engine: it
+	// polls while there is work and for Spin after it, then sleeps until a datagram, a
+	// post or a timer (an idle adapter costs no CPU), and steps aside as soon as the
+	// application polls again. An application that sleeps without Wait or Arm leaves the
+	// engine unserved for up to InlineFallback each time (docs/NDK.md, "Progress").
+	ProgressInline Progress = iota
+	// ProgressAdaptive runs the engine on its own goroutine, which spins for Options.Spin
+	// after the last work and then sleeps until a packet, a post or a timer (an idle
+	// adapter costs no CPU). Its cost is a goroutine hand-off per completion, and a
+	// spinning engine beside the application's own polling thread needs a core of its own
+	// (on two CPUs shared by two processes it measured twenty times slower than
+	// ProgressInline: docs/NDK.md, "Progress").
+	ProgressAdaptive
 	// ProgressBusy runs the engine on its own goroutine that never sleeps: one core spent,
 	// and it needs one to itself.
 	ProgressBusy
-	// ProgressInline lets the application drive the engine by polling its CQs
-	// (GetResults polls the engine when the CQ is empty) or Adapter.Poll, so a ping-pong
-	// pays no goroutine hand-off: the lowest latency, for applications that poll. Blocking
-	// calls poll while they wait. When nobody has polled for InlineFallback, or at once when
-	// the application arms a CQ (it is about to wait for a notification), the adapter's own
-	// goroutine takes the engine over and runs it as ProgressAdaptive does (polling for Spin
-	// after its last work, then sleeping until a datagram, a post or a timer), and steps
-	// aside as soon as the application polls again. An application that sleeps between
-	// polls without arming a CQ leaves the engine unserved for up to InlineFallback each
-	// time (its peer may retransmit meanwhile): arm a CQ before waiting, or use
-	// ProgressAdaptive.
-	ProgressInline
 )
+
+// valid reports whether p is one of the modes.
+func (p Progress) valid() bool { return p >= ProgressInline && p <= ProgressBusy }
+
+// String names the mode: "inline", "adaptive", "busy".
+func (p Progress) String() string {
+	switch p {
+	case ProgressInline:
+		return "inline"
+	case ProgressAdaptive:
+		return "adaptive"
+	case ProgressBusy:
+		return "busy"
+	}
+	return fmt.Sprintf("Progress(%d)", int(p))
+}
 
 // Poll runs one round of the engine if the adapter uses ProgressInline and nobody else is
 // polling it, and reports whether it did any work. With the other progress modes it does
