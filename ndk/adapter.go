@@ -266,6 +266,7 @@ func (a *Adapter) Close(ctx context.Context) error {
 			a.cancel()
 		}
 		a.link.Wake() // an engine goroutine (or an inline fallback) asleep in Wait returns
+		a.handOff()   // an inline fallback asleep between its looks returns
 
 		if a.runDone != nil {
 			<-a.runDone

@@ -73,14 +73,26 @@ func (a *Adapter) Poll() bool {
 // application polls: how late, at worst, it takes over when the application stops.
 const fallbackMaxPause = time.Millisecond
 
-// fallbackWatch bounds one sleep of the fallback while it serves the engine, also when no
-// timer is due: zero-copy completions and the like wake nothing, and are looked at this
-// often.
+// fallbackWatch bounds one sleep of the fallback while it serves the engine after recent
+// work, also when no timer is due: what the link finishes without a datagram or a doorbell
+// (zero-copy transmissions, a TX ring that was full, frames owed to the fill ring) wakes
+// nothing, and is looked at this often.
 const fallbackWatch = time.Millisecond
+
+// fallbackQuiet is how long after its last work the engine counts as idle: what the link
+// finishes silently follows work by microseconds (a zero-copy completion, a TX ring
+// draining), and any of it makes a poll busy.
+const fallbackQuiet = 20 * time.Millisecond
+
+// fallbackIdleWatch bounds one sleep of the fallback of an idle engine: it sleeps until the
+// engine's next deadline (a timer of the protocol), a datagram or a post, and at most this
+// long, so that an idle adapter wakes about ten times a second instead of a thousand.
+const fallbackIdleWatch = 100 * time.Millisecond
 
 // fallback serves the engine of an inline adapter that the application has not polled for
 // InlineFallback: it polls while there is work and for Options.Spin after it, and then
-// sleeps in the link's Watch (until a datagram, a post or a timer) without holding the
+// sleeps in the link's Watch (until a datagram, a post or a timer; at most fallbackWatch
+// while work is recent, fallbackIdleWatch once the engine is idle) without holding the
 // engine, so the application's next Poll takes the engine back at once and the fallback
 // steps aside. The spin matters for a stream that completes nothing here (Writes into
 // this host): waking per packet delays every acknowledgement by a wake-up, which the
@@ -129,6 +141,9 @@ func (a *Adapter) fallback() {
 			runtime.Gosched() // as the adaptive engine: let the application's goroutines run
 		case parked:
 			wait := fallbackWatch
+			if now-lastBusy >= int64(fallbackQuiet) {
+				wait = fallbackIdleWatch
+			}
 			if next > 0 {
 				wait = min(wait, time.Duration(max(next-now, 0)))
 			}
