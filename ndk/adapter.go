@@ -18,10 +18,10 @@ import (
 
 // Options configure an Adapter. Start from DefaultOptions.
 type Options struct {
-	// Progress is who runs the engine (default ProgressAdaptive, the zero value).
+	// Progress is who runs the engine (default ProgressInline, the zero value).
 	Progress Progress
-	// Spin is how long the adaptive engine, and the inline fallback while it serves the
-	// engine, poll after their last work before they sleep (default 50 µs).
+	// Spin is how long the adaptive engine, the inline fallback while it serves the engine,
+	// and CQ.Wait poll after their last work before they sleep (default 50 µs).
 	Spin time.Duration
 	// InlineFallback is how long a ProgressInline adapter may go unpolled before its own
 	// goroutine serves the engine (default 500 µs: shorter, and a polling thread that the
@@ -78,7 +78,7 @@ type Options struct {
 
 // DefaultOptions returns the default Options.
 func DefaultOptions() Options {
-	return Options{Progress: ProgressAdaptive, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
+	return Options{Progress: ProgressInline, Spin: 50 * time.Microsecond, InlineFallback: 500 * time.Microsecond,
 		MaxMemoryEntries: 4096, HeapSize: DefaultHeapSize, RetryTimeout: DefaultRetryTimeout,
 		RNRTimeout: DefaultRNRTimeout, KeepAlive: DefaultKeepAlive, ConnectTimeout: DefaultConnectTimeout}
 }
@@ -195,9 +195,7 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 // normalize fills in the defaults of o for an adapter on link and checks what was given.
 func (o *Options) normalize(link transport.Link) error {
 	def := DefaultOptions()
-	switch o.Progress {
-	case ProgressAdaptive, ProgressBusy, ProgressInline:
-	default:
+	if !o.Progress.valid() {
 		return errorf(StatusInvalidParameter, "progress mode %d", o.Progress)
 	}
 	if o.Spin == 0 {
@@ -368,6 +366,7 @@ func (a *Adapter) stop(ctx context.Context) {
 		a.cancel()
 	}
 	a.link.Wake() // an engine goroutine (or an inline fallback) asleep in Wait returns
+	a.handOff()   // an inline fallback asleep between its looks returns
 
 	if a.runDone != nil {
 		<-a.runDone

@@ -352,10 +352,22 @@ func awaitDisc(ctx context.Context, a *Adapter, d *transport.Disconnecting) erro
 	return err
 }
 
-// disconnected delivers the disconnect event once, unless this side disconnected first.
+// disconnected delivers the disconnect event once, unless this side disconnected first:
+// the callback, and the connection event of the QP's CQs (CQ.Wait, CQ.Poll).
 func (c *Connector) disconnected() {
 	if c.localDisc.Load() || c.discFired.Swap(true) {
 		return
+	}
+	if q := c.qp; q != nil {
+		st := StatusConnectionAborted
+		if q.tq.State() == transport.QPDisconnected {
+			st = StatusRemoteDisconnect
+		}
+		cause := q.tq.Cause()
+		q.cfg.ReceiveCQ.connectionEnded(q, st, cause)
+		if q.cfg.InitiatorCQ != q.cfg.ReceiveCQ {
+			q.cfg.InitiatorCQ.connectionEnded(q, st, cause)
+		}
 	}
 	if fn := c.onDisconnect; fn != nil {
 		c.a.event(fn)

@@ -69,7 +69,15 @@ type CQ struct {
 	timerSet    atomic.Bool
 
 	mu  sync.Mutex
-	qps []*QP // QPs completing into this CQ (made unusable by an overrun)
+	qps []*QP       // QPs completing into this CQ (made unusable by an overrun)
+	evs []connEvent // under mu: connection events, at most one per QP in qps (cq_wait.go)
+
+	// Wait and Poll (cq_wait.go)
+	waiting atomic.Bool   // a Wait sleeps on wake: the producer signals it
+	wake    chan struct{} // buffered 1: a result, an event or Close for the sleeping Wait
+	nev     atomic.Int32  // connection events in evs not yet returned
+
+	fd cqFD // the eventfd of FD (cq_fd_linux.go)
 }
 
 const (
@@ -93,7 +101,8 @@ func (a *Adapter) NewCQ(depth int, notify NotifyFunc) (*CQ, error) {
 		return nil, errorf(StatusInsufficientResources, "more than %d CQs", maxCQs)
 	}
 	n := pow2(depth)
-	cq := &CQ{a: a, notify: notify, depth: uint64(depth), ring: make([]ResultEx, n), mask: uint64(n - 1)}
+	cq := &CQ{a: a, notify: notify, depth: uint64(depth), ring: make([]ResultEx, n), mask: uint64(n - 1),
+		wake: make(chan struct{}, 1)}
 	cq.modTimer = time.AfterFunc(time.Hour, cq.moderationExpired)
 	cq.modTimer.Stop()
 	return cq, nil
@@ -161,10 +170,14 @@ func (cq *CQ) push(r *ResultEx, solicited bool) {
 		if cq.arm.Swap(0) != 0 {
 			cq.signal()
 		}
+		cq.wakeWaiter()
 		return
 	}
 	cq.ring[t&cq.mask] = *r
 	cq.tail.Store(t + 1)
+	if cq.waiting.Load() {
+		cq.wakeWaiter()
+	}
 
 	bits := uint32(sinceAny)
 	if solicited || r.Status != StatusSuccess {
@@ -239,9 +252,20 @@ func (cq *CQ) Arm(t NotifyType) {
 	}
 }
 
-// signal queues the CQ for its notification on the event goroutine.
+// signal fires the armed notification: it makes the CQ's FD readable, and queues the CQ
+// for its callback on the event goroutine. A CQ without a callback counts the notification
+// as delivered at once (its FD is all there is to tell).
 func (cq *CQ) signal() {
-	if cq.notify == nil || cq.closed.Load() {
+	if cq.closed.Load() {
+		return
+	}
+	cq.fd.kick()
+	if cq.notify == nil {
+		if cq.overrun.Load() {
+			cq.told.Store(true)
+		}
+		cq.since.Store(0)
+		cq.count.Store(0)
 		return
 	}
 	if cq.pending.CompareAndSwap(false, true) {
@@ -330,14 +354,20 @@ func (cq *CQ) moderationExpired() {
 // Overrun reports whether the CQ overran (it and its QPs are unusable).
 func (cq *CQ) Overrun() bool { return cq.overrun.Load() }
 
-// attach records a QP completing into the CQ.
+// attach records a QP completing into the CQ, and makes room for its connection event
+// now, so that connectionEnded never allocates for it.
 func (cq *CQ) attach(q *QP) {
 	cq.mu.Lock()
 	cq.qps = append(cq.qps, q)
+	if cap(cq.evs) < len(cq.qps) {
+		evs := make([]connEvent, len(cq.evs), 2*len(cq.qps))
+		copy(evs, cq.evs)
+		cq.evs = evs
+	}
 	cq.mu.Unlock()
 }
 
-// detach forgets a QP.
+// detach forgets a QP, and its connection event if Wait or Poll has not returned it.
 func (cq *CQ) detach(q *QP) {
 	cq.mu.Lock()
 	for i, x := range cq.qps {
@@ -346,6 +376,7 @@ func (cq *CQ) detach(q *QP) {
 			break
 		}
 	}
+	cq.dropEvent(q)
 	cq.mu.Unlock()
 }
 
@@ -356,10 +387,12 @@ func (cq *CQ) Close(ctx context.Context) error {
 	if cq.closed.Swap(true) {
 		return nil
 	}
+	cq.wakeWaiter() // a Wait returns STATUS_INVALID_DEVICE_STATE
 	cq.modTimer.Stop()
 	cq.cbMu.Lock() // waits for a callback in progress
 	cq.stopped = true
 	cq.cbMu.Unlock()
+	cq.fd.close()
 	cq.a.ncq.Add(-1)
 	return nil
 }

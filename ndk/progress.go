@@ -2,6 +2,7 @@ package ndk
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -12,30 +13,44 @@ import (
 type Progress int
 
 const (
-	// ProgressAdaptive (the default, the zero value) runs the engine on its own goroutine,
-	// which spins for Options.Spin after the last work and then sleeps until a packet, a
-	// post or a timer (an idle adapter costs no CPU). It serves any application, whatever it
-	// does between calls; its cost is a goroutine hand-off per completion, and a spinning
-	// engine beside the application's own polling thread needs a core of its own (on a
-	// host whose cores the application's threads fill, ProgressInline measured an order of
-	// magnitude faster: docs/NDK.md, "Progress").
-	ProgressAdaptive Progress = iota
+	// ProgressInline (the default, the zero value) lets the application drive the engine
+	// from the calls it makes anyway: GetResults, Poll and Wait poll the engine when the CQ
+	// is empty (so does Adapter.Poll), so a ping-pong crosses no goroutine and pays no
+	// hand-off: the lowest latency while the application polls. Blocking calls poll while
+	// they wait. When the application stops polling (it sleeps in Wait, arms a CQ, or has
+	// not polled for InlineFallback), the adapter's own goroutine serves the engine: it
+	// polls while there is work and for Spin after it, then sleeps until a datagram, a
+	// post or a timer (an idle adapter costs no CPU), and steps aside as soon as the
+	// application polls again. An application that sleeps without Wait or Arm leaves the
+	// engine unserved for up to InlineFallback each time (docs/NDK.md, "Progress").
+	ProgressInline Progress = iota
+	// ProgressAdaptive runs the engine on its own goroutine, which spins for Options.Spin
+	// after the last work and then sleeps until a packet, a post or a timer (an idle
+	// adapter costs no CPU). Its cost is a goroutine hand-off per completion, and a
+	// spinning engine beside the application's own polling thread needs a core of its own
+	// (on two CPUs shared by two processes it measured twenty times slower than
+	// ProgressInline: docs/NDK.md, "Progress").
+	ProgressAdaptive
 	// ProgressBusy runs the engine on its own goroutine that never sleeps: one core spent,
 	// and it needs one to itself.
 	ProgressBusy
-	// ProgressInline lets the application drive the engine by polling its CQs
-	// (GetResults polls the engine when the CQ is empty) or Adapter.Poll, so a ping-pong
-	// pays no goroutine hand-off: the lowest latency, for applications that poll. Blocking
-	// calls poll while they wait. When nobody has polled for InlineFallback, or at once when
-	// the application arms a CQ (it is about to wait for a notification), the adapter's own
-	// goroutine takes the engine over and runs it as ProgressAdaptive does (polling for Spin
-	// after its last work, then sleeping until a datagram, a post or a timer), and steps
-	// aside as soon as the application polls again. An application that sleeps between
-	// polls without arming a CQ leaves the engine unserved for up to InlineFallback each
-	// time (its peer may retransmit meanwhile): arm a CQ before waiting, or use
-	// ProgressAdaptive.
-	ProgressInline
 )
+
+// valid reports whether p is one of the modes.
+func (p Progress) valid() bool { return p >= ProgressInline && p <= ProgressBusy }
+
+// String names the mode: "inline", "adaptive", "busy".
+func (p Progress) String() string {
+	switch p {
+	case ProgressInline:
+		return "inline"
+	case ProgressAdaptive:
+		return "adaptive"
+	case ProgressBusy:
+		return "busy"
+	}
+	return fmt.Sprintf("Progress(%d)", int(p))
+}
 
 // Poll runs one round of the engine if the adapter uses ProgressInline and nobody else is
 // polling it, and reports whether it did any work. With the other progress modes it does
@@ -58,14 +73,26 @@ func (a *Adapter) Poll() bool {
 // application polls: how late, at worst, it takes over when the application stops.
 const fallbackMaxPause = time.Millisecond
 
-// fallbackWatch bounds one sleep of the fallback while it serves the engine, also when no
-// timer is due: zero-copy completions and the like wake nothing, and are looked at this
-// often.
+// fallbackWatch bounds one sleep of the fallback while it serves the engine after recent
+// work, also when no timer is due: what the link finishes without a datagram or a doorbell
+// (zero-copy transmissions, a TX ring that was full, frames owed to the fill ring) wakes
+// nothing, and is looked at this often.
 const fallbackWatch = time.Millisecond
+
+// fallbackQuiet is how long after its last work the engine counts as idle: what the link
+// finishes silently follows work by microseconds (a zero-copy completion, a TX ring
+// draining), and any of it makes a poll busy.
+const fallbackQuiet = 20 * time.Millisecond
+
+// fallbackIdleWatch bounds one sleep of the fallback of an idle engine: it sleeps until the
+// engine's next deadline (a timer of the protocol), a datagram or a post, and at most this
+// long, so that an idle adapter wakes about ten times a second instead of a thousand.
+const fallbackIdleWatch = 100 * time.Millisecond
 
 // fallback serves the engine of an inline adapter that the application has not polled for
 // InlineFallback: it polls while there is work and for Options.Spin after it, and then
-// sleeps in the link's Watch (until a datagram, a post or a timer) without holding the
+// sleeps in the link's Watch (until a datagram, a post or a timer; at most fallbackWatch
+// while work is recent, fallbackIdleWatch once the engine is idle) without holding the
 // engine, so the application's next Poll takes the engine back at once and the fallback
 // steps aside. The spin matters for a stream that completes nothing here (Writes into
 // this host): waking per packet delays every acknowledgement by a wake-up, which the
@@ -114,6 +141,9 @@ func (a *Adapter) fallback() {
 			runtime.Gosched() // as the adaptive engine: let the application's goroutines run
 		case parked:
 			wait := fallbackWatch
+			if now-lastBusy >= int64(fallbackQuiet) {
+				wait = fallbackIdleWatch
+			}
 			if next > 0 {
 				wait = min(wait, time.Duration(max(next-now, 0)))
 			}
