@@ -5,7 +5,6 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // The registry of protection domains, memory regions (MRs), memory windows (MWs) and their
@@ -145,7 +144,7 @@ func (r *Registry) inUMEM(va, n uint64) bool {
 }
 
 // bufVA returns the address of b[0]; b must not be empty.
-func bufVA(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+func bufVA(b []byte) uint64 { return uint64(addrOf(b)) }
 
 // VA returns the virtual address a region names b's first byte by (an MR's VA is the
 // address of its first byte in this process), 0 for an empty b.
