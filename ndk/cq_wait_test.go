@@ -85,9 +85,9 @@ func TestWaitContextAndPoll(t *testing.T) {
 	a := cqAdapter(t)
 	cq, _ := a.NewCQ(8, nil)
 	var r [4]Result
+	t0 := time.Now() // before the context: its deadline is 20 ms after its creation
 	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 	defer cancel()
-	t0 := time.Now()
 	n, err := cq.Wait(ctx, r[:])
 	if n != 0 || !errors.Is(err, ctx.Err()) || !errors.Is(err, context.DeadlineExceeded) || StatusOf(err) != StatusTimeout {
 		t.Fatalf("Wait past its deadline: %d, %v (status %v)", n, err, StatusOf(err))
