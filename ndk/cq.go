@@ -39,9 +39,11 @@ type ResultEx struct {
 // goroutine, never on the engine's; a callback may call GetResults and Arm.
 type NotifyFunc func(status Status)
 
-// CQ is a completion queue (NDK_CQ). One goroutine at a time may call GetResults,
-// GetResultsEx and Arm (NDKPI Completion Handling Requirements); the adapter produces into
-// it concurrently. It never allocates on those paths.
+// CQ is a completion queue (NDK_CQ). One goroutine at a time may take results and arm it
+// (GetResults, GetResultsEx, Poll, PollEx, Wait, WaitEx, Arm: NDKPI Completion Handling
+// Requirements); the adapter produces into it concurrently. It never allocates on those
+// paths. Wait blocks without spinning; Poll and Wait also return the connection events of
+// its QPs (ConnectionEnded); FD serves epoll loops.
 type CQ struct {
 	a      *Adapter
 	notify NotifyFunc

@@ -17,10 +17,10 @@ import (
 // result published after that look always finds it set (both are sequentially consistent
 // atomics) and a result published before it is seen by the look.
 
-// ConnectionEnded is the error Wait, WaitEx and Poll return, once per QP and CQ, when the
-// connection of a QP that completes into the CQ (as its ReceiveCQ or InitiatorCQ) ended
-// other than by this side: the peer disconnected (Status StatusRemoteDisconnect) or the
-// connection aborted (StatusConnectionAborted: a request ran out of retries, the peer
+// ConnectionEnded is the error Wait, WaitEx, Poll and PollEx return, once per QP and CQ,
+// when the connection of a QP that completes into the CQ (as its ReceiveCQ or InitiatorCQ)
+// ended other than by this side: the peer disconnected (Status StatusRemoteDisconnect) or
+// the connection aborted (StatusConnectionAborted: a request ran out of retries, the peer
 // stopped answering, a remote or local error ended the connection). It comes after every
 // result the CQ held when the connection ended. errors.Is(err, e.Status) holds, StatusOf
 // returns e.Status, and errors.As(err, &e) gives the QP. It changes nothing else: the

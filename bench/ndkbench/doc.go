@@ -11,6 +11,9 @@
 //	│   kernel-tcp  64 B ping-pong over a TCP connection, TCP_NODELAY              │
 //	│   ndk-<mode>  ndk.Open on both hosts, connect one QP each, then:             │
 //	│               Send/Receive ping-pong (every mode), and with ProgressInline:  │
+//	│               the ping-pong with CQ.Wait instead of polling, and with B      │
+//	│               answering after 1 ms (A polling; A in CQ.Wait: its wake-up),   │
+//	│               the process's CPU while the pair idles (B in CQ.Wait),         │
 //	│               Write and Read latency, 64 B Write message rate (signaled and  │
 //	│               SILENT_SUCCESS), 64 KiB Write goodput (UMEM and Go heap)       │
 //	└──────────────────────────────────────────────────────────────────────────────┘

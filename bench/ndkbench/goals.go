@@ -45,7 +45,11 @@ const (
 // Write message rate at least 0.7 × the raw link's 64-byte packets per second; the 64 KiB
 // Write goodput (UMEM buffers) at least 0.85 × the raw link's multi-buffer throughput at
 // MTU 9000; ping-pong p99 while unresolvable peers are being resolved at most 2 × the
-// p99 without (next-hop resolution never waits on the engine).
+// p99 without (next-hop resolution never waits on the engine); the ping-pong p50 with both
+// applications waiting in CQ.Wait at most 1.5 × the one with both polling (Wait polls for
+// Options.Spin before it sleeps: while results come quickly it is polling); an idle pair
+// (two adapters with a connected QP each, one application blocked in CQ.Wait) at most 1%
+// of one core (CPU seconds / wall seconds: nothing spins while nothing happens).
 func DefaultGoals() []Goal {
 	inline := SystemNDK(ModeInline)
 	pp := Ref{BenchPingPong, inline, OpSendRecv, MsgSize, MetricP50}
@@ -62,6 +66,10 @@ func DefaultGoals() []Goal {
 		{Name: "ndk 64 KiB Write goodput (UMEM) / raw-xdp 9000 B one-way Gbit/s", Numerator: gput(OpWriteUMEM), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85},
 		{Name: "ndk ping-pong p99, unresolved peers pending / without", Numerator: Ref{BenchPingPong, inline, OpSendRecvUnresolved, MsgSize, MetricP99},
 			Denominator: Ref{BenchPingPong, inline, OpSendRecv, MsgSize, MetricP99}, Cmp: AtMost, Limit: 2},
+		{Name: "ndk ping-pong p50, both waiting in CQ.Wait / both polling", Numerator: Ref{BenchPingPong, inline, OpSendRecvWait, MsgSize, MetricP50},
+			Denominator: pp, Cmp: AtMost, Limit: 1.5},
+		{Name: "ndk idle pair, B in CQ.Wait: process CPU s / wall s", Numerator: Ref{BenchIdle, inline, OpIdleWait, 0, MetricCPU},
+			Denominator: Ref{BenchIdle, inline, OpIdleWait, 0, MetricWall}, Cmp: AtMost, Limit: 0.01},
 		{Name: "ndk 64 B Write op/s, silent / raw-xdp 64 B one-way pkt/s", Numerator: rate(OpWriteSilent), Denominator: rawPPS, Cmp: AtLeast, Limit: 0.7, Info: true},
 		{Name: "ndk 64 KiB Write goodput (Go heap) / raw-xdp 9000 B Gbit/s", Numerator: gput(OpWriteHeap), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85, Info: true},
 		{Name: "ndk-busy ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeBusy), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true},

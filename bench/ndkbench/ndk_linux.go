@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
@@ -51,6 +52,13 @@ type ndkPair struct {
 	inline bool
 	A, B   ndkSide
 	ln     *ndk.Listener
+	// waitA and waitB make A's and B's loops of the measurements wait in CQ.Wait instead
+	// of polling GetResults; waitCtx bounds those Waits while a measurement runs.
+	waitA, waitB bool
+	waitCtx      context.Context
+	// echoDelay is how long B's echo waits after each receive (B polls its engine
+	// meanwhile, so acknowledgements are not delayed).
+	echoDelay time.Duration
 }
 
 // openNDK opens an adapter with mode's progress on each host, registers memory, posts the
@@ -245,7 +253,18 @@ func (p *ndkPair) serveB(stop *atomic.Bool, deadline int64, echo bool) error {
 	var sgl [1]ndk.SGE
 	sgl[0] = b.smallMR.SGE(b.small[:MsgSize])
 	for it := 0; ; it++ {
-		n := b.cq.GetResults(res[:])
+		n := 0
+		if p.waitB {
+			var err error
+			if n, err = b.cq.Wait(p.waitCtx, res[:]); err != nil {
+				if p.waitCtx.Err() != nil {
+					return nil // the measurement ended
+				}
+				return fmt.Errorf("wait at B: %w", err)
+			}
+		} else {
+			n = b.cq.GetResults(res[:])
+		}
 		if n == 0 {
 			if it&1023 == 0 && (stop.Load() || report.Now() > deadline) {
 				return nil
@@ -264,6 +283,9 @@ func (p *ndkPair) serveB(stop *atomic.Bool, deadline int64, echo bool) error {
 			}
 			if err := b.postReceive(slot); err != nil {
 				return err
+			}
+			for until := report.Now() + int64(p.echoDelay); p.echoDelay > 0 && report.Now() < until; {
+				b.a.Poll()
 			}
 			if echo {
 				if err := postRetry(func() error { return b.qp.Send(ctxSend, sgl[:], 0) }, b.cq, deadline); err != nil {
@@ -297,9 +319,18 @@ func (p *ndkPair) measurement(ctx context.Context, o Options, echo bool, fn func
 	var stop atomic.Bool
 	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
 	deadline := report.Now() + int64(o.Bound)
+	endWaits := func() {}
+	if p.waitA || p.waitB {
+		// Waits cannot look at stop: they end with this context, when A is done, or at the
+		// latest after the bound.
+		wctx, cancel := context.WithTimeout(ctx, o.Bound+2*time.Second)
+		p.waitCtx, endWaits = wctx, cancel
+		defer func() { cancel(); p.waitCtx = nil }()
+	}
 	bDone := report.Worker(p.inline, func() error { return p.serveB(&stop, deadline+int64(time.Second), echo) })
 	aErr := <-report.Worker(p.inline, func() error { return fn(&stop, deadline) })
 	stop.Store(true)
+	endWaits()
 	bErr := <-bDone
 	if aErr != nil {
 		return fmt.Errorf("host A: %w", aErr)
@@ -361,10 +392,19 @@ func (p *ndkPair) pingPong(ctx context.Context, o Options, keep func() bool) (rt
 
 // awaitA polls A's CQ, results into res, until match accepts one, t0 being when the
 // request was posted; every result taken must be a success. While the CQ is empty it idles,
-// and it gives up limit after t0.
+// and it gives up limit after t0. With waitA it waits in CQ.Wait instead (bounded by the
+// measurement's waitCtx, not by limit).
 func (p *ndkPair) awaitA(res []ndk.Result, t0 int64, limit time.Duration, match func(r *ndk.Result) (bool, error)) error {
 	for spin := 0; ; spin++ {
-		n := p.A.cq.GetResults(res)
+		n := 0
+		if p.waitA {
+			var err error
+			if n, err = p.A.cq.Wait(p.waitCtx, res); err != nil {
+				return fmt.Errorf("wait at A: %w", err)
+			}
+		} else {
+			n = p.A.cq.GetResults(res)
+		}
 		got := false
 		for j := range res[:n] {
 			r := &res[j]
@@ -525,6 +565,69 @@ func (p *ndkPair) pipeline(ctx context.Context, o Options, src []byte, mr *ndk.M
 		return nil
 	})
 	return out, err
+}
+
+// idleSettle is how long the idle figure lets the pair settle before its window: the last
+// acknowledgements, and the inline fallbacks' quiet period after work (20 ms).
+const idleSettle = 200 * time.Millisecond
+
+// idleCPU leaves the pair idle for window, B's application blocked in CQ.Wait on a
+// goroutine and nothing polling A, and returns the process's CPU time (user+system) over
+// the window and the window's measured length.
+func (p *ndkPair) idleCPU(ctx context.Context, window time.Duration) (cpu, wall time.Duration, err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan error, 1)
+	var inWindow atomic.Bool
+	go func() {
+		var res [4]ndk.Result
+		for {
+			n, err := p.B.cq.Wait(wctx, res[:])
+			if n > 0 && !inWindow.Load() {
+				continue // completions of the last measurement (B's last echo Send)
+			}
+			switch {
+			case n > 0:
+				err = fmt.Errorf("wait at B returned %d results in the idle window", n)
+			case wctx.Err() != nil:
+				err = nil
+			}
+			waited <- err
+			return
+		}
+	}()
+	settle := time.NewTimer(idleSettle)
+	defer settle.Stop()
+	select {
+	case <-settle.C:
+	case err := <-waited:
+		return 0, 0, fmt.Errorf("idle Wait ended early: %w", err)
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	inWindow.Store(true)
+	c0, t0 := processCPU(), time.Now()
+	win := time.NewTimer(window)
+	defer win.Stop()
+	select {
+	case <-win.C:
+	case err := <-waited:
+		return 0, 0, fmt.Errorf("idle Wait ended early: %w", err)
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	cpu, wall = processCPU()-c0, time.Since(t0)
+	cancel()
+	return cpu, wall, <-waited
+}
+
+// processCPU returns the user+system CPU time the process has used (0 if getrusage fails).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // diag describes both sides' QP and link counters, for a failure's note.

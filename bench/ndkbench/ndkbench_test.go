@@ -73,8 +73,8 @@ func TestDefaultGoals(t *testing.T) {
 			n++
 		}
 	}
-	if n != 5 {
-		t.Errorf("%d goals, want 5", n)
+	if n != 7 {
+		t.Errorf("%d goals, want 7", n)
 	}
 }
 
@@ -147,6 +147,7 @@ func TestOptions(t *testing.T) {
 		func(o *Options) { o.SignalEvery = o.Outstanding + 1 },
 		func(o *Options) { o.GoodputOutstanding = 65 },
 		func(o *Options) { o.Bound = 0 },
+		func(o *Options) { o.Idle = 0 },
 	} {
 		o := DefaultOptions()
 		bad(&o)

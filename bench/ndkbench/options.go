@@ -79,6 +79,9 @@ type Options struct {
 	SignalEvery int
 	// GoodputOutstanding is the 64 KiB Writes kept posted by the goodput figure.
 	GoodputOutstanding int
+	// Idle is the window of the idle figure (ModeInline): the process's CPU while both
+	// adapters sit idle with their connected QP and B's application waits in CQ.Wait.
+	Idle time.Duration
 	// Baselines, when false, skips the raw and TCP baselines (the goals then stay
 	// unevaluated). Default true.
 	Baselines bool
@@ -96,7 +99,7 @@ type Options struct {
 
 // DefaultOptions returns the full benchmark: 3 repetitions, every mode, 20000 round trips
 // and latency samples, 1 s windows after 500 ms of warm-up, 128 outstanding Writes (every
-// 16th signaled in the silent variant), 16 outstanding 64 KiB Writes.
+// 16th signaled in the silent variant), 16 outstanding 64 KiB Writes, a 10 s idle window.
 func DefaultOptions() Options {
 	return Options{
 		Runs:               3,
@@ -111,11 +114,12 @@ func DefaultOptions() Options {
 		SignalEvery:        16,
 		GoodputOutstanding: 16,
 		Baselines:          true,
+		Idle:               10 * time.Second,
 	}
 }
 
 // QuickOptions returns a short pass for bench/cmd/rawdemo and the smoke test: one repetition, the
-// inline mode only, 2000 round trips and latency samples, 300 ms windows.
+// inline mode only, 2000 round trips and latency samples, 300 ms windows, a 1 s idle window.
 func QuickOptions() Options {
 	o := DefaultOptions()
 	o.Runs = 1
@@ -126,6 +130,7 @@ func QuickOptions() Options {
 	o.Bound = 2 * time.Second
 	o.Duration = 300 * time.Millisecond
 	o.Warmup = 200 * time.Millisecond
+	o.Idle = time.Second
 	return o
 }
 
@@ -154,6 +159,8 @@ func (o Options) normalize() (Options, error) {
 		return bad("signal-every %d not in [1, outstanding %d]", o.SignalEvery, o.Outstanding)
 	case o.GoodputOutstanding < 1 || o.GoodputOutstanding > 64:
 		return bad("goodput outstanding %d not in [1, 64]", o.GoodputOutstanding)
+	case o.Idle < 100*time.Millisecond || o.Idle > 10*time.Minute:
+		return bad("idle window %v not in [100ms, 10m]", o.Idle)
 	}
 	o.PingPongWarmup = max(0, min(o.PingPongWarmup, o.PingPongN/2, o.LatencyN/2))
 	seen := map[string]bool{}

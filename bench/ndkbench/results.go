@@ -17,6 +17,7 @@ const (
 	BenchMsgRate  = "msgrate"  // pipelined 64-byte ndk Writes
 	BenchGoodput  = "goodput"  // pipelined 64 KiB ndk Writes
 	BenchOneWay   = "oneway"   // raw link one-way (bench/linkbench)
+	BenchIdle     = "idle"     // an idle ndk pair: the process's CPU over a window
 	BenchGoal     = "goal"     // a goal's ratio
 )
 
@@ -36,6 +37,10 @@ const (
 	OpRTT                = "rtt"                  // raw and TCP ping-pong
 	OpSendRecv           = "send/recv"            // ndk ping-pong: Send answered by a Send
 	OpSendRecvUnresolved = "send/recv+unresolved" // ndk ping-pong while the adapter resolves peers nobody answers for
+	OpSendRecvWait       = "send/recv+wait"       // ndk ping-pong, both loops wait in CQ.Wait instead of polling
+	OpSendRecvDelay      = "send/recv+1ms"        // ndk ping-pong, B answers 1 ms after each receive
+	OpSendRecvDelayWait  = "send/recv+1ms+wait"   // the same, A waits for the answer in CQ.Wait (it sleeps)
+	OpIdleWait           = "wait"                 // idle pair: B blocked in CQ.Wait, nobody polls A
 	OpWrite              = "write"                // ndk Write, every request signaled
 	OpWriteSilent        = "write-silent"         // ndk Write, NDK_OP_FLAG_SILENT_SUCCESS but every SignalEvery-th
 	OpRead               = "read"                 // ndk Read
@@ -59,6 +64,9 @@ const (
 	MetricPPS     = "pps"           // datagrams received per second
 	MetricGbps    = "gbps"          // Gbit/s: payload bytes (ndk), IP packet bytes (raw)
 	MetricRatio   = "ratio"         // a goal's ratio
+	MetricCPU     = "cpu_s"         // user+system CPU seconds of the process in the window
+	MetricWall    = "wall_s"        // the window's length in seconds
+	MetricCore    = "core_share"    // cpu_s / wall_s: the share of one core
 
 	UnitMicros  = "us"
 	UnitCount   = "count"
@@ -66,6 +74,7 @@ const (
 	UnitObjects = "objects"
 	UnitGbps    = "Gbit/s"
 	UnitRatio   = "1"
+	UnitSeconds = "s"
 )
 
 // Results is what a run measured: the header and one Record per figure. It is the JSON
@@ -103,6 +112,7 @@ type Config struct {
 	SignalEvery        int      `json:"signal_every"`
 	GoodputOutstanding int      `json:"goodput_outstanding"`
 	Baselines          bool     `json:"baselines"`
+	IdleMS             int64    `json:"idle_ms"`
 }
 
 // Record is one figure: the median over the repetitions of one metric.
@@ -215,6 +225,7 @@ var (
 	rateCols    = []column{{"Mop/s", MetricOps, 1e-6, 3}, {"CQE M/s", MetricCQEs, 1e-6, 3}, {"allocs/op", MetricAllocs, 1, 3}}
 	onewayCols  = []column{{"Mpps", MetricPPS, 1e-6, 3}, {"Gbit/s", MetricGbps, 1, 2}}
 	goodputCols = []column{{"Gbit/s", MetricGbps, 1, 2}, {"Mop/s", MetricOps, 1e-6, 4}, {"allocs/op", MetricAllocs, 1, 3}}
+	idleCols    = []column{{"CPU s", MetricCPU, 1, 4}, {"wall s", MetricWall, 1, 2}, {"% core", MetricCore, 100, 3}}
 )
 
 // WriteTable prints the figures, one section per benchmark, then the goals.
@@ -231,6 +242,7 @@ func (r *Results) WriteTable(w io.Writer) error {
 		{BenchMsgRate, fmt.Sprintf("ndk %d-byte Write message rate on one QP, %d outstanding (write-silent: every %d-th signaled)", MsgSize, c.Outstanding, c.SignalEvery), rateCols},
 		{BenchGoodput, fmt.Sprintf("ndk %d KiB Write goodput at MTU %d, %d outstanding (payload bytes)", GoodputSize>>10, r.Header.MTU, c.GoodputOutstanding), goodputCols},
 		{BenchOneWay, "raw-xdp one-way, what B received (size = IP packet length; Gbit/s counts IP packet bytes)", onewayCols},
+		{BenchIdle, "ndk idle: both adapters open with their connected QP, B's application blocked in CQ.Wait, A's polling nothing; the process's CPU (user+system) over the window", idleCols},
 	}
 	for _, s := range sections {
 		rows := r.rows(s.bench)

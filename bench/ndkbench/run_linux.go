@@ -44,7 +44,7 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 			Runs: o.Runs, Modes: o.Modes, PingPongN: o.PingPongN, PingPongWarmup: o.PingPongWarmup,
 			LatencyN: o.LatencyN, BoundMS: o.Bound.Milliseconds(), DurationMS: o.Duration.Milliseconds(),
 			WarmupMS: o.Warmup.Milliseconds(), Outstanding: o.Outstanding, SignalEvery: o.SignalEvery,
-			GoodputOutstanding: o.GoodputOutstanding, Baselines: o.Baselines,
+			GoodputOutstanding: o.GoodputOutstanding, Baselines: o.Baselines, IdleMS: o.Idle.Milliseconds(),
 		},
 	}}
 	r := &runner{bed: bed, o: o, res: res, col: newCollector()}
@@ -206,6 +206,12 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 	if mode != ModeInline {
 		return nil
 	}
+	if err := r.waitPingPongs(ctx, rep, p); err != nil {
+		return fmt.Errorf("ping-pong with CQ.Wait: %w", err)
+	}
+	if err := r.idle(ctx, rep, p); err != nil {
+		return fmt.Errorf("idle: %w", err)
+	}
 	if err := r.unresolvedPingPong(ctx, rep, p); err != nil {
 		return fmt.Errorf("ping-pong with unresolved peers: %w", err)
 	}
@@ -245,6 +251,66 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 		r.progress("rep %d %-13s %-12s rate %.3f Mop/s, %.3f M CQE/s%s", rep+1, sys, v.op, float64(m.ops)/m.secs/1e6, float64(m.cqes)/m.secs/1e6, r.counters(p))
 	}
 	return r.goodput(ctx, rep, p)
+}
+
+// waitPingPongs runs the ping-pong on p with both loops waiting in CQ.Wait instead of
+// polling; then, with a tenth of the round trips, the ping-pong where B answers 1 ms after
+// each receive, A polling, and again with A waiting in CQ.Wait: A's Wait spins 50 us and
+// sleeps, and the difference between the two is what its wake-up costs.
+func (r *runner) waitPingPongs(ctx context.Context, rep int, p *ndkPair) error {
+	few := r.o
+	few.PingPongN, few.PingPongWarmup = max(r.o.PingPongN/10, 100), r.o.PingPongWarmup/10
+	few.Bound = r.o.Bound + time.Duration(few.PingPongN)*wakeDelay
+	for _, v := range []struct {
+		op           string
+		o            Options
+		waitA, waitB bool
+		delay        time.Duration
+	}{
+		{OpSendRecvWait, r.o, true, true, 0},
+		{OpSendRecvDelay, few, false, false, wakeDelay},
+		{OpSendRecvDelayWait, few, true, false, wakeDelay},
+	} {
+		var rtts []int64
+		var allocs float64
+		var err error
+		p.waitA, p.waitB, p.echoDelay = v.waitA, v.waitB, v.delay
+		labeled(ctx, "pingpong-"+v.op, func() { rtts, allocs, err = p.pingPong(ctx, v.o, nil) })
+		p.waitA, p.waitB, p.echoDelay = false, false, 0
+		sys := SystemNDK(p.mode)
+		if len(rtts) > 0 {
+			st := report.Summarize(rtts)
+			r.col.addLatency(BenchPingPong, sys, v.op, MsgSize, rep, st, 0)
+			r.col.add(Ref{BenchPingPong, sys, v.op, MsgSize, MetricAllocs}, UnitObjects, rep, allocs)
+			r.progress("rep %d %-13s %s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, v.op, st.P50, st.P99, st.N)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.op, err)
+		}
+	}
+	return nil
+}
+
+// wakeDelay is how long B waits before each echo in the wake-up figures: well over
+// Options.Spin (50 us), so that A's Wait sleeps every time, and short of the
+// retransmission timer's floor (B acknowledges meanwhile anyway).
+const wakeDelay = time.Millisecond
+
+// idle records the process's CPU while the pair sits idle (idleCPU) for o.Idle.
+func (r *runner) idle(ctx context.Context, rep int, p *ndkPair) error {
+	var cpu, wall time.Duration
+	var err error
+	labeled(ctx, "idle", func() { cpu, wall, err = p.idleCPU(ctx, r.o.Idle) })
+	if err != nil {
+		return err
+	}
+	sys := SystemNDK(p.mode)
+	ref := func(m string) Ref { return Ref{BenchIdle, sys, OpIdleWait, 0, m} }
+	r.col.add(ref(MetricCPU), UnitSeconds, rep, cpu.Seconds())
+	r.col.add(ref(MetricWall), UnitSeconds, rep, wall.Seconds())
+	r.col.add(ref(MetricCore), UnitRatio, rep, cpu.Seconds()/wall.Seconds())
+	r.progress("rep %d %-13s idle %v, B in CQ.Wait: process CPU %v, %.3f%% of a core", rep+1, sys, wall.Round(time.Millisecond), cpu, 100*cpu.Seconds()/wall.Seconds())
+	return nil
 }
 
 // goodput measures 64 KiB Writes from a UMEM buffer and from a Go heap buffer.
@@ -304,6 +370,9 @@ func definitionNotes(o Options) []string {
 		fmt.Sprintf("ndk ping-pong: A posts a %d-byte Send and polls its CQ until the receive of B's %d-byte answer completes; B polls its CQ and answers each receive with a Send; %d round trips, the first %d left out, bounded by %v",
 			MsgSize, MsgSize, o.PingPongN, o.PingPongWarmup, o.Bound),
 		"ProgressInline: no engine goroutine, the CQ polls (A's and B's loops run on goroutines locked to their threads); busy/adaptive: the adapters' own engine goroutines, the loops yield (runtime.Gosched) when the CQ is empty",
+		"ndk ping-pong send/recv+wait (inline): the same ping-pong, on the same pair, with A's and B's loops taking their results with CQ.Wait instead of polling GetResults (Wait polls for Options.Spin, 50 us, then sleeps while the adapter's fallback goroutine serves the engine)",
+		fmt.Sprintf("ndk ping-pong send/recv+1ms and send/recv+1ms+wait (inline): %d round trips (the first %d left out) where B answers %v after each receive (polling its engine meanwhile), A polling for the answer, then A waiting for it in CQ.Wait, which sleeps every time: the difference is the cost of Wait's wake-up", max(o.PingPongN/10, 100), o.PingPongWarmup/10, wakeDelay),
+		fmt.Sprintf("ndk idle (inline): right after the Wait ping-pong, both adapters open with their connected QP, B's application blocked in CQ.Wait, nothing polling A; %v to settle, then the process's user+system CPU (getrusage) over %v; the goal is at most 1%% of one core", idleSettle, o.Idle),
 		fmt.Sprintf("ndk latency: one %d-byte Write (or Read) posted, its completion polled, then the next; %d samples, the first %d left out", MsgSize, o.LatencyN, o.PingPongWarmup),
 		"ndk ping-pong send/recv+unresolved (inline): the same ping-pong, right after the plain one on the same pair, while A's device resolves two on-link addresses nobody answers ARP for: the source of a connection request injected into A from B's namespace (A answers it) and the destination of a Connect by A's application; it stops when either resolution ends (ResolveTimeout, 3 s)",
 		fmt.Sprintf("ndk msgrate: %d outstanding %d-byte Writes on one QP, reposted as they complete, %v window after %v warm-up; ops = Writes completed per second, cqes = completions taken per second (write-silent: only every %d-th Write is signaled)",

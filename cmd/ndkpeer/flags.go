@@ -38,7 +38,7 @@ func (f *adapterFlags) define(fs *flag.FlagSet, progress string) {
 	fs.UintVar(&f.service, "service", ServiceID, "the NDK `SERVICE` the server listens on")
 	fs.IntVar(&f.queue, "queue", -1, "serve only `QUEUE` (with --steer); default: every RX queue of the interface")
 	fs.StringVar(&f.steer, "steer", "", "with --queue, how our port reaches the queue: `HOW` is ntuple (ndkpeer installs an ethtool -N rule) or external (you steer it)")
-	fs.StringVar(&f.progress, "progress", progress, "progress `MODE`: inline (our polling loop drives the engine), busy or adaptive (an engine goroutine)")
+	fs.StringVar(&f.progress, "progress", progress, "progress `MODE`: inline (ndk's default: our polling loop drives the engine, the adapter's own goroutine while we sleep), busy or adaptive (an engine goroutine)")
 	fs.StringVar(&f.xdpMode, "xdp-mode", "auto", "XDP attach `MODE`: auto (native, else generic), native or generic")
 	fs.StringVar(&f.bindMode, "bind-mode", "auto", "AF_XDP bind `MODE`: auto (zero-copy, else copy), zerocopy or copy")
 	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "ask for busy polling on the socket for this `DURATION` (SO_BUSY_POLL; 0 off)")

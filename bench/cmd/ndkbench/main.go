@@ -39,6 +39,7 @@ func run() int {
 		outstanding = flag.Int("outstanding", def.Outstanding, "64-byte Writes kept posted by the message-rate figure")
 		signalEvery = flag.Int("signal-every", def.SignalEvery, "in the silent message-rate variant, every N-th Write is signaled (1 skips the variant)")
 		gOut        = flag.Int("goodput-outstanding", def.GoodputOutstanding, "64 KiB Writes kept posted by the goodput figure")
+		idle        = flag.Duration("idle", def.Idle, "window of the idle figure (process CPU while the inline pair sits idle, B in CQ.Wait)")
 		noBase      = flag.Bool("no-baselines", false, "skip the raw and TCP baselines (goals are then not evaluated)")
 		quiet       = flag.Bool("q", false, "do not print progress lines")
 		counters    = flag.Bool("v", false, "add QP and link counters (retransmissions, timeouts, drops) to the progress lines")
@@ -75,6 +76,7 @@ func run() int {
 	pick("outstanding", &o.Outstanding, *outstanding)
 	pick("signal-every", &o.SignalEvery, *signalEvery)
 	pick("goodput-outstanding", &o.GoodputOutstanding, *gOut)
+	pickD("idle", &o.Idle, *idle)
 	if set["modes"] || !cf.Quick {
 		o.Modes = ndkbench.ParseModes(*modes)
 	}
