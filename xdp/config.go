@@ -42,7 +42,8 @@ type Config struct {
 	// RingSize is the size of the fill, completion and RX rings; TX gets half. A power of
 	// two. Default: half of Frames (DefaultQueueSizes), 4096 for up to 4 queues.
 	RingSize uint32
-	// HeapSize is the size in bytes of the UMEM heap for registrable buffers. Default 0.
+	// HeapSize is the size in bytes of the UMEM heap for registrable buffers. Default 0 (no
+	// heap). ndk.Open sets it from ndk.Options.HeapSize (16 MiB by default).
 	HeapSize int
 	// HugePages selects the UMEM's pages. Default memreg.HugeAuto.
 	HugePages memreg.HugePages
