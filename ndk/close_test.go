@@ -70,19 +70,9 @@ type closeSide struct {
 
 func newCloseSide(t *testing.T, a *Adapter) *closeSide {
 	t.Helper()
-	s := &closeSide{side: side{a: a}}
+	s := &closeSide{side: *idleSide(t, a)}
 	var err error
-	if s.pd, err = a.NewPD(); err != nil {
-		t.Fatal(err)
-	}
-	if s.rcq, err = a.NewCQ(4096, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.icq = s.rcq
 	if s.srq, err = s.pd.NewSRQ(64, 0, 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	if s.qp, err = s.pd.NewQP(QPConfig{ReceiveCQ: s.rcq, InitiatorCQ: s.icq}); err != nil {
 		t.Fatal(err)
 	}
 	if s.srqQP, err = s.pd.NewQP(QPConfig{ReceiveCQ: s.rcq, InitiatorCQ: s.icq, SRQ: s.srq}); err != nil {
@@ -261,8 +251,9 @@ func TestCloseReleasesInEveryState(t *testing.T) {
 	}
 }
 
-// connectCloseSides connects a's QP to b's (and a's SRQ QP to b's), as newPair does.
-func connectCloseSides(t *testing.T, a, b *closeSide) {
+// connectCloseSides connects a's QP to b's (and a's SRQ QP to b's), as newPair does;
+// onDisconnectB, if not nil, is b's disconnect callback for both.
+func connectCloseSides(t *testing.T, a, b *closeSide, onDisconnectB ...func()) {
 	t.Helper()
 	var bqps = []*QP{b.qp, b.srqQP}
 	i := 0
@@ -276,7 +267,11 @@ func connectCloseSides(t *testing.T, a, b *closeSide) {
 		go func() {
 			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 			defer cancel()
-			accepted <- c.Accept(ctx, q, 4, 4, nil, nil)
+			var disc func()
+			if len(onDisconnectB) > 0 {
+				disc = onDisconnectB[0]
+			}
+			accepted <- c.Accept(ctx, q, 4, 4, nil, disc)
 		}()
 	})
 	for j, q := range []*QP{a.qp, a.srqQP} {
@@ -318,36 +313,8 @@ func waitState(t *testing.T, q *QP, state string) {
 func TestAdapterCloseReleasesEverything(t *testing.T) {
 	bed := newCloseBed(t)
 	a, b := newCloseSide(t, bed.a), newCloseSide(t, bed.b)
-	discB := make(chan struct{}, 1)
-	bqps := []*QP{b.qp, b.srqQP}
-	i := 0
-	accepted := make(chan error, 2)
-	b.listen(t, func(c *Connector) {
-		q := bqps[i]
-		i++
-		go func() {
-			ctx, cancel := context.WithTimeout(bg, 10*time.Second)
-			defer cancel()
-			accepted <- c.Accept(ctx, q, 4, 4, nil, func() { discB <- struct{}{} })
-		}()
-	})
-	for _, q := range []*QP{a.qp, a.srqQP} {
-		c, err := a.a.NewConnector()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
-		if err := c.Connect(ctx, q, netip.AddrPortFrom(b.a.LocalAddr().Addr(), servicePort), 4, 4, nil); err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		if err := c.CompleteConnect(ctx, nil); err != nil {
-			t.Fatalf("complete: %v", err)
-		}
-		cancel()
-		if err := <-accepted; err != nil {
-			t.Fatalf("accept: %v", err)
-		}
-	}
+	discB := make(chan struct{}, 2)
+	connectCloseSides(t, a, b, func() { discB <- struct{}{} })
 	goMem := make([]byte, 64<<10)
 	goMR, err := a.pd.RegisterMR(goMem, MRAllowLocalWrite)
 	if err != nil {

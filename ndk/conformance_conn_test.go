@@ -23,22 +23,25 @@ const servicePort = 9
 func idleSides(t *testing.T, k linkKind, opts Options) (a, b *side) {
 	t.Helper()
 	x, y := k.open(t, opts)
-	mk := func(ad *Adapter) *side {
-		s := &side{a: ad}
-		var err error
-		if s.pd, err = ad.NewPD(); err != nil {
-			t.Fatal(err)
-		}
-		if s.rcq, err = ad.NewCQ(256, nil); err != nil {
-			t.Fatal(err)
-		}
-		s.icq = s.rcq
-		if s.qp, err = s.pd.NewQP(QPConfig{ReceiveCQ: s.rcq, InitiatorCQ: s.icq}); err != nil {
-			t.Fatal(err)
-		}
-		return s
+	return idleSide(t, x), idleSide(t, y)
+}
+
+// idleSide gives ad a PD, a CQ and an unconnected QP.
+func idleSide(t *testing.T, ad *Adapter) *side {
+	t.Helper()
+	s := &side{a: ad}
+	var err error
+	if s.pd, err = ad.NewPD(); err != nil {
+		t.Fatal(err)
 	}
-	return mk(x), mk(y)
+	if s.rcq, err = ad.NewCQ(256, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.icq = s.rcq
+	if s.qp, err = s.pd.NewQP(QPConfig{ReceiveCQ: s.rcq, InitiatorCQ: s.icq}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // listen starts a listener on s's adapter at servicePort that hands every request to

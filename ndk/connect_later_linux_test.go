@@ -18,17 +18,7 @@ func TestConnectBeforeTheServerStarts(t *testing.T) {
 	privileged.Require(t)
 	bed := testbed.NewT(t, testbed.Options{})
 	cfg := xdp.Config{Port: testPort, RingSize: 1024, Frames: 4096, HeapSize: 8 << 20}
-	a := &side{a: openXDP(t, bed.A, cfg, DefaultOptions())}
-	var err error
-	if a.pd, err = a.a.NewPD(); err != nil {
-		t.Fatal(err)
-	}
-	if a.rcq, err = a.a.NewCQ(64, nil); err != nil {
-		t.Fatal(err)
-	}
-	if a.qp, err = a.pd.NewQP(QPConfig{ReceiveCQ: a.rcq, InitiatorCQ: a.rcq}); err != nil {
-		t.Fatal(err)
-	}
+	a := idleSide(t, openXDP(t, bed.A, cfg, DefaultOptions()))
 	c, err := a.a.NewConnector()
 	if err != nil {
 		t.Fatal(err)
@@ -45,16 +35,7 @@ func TestConnectBeforeTheServerStarts(t *testing.T) {
 		t.Fatalf("Connect returned before the server started: %v", err)
 	default:
 	}
-	b := &side{a: openXDP(t, bed.B, cfg, DefaultOptions())}
-	if b.pd, err = b.a.NewPD(); err != nil {
-		t.Fatal(err)
-	}
-	if b.rcq, err = b.a.NewCQ(64, nil); err != nil {
-		t.Fatal(err)
-	}
-	if b.qp, err = b.pd.NewQP(QPConfig{ReceiveCQ: b.rcq, InitiatorCQ: b.rcq}); err != nil {
-		t.Fatal(err)
-	}
+	b := idleSide(t, openXDP(t, bed.B, cfg, DefaultOptions()))
 	accept, accepted := acceptor(b, 4, 4, nil, nil)
 	b.listen(t, accept)
 	listening := time.Since(start)
