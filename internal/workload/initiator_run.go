@@ -20,7 +20,8 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 	}
 	start := time.Now()
 	in.rep = Report{Statuses: map[ndk.Status]uint64{}, Receipts: make([]*Receipt, len(in.conns)),
-		Sent: make([]uint64, len(in.conns)), SentBytes: make([]uint64, len(in.conns))}
+		Sent: make([]uint64, len(in.conns)), SentBytes: make([]uint64, len(in.conns)),
+		FirstFailures: make([]ndk.Status, len(in.conns))}
 	in.started, in.startedB = 0, 0
 	for _, c := range in.conns {
 		c.receipt = nil
@@ -318,6 +319,9 @@ func (in *Initiator) completed(c *iconn, r *ndk.ResultEx) {
 	}
 	rep.LastDataCompletion = time.Now()
 	if r.Status != ndk.StatusSuccess {
+		if rep.FirstFailures[c.idx] == ndk.StatusSuccess {
+			rep.FirstFailures[c.idx] = r.Status
+		}
 		if rep.FirstFailure == "" {
 			rep.FirstFailureAt = rep.LastDataCompletion
 			rep.FirstFailure = fmt.Sprintf("%s: connection %d: %v (%s, %d bytes at %#x) completed %v, provider code %d",

@@ -175,53 +175,66 @@ func (c *child) kill(t *testing.T) {
 	c.waited = true
 }
 
-// stop stops the process with SIGSTOP (every thread of it: its engine, its timers, its
-// socket's consumer) and waits until the kernel reports it stopped. It returns the time
-// just before the signal was sent. A process left stopped is still killed when the test
-// ends (SIGKILL ends a stopped process).
-func (c *child) stop(t *testing.T) time.Time {
+// stop stops the process with SIGSTOP and waits until the kernel reports every thread of
+// it stopped (its engine, its timers, its socket's consumer: a thread stops when it next
+// runs, which on a busy machine may take a while). It returns the time just before the
+// signal was sent and the time every thread was seen stopped. A process left stopped is
+// still killed when the test ends (SIGKILL ends a stopped process).
+func (c *child) stop(t *testing.T) (sent, stopped time.Time) {
 	t.Helper()
-	at := time.Now()
+	sent = time.Now()
 	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	c.waitState(t, "stopped", func(st byte) bool { return st == 'T' })
-	return at
+	c.waitThreads(t, "stopped", func(st byte) bool { return st == 'T' })
+	return sent, time.Now()
 }
 
-// cont resumes a process stopped by stop (SIGCONT) and waits until the kernel reports it
-// running again. It returns the time just before the signal was sent.
+// cont resumes a process stopped by stop (SIGCONT) and waits until the kernel reports no
+// thread of it stopped. It returns the time just before the signal was sent.
 func (c *child) cont(t *testing.T) time.Time {
 	t.Helper()
 	at := time.Now()
 	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	c.waitState(t, "resumed", func(st byte) bool { return st != 'T' })
+	c.waitThreads(t, "resumed", func(st byte) bool { return st != 'T' })
 	return at
 }
 
-// waitState waits (at most 2 s) until the state letter of the process in
-// /proc/PID/stat satisfies ok.
-func (c *child) waitState(t *testing.T, what string, ok func(byte) bool) {
+// waitThreads waits (at most 5 s) until the state letter of every thread of the process
+// (/proc/PID/task/TID/stat) satisfies ok.
+func (c *child) waitThreads(t *testing.T, what string, ok func(byte) bool) {
 	t.Helper()
-	path := fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid)
-	deadline := time.Now().Add(2 * time.Second)
+	dir := fmt.Sprintf("/proc/%d/task", c.cmd.Process.Pid)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("target process not %s: %v", what, err)
+		tasks, err := os.ReadDir(dir)
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("target process not %s: %d threads, %v", what, len(tasks), err)
 		}
-		// "pid (comm) S ...": the state follows the last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 || i+2 >= len(b) {
-			t.Fatalf("%s: %q", path, b)
+		bad := ""
+		for _, task := range tasks {
+			path := dir + "/" + task.Name() + "/stat"
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue // the thread exited
+			}
+			// "tid (comm) S ...": the state follows the last ')'.
+			i := strings.LastIndexByte(string(b), ')')
+			if i < 0 || i+2 >= len(b) {
+				t.Fatalf("%s: %q", path, b)
+			}
+			if !ok(b[i+2]) {
+				bad = fmt.Sprintf("thread %s in state %c", task.Name(), b[i+2])
+				break
+			}
 		}
-		if ok(b[i+2]) {
+		if bad == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("target process not %s after 2 s: state %c", what, b[i+2])
+			t.Fatalf("target process not %s after 5 s: %s", what, bad)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -61,6 +61,10 @@ type Report struct {
 	// may still refuse a Send whose receive it has not taken from the posting queue yet:
 	// TestReceivePostedBeforeSendArrives).
 	Retransmits, Timeouts, RNRNaks uint64
+	// FirstFailures is, per data connection, the status of its first completion in error
+	// (StatusSuccess: none). A connection's requests complete in posting order, so this is
+	// the failure that ended it; the requests behind it complete cancelled.
+	FirstFailures []ndk.Status
 	// FirstFailureAt is when Run took the first data request that completed in error (the one
 	// FirstFailure describes; zero: none), LastDataCompletion when it took the last
 	// completion of a data request (zero: none).
