@@ -74,8 +74,9 @@ func watchCQ(ctx context.Context, w *cqWatch, done chan<- *cqWatch) {
 // A peer killed while its connections are idle is noticed through the keepalive alone.
 // This side's adapter has KeepAlive 3 s; the verb mix runs against the target process to a
 // clean end, the connections go idle (no request outstanding; the control connection's
-// receives posted), and after half a KeepAlive of idleness (a probe has been answered) the
-// target is killed with SIGKILL. Every CQ of the initiator, taken with CQ.Wait alone, must
+// receives posted), and just after every QP's first probe was answered (a third of
+// KeepAlive into the idleness: the worst case, the whole KeepAlive of silence counts from
+// about the kill) the target is killed with SIGKILL. Every CQ of the initiator, taken with CQ.Wait alone, must
 // report the connection event of its QP (STATUS_CONNECTION_ABORTED, cause: the keepalive)
 // within KeepAlive + 1 s of the kill; the control connection's receives complete first,
 // cancelled; nothing else completes; every disconnect callback runs within the same bound.
@@ -94,12 +95,17 @@ func TestKeepAliveKilledIdlePeer(t *testing.T) {
 	if recvs == 0 {
 		t.Fatal("no receive posted on the control connection")
 	}
-	ka0 := kaProbes(in)
-	time.Sleep(kaPeriod / 2)
+	// The kill comes just after every QP's first probe was answered (a third of KeepAlive
+	// into the idleness): the peer was heard last at about the kill, so the whole KeepAlive
+	// of silence runs from it, the longest detection there is.
+	ka0, idleFrom := kaProbes(in), time.Now()
+	n := uint64(in.Connections())
+	waitFor(t, kaPeriod, "a probe on every QP", func() bool { return kaProbes(in)-ka0 >= n })
+	time.Sleep(20 * time.Millisecond) // the answers
 	if err := connected(in); err != nil {
-		t.Fatalf("after %v idle, before the kill: %v", kaPeriod/2, err)
+		t.Fatalf("after %v idle, before the kill: %v", time.Since(idleFrom).Round(time.Millisecond), err)
 	}
-	idleProbes := kaProbes(in) - ka0
+	idleProbes, idleFor := kaProbes(in)-ka0, time.Since(idleFrom)
 
 	cqs := initiatorCQs(in)
 	ctx, cancel := context.WithTimeout(context.Background(), kaPeriod+kaSlack+10*time.Second)
@@ -108,22 +114,25 @@ func TestKeepAliveKilledIdlePeer(t *testing.T) {
 	for _, c := range cqs {
 		go watchCQ(ctx, &cqWatch{cqOf: c}, done)
 	}
-	// Wait's watchers must not miss an event that comes before they run: they do not (an
-	// event is kept until taken), and the kill is after they started anyway.
+	// (A watcher that started late would still get its event: it is kept until taken.)
 	killed := time.Now()
 	tgt.kill(t)
-	var discAt time.Duration
+	disc := make(chan time.Duration, 1) // when the last disconnect callback was seen (0: not all ran)
+	go func() {
+		deadline := killed.Add(kaPeriod + kaSlack + 5*time.Second)
+		for in.Disconnects() < in.Connections() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if in.Disconnects() == in.Connections() {
+			disc <- time.Since(killed)
+		}
+		close(disc)
+	}()
 	var ws []*cqWatch
 	for range cqs {
 		ws = append(ws, <-done) // each watcher ends by the context's deadline at the latest
 	}
-	deadline := killed.Add(kaPeriod + kaSlack + 5*time.Second)
-	for in.Disconnects() < in.Connections() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if in.Disconnects() == in.Connections() {
-		discAt = time.Since(killed)
-	}
+	discAt := <-disc
 
 	bound := kaPeriod + kaSlack
 	lo, hi := time.Duration(1<<62), time.Duration(0)
@@ -170,7 +179,7 @@ func TestKeepAliveKilledIdlePeer(t *testing.T) {
 		"(STATUS_CONNECTION_ABORTED, cause %v); %d control receives cancelled; %d disconnect callbacks, the last %.2f s after the kill; "+
 		"%d probes in the %v idle before the kill",
 		kaPeriod, lo.Seconds(), hi.Seconds(), len(ws), in.Connections(), plumb.QP(in.ControlQP()).Cause(), cancelled,
-		in.Disconnects(), discAt.Seconds(), idleProbes, kaPeriod/2)
+		in.Disconnects(), discAt.Seconds(), idleProbes, idleFor.Round(time.Millisecond))
 	// The connections failed: the initiator's Close must not disconnect them again.
 	for _, c := range in.conns {
 		c.failed = true
