@@ -102,8 +102,9 @@ func stallFlow() uint64 {
 // The target runs in a child process in host B, both adapters with the default options
 // (RetryTimeout 10 s); the verb mix runs against it, and while it runs the target process
 // is stopped with SIGSTOP for 1 s, then (in a second run, on the same connections) for
-// 3 s, and resumed with SIGCONT: its engine, timers and socket freeze, its receive ring
-// fills and overflows, then it wakes with every timer late. After each stop traffic must
+// 3 s, and resumed with SIGCONT: its engine and timers freeze, what arrives meanwhile (this
+// side's retransmissions) waits in its socket's receive ring, and it wakes with every timer
+// late. After each stop traffic must
 // flow again, and each run must end clean: every request completed successfully (no other
 // status), every byte checked at both ends, nothing left in flight, no disconnect. The run
 // must also have seen the stop (a completion gap at least as long as it), so that the
