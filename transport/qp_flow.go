@@ -255,7 +255,9 @@ func (q *QP) fail(now int64, st Status, failSeq int64, cause error) {
 }
 
 // flush puts the QP in the error state: the work request with sequence number failSeq (if
-// any, and still outstanding) completes with st, every other outstanding request and receive
+// any, and still outstanding; for StatusTimeout, a budget that ran out, the oldest
+// outstanding one: requester.abandon) completes with st, every other outstanding request
+// and receive
 // with StatusCancelled, in posting order. Retransmission stops. A QP its peer disconnected
 // stays disconnected (flush is then the application's Flush, Disconnect or Close of what the
 // peer's disconnect left posted). It reports false, and does nothing, when the QP was

@@ -398,14 +398,26 @@ func (r *requester) completeWR(s *wrState, st Status) {
 }
 
 // abandon ends every request of a failed QP: the one with sequence number failSeq (if
-// any; for a failure that names none, other than a cancellation, the oldest) completes with
-// st, the rest cancelled, each once the link is done with it (drainFailed).
+// any; for a failure that names none, other than a cancellation, and for a budget that ran
+// out, the oldest outstanding one) completes with st, the rest cancelled, each once the link
+// is done with it (drainFailed).
 func (r *requester) abandon(st Status, failSeq int64) {
-	// A failure that names no request (a timeout of a read response we owed) is reported on
-	// the oldest outstanding one.
+	// A failure that names no request (a timeout of a read response we owed, the keepalive)
+	// is reported on the oldest outstanding one. So is a budget that ran out (StatusTimeout)
+	// on a later request's packet: the peer answered nothing, and requests complete in
+	// posting order, so the oldest one not completed carries the failure and the rest are
+	// flushed behind it, as InfiniBand's retry timer, which covers the oldest outstanding
+	// request, reports it. Blaming the later one would complete the older ones cancelled
+	// first, and the application's first failure would not say that the peer went silent.
+	// Other failures (a NAK, a refused response) name the request they belong to.
 	target := failSeq
-	if target < 0 && st != StatusCancelled && r.head != r.tail {
-		target = int64(r.wrs[r.head&r.mask].seq)
+	if (target < 0 && st != StatusCancelled) || st == StatusTimeout {
+		for seq := r.head; seq != r.tail; seq++ {
+			if s := &r.wrs[seq&r.mask]; !s.done {
+				target = int64(s.seq)
+				break
+			}
+		}
 	}
 	r.failSt, r.failTarget = st, target
 	r.drainFailed()

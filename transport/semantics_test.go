@@ -1020,6 +1020,46 @@ func TestSemReceivePostedBeforeSendArrives(t *testing.T) {
 	}
 }
 
+// A budget that runs out fails the QP's oldest outstanding request, whichever packet's
+// budget it was, and flushes the rest behind it: requests complete in posting order, so the
+// first failure an application sees says why the connection ended (as InfiniBand's retry
+// timer, which covers the oldest outstanding request, reports its error on that one). Here
+// a Read's request is acknowledged and its responses are lost, the peer dies, and a Write
+// posted after the Read goes unanswered: the Write's packet runs out of its budget, but the
+// Read, ahead of it, must complete StatusTimeout and the Write StatusCancelled. (The
+// requester blamed the Write: the Read completed cancelled first, and the application's
+// first failure on the QP said nothing of a timeout; seen as a first failure of
+// STATUS_CANCELLED in internal/workload's TestStallPastRetryTimeout.)
+func TestSemTimeoutFailsOldestRequest(t *testing.T) {
+	w, a, b := newSemPair(t, func(c *transport.Config) { c.RetryTimeout = 50 * time.Millisecond; c.RTO.Max = 20 * time.Millisecond })
+	qa, _ := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
+	region := make([]byte, 8192)
+	pattern(region, 6)
+	b.mem.add(0x41, 0, 0x10000, region, semRW)
+	w.runFor(time.Millisecond)
+	dropped := 0
+	b.tap.setDrop(func(p *wire.Packet) bool {
+		if p.Opcode == wire.OpReadResponse {
+			dropped++
+			return true
+		}
+		return false
+	})
+	acks := a.tap.recvCount(wire.OpAck)
+	dst := make([]byte, len(region))
+	semPost(t, qa, semRead(1, 0, 0x10000, 0x41, dst))
+	w.runUntil(time.Second, "read request acknowledged", func() bool { return dropped > 0 && a.tap.recvCount(wire.OpAck) > acks })
+	b.link.Close() // B is gone: its host takes nothing more
+	w.nodes = w.nodes[:1]
+	semPost(t, qa, semWrite(2, 0, 0x10000+100, 0x41, []byte("unanswered")))
+	w.runUntil(10*time.Second, "both requests ended", func() bool { return len(w.rec.of(qa)) == 2 })
+	semExpect(t, "after the peer died", w.rec.of(qa),
+		semWant{1, transport.OpRead, transport.StatusTimeout}, semWant{2, transport.OpWrite, transport.StatusCancelled})
+	if c := qa.Cause(); !errors.Is(c, transport.ErrRetryTimeout) {
+		t.Fatalf("cause %v, want the retransmission budget", c)
+	}
+}
+
 // A Read whose request the peer acknowledged, but whose response never arrives because the
 // peer then died, fails with StatusTimeout (the requester probes a peer that owes it a
 // response: nothing else of its own is in flight to time out) and the connection aborts

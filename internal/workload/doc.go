@@ -26,5 +26,5 @@
 //
 // Tokens and addresses travel only in connection private data and control messages, so
 // the target may live in another process (the privileged tests run it in a child process
-// inside another network namespace, and kill it).
+// inside another network namespace, and stop, resume or kill it).
 package workload

@@ -20,7 +20,8 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 	}
 	start := time.Now()
 	in.rep = Report{Statuses: map[ndk.Status]uint64{}, Receipts: make([]*Receipt, len(in.conns)),
-		Sent: make([]uint64, len(in.conns)), SentBytes: make([]uint64, len(in.conns))}
+		Sent: make([]uint64, len(in.conns)), SentBytes: make([]uint64, len(in.conns)),
+		FirstFailures: make([]ndk.Status, len(in.conns))}
 	in.started, in.startedB = 0, 0
 	for _, c := range in.conns {
 		c.receipt = nil
@@ -28,9 +29,19 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 	var drainBy time.Time
 	stopping := false
 	idle := 0
+	r := &in.rep
+	last := start // the latest completion, or the latest time nothing was in flight
 	for {
 		work := in.poll()
 		now := time.Now()
+		if work {
+			if g := now.Sub(last); g > r.LongestGap {
+				r.LongestGap, r.GapEnd = g, now
+			}
+		}
+		if work || in.inflight() == 0 {
+			last = now
+		}
 		if !stopping && (ctx.Err() != nil || in.allFailed() ||
 			(lim.Requests > 0 && in.started >= lim.Requests) ||
 			(lim.Bytes > 0 && in.startedB >= lim.Bytes) ||
@@ -51,7 +62,6 @@ func (in *Initiator) Run(ctx context.Context, lim Limits) Report {
 		idle = backoff(work, idle)
 	}
 	in.collectReceipts()
-	r := &in.rep
 	r.Elapsed = time.Since(start)
 	r.Started = in.started
 	r.Outstanding = in.inflight()
@@ -307,10 +317,15 @@ func (in *Initiator) completed(c *iconn, r *ndk.ResultEx) {
 		in.unexpected(fmt.Sprintf("connection %d: %v completion %v with context %T", c.idx, r.Type, r.Status, r.RequestContext))
 		return
 	}
+	rep.LastDataCompletion = time.Now()
 	if r.Status != ndk.StatusSuccess {
+		if rep.FirstFailures[c.idx] == ndk.StatusSuccess {
+			rep.FirstFailures[c.idx] = r.Status
+		}
 		if rep.FirstFailure == "" {
+			rep.FirstFailureAt = rep.LastDataCompletion
 			rep.FirstFailure = fmt.Sprintf("%s: connection %d: %v (%s, %d bytes at %#x) completed %v, provider code %d",
-				time.Now().Format("15:04:05.000000"), c.idx, r.Type, phaseNames[s.phase], s.size, s.raddr, r.Status, r.ProviderErrorCode)
+				rep.FirstFailureAt.Format("15:04:05.000000"), c.idx, r.Type, phaseNames[s.phase], s.size, s.raddr, r.Status, r.ProviderErrorCode)
 		}
 		c.failed = true
 		s.done()

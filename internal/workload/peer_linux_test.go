@@ -20,12 +20,57 @@ import (
 	"github.com/xdpndk/xdpndk/transport"
 )
 
-// envTarget names the interface TestTargetProcess serves on.
-const envTarget = "XDPNDK_WORKLOAD_TARGET"
+// envTarget names the interface TestTargetProcess serves on; envTargetRetryTimeout and
+// envTargetKeepAlive, when set, are its adapter's Options.RetryTimeout and KeepAlive (as
+// time.ParseDuration reads them).
+const (
+	envTarget             = "XDPNDK_WORKLOAD_TARGET"
+	envTargetRetryTimeout = "XDPNDK_WORKLOAD_TARGET_RETRY_TIMEOUT"
+	envTargetKeepAlive    = "XDPNDK_WORKLOAD_TARGET_KEEPALIVE"
+)
 
-// TestTargetProcess is not a test: TestPeerKillRestart runs the test binary with envTarget
-// set, inside host B's namespace, and this function then opens an adapter there, prints
-// "ready" and serves a Target until it is killed (at most 60 s).
+// targetOptions are the options of TestTargetProcess's adapter that the parent may set (a
+// zero field: the default).
+type targetOptions struct {
+	RetryTimeout, KeepAlive time.Duration
+}
+
+// env returns the environment variables that pass o to TestTargetProcess.
+func (o targetOptions) env() []string {
+	var e []string
+	if o.RetryTimeout != 0 {
+		e = append(e, envTargetRetryTimeout+"="+o.RetryTimeout.String())
+	}
+	if o.KeepAlive != 0 {
+		e = append(e, envTargetKeepAlive+"="+o.KeepAlive.String())
+	}
+	return e
+}
+
+// targetOptionsFromEnv reads what env wrote into opts.
+func targetOptionsFromEnv(opts *ndk.Options) error {
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{{envTargetRetryTimeout, &opts.RetryTimeout}, {envTargetKeepAlive, &opts.KeepAlive}} {
+		s := os.Getenv(v.name)
+		if s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%s=%q: %w", v.name, s, err)
+		}
+		*v.dst = d
+	}
+	return nil
+}
+
+// TestTargetProcess is not a test: TestPeerKillRestart and the stall and keepalive tests
+// run the test binary with envTarget set, inside host B's namespace, and this function
+// then opens an adapter there (with the options of envTargetRetryTimeout and
+// envTargetKeepAlive, if set), prints "ready" and serves a Target until it is killed (at
+// most 60 s).
 func TestTargetProcess(t *testing.T) {
 	iface := os.Getenv(envTarget)
 	if iface == "" {
@@ -33,7 +78,12 @@ func TestTargetProcess(t *testing.T) {
 	}
 	cfg := xdpConfig()
 	cfg.Interface = iface
-	a, err := ndk.Open(cfg, ndk.DefaultOptions())
+	opts := ndk.DefaultOptions()
+	if err := targetOptionsFromEnv(&opts); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	a, err := ndk.Open(cfg, opts)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -60,9 +110,15 @@ type child struct {
 // the test ends, if still running.
 func startTarget(t *testing.T, h *testbed.Host) *child {
 	t.Helper()
+	return startTargetWith(t, h, targetOptions{})
+}
+
+// startTargetWith is startTarget with options for the target's adapter.
+func startTargetWith(t *testing.T, h *testbed.Host, o targetOptions) *child {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	cmd := h.Command(ctx, os.Args[0], "-test.run=^TestTargetProcess$", "-test.count=1", "-test.timeout=80s")
-	cmd.Env = append(os.Environ(), envTarget+"="+h.Ifname)
+	cmd.Env = append(append(os.Environ(), envTarget+"="+h.Ifname), o.env()...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()
@@ -117,6 +173,71 @@ func (c *child) kill(t *testing.T) {
 	}
 	_ = c.cmd.Wait()
 	c.waited = true
+}
+
+// stop stops the process with SIGSTOP and waits until the kernel reports every thread of
+// it stopped (its engine, its timers, its socket's consumer: a thread stops when it next
+// runs, which on a busy machine may take a while). It returns the time just before the
+// signal was sent and the time every thread was seen stopped. A process left stopped is
+// still killed when the test ends (SIGKILL ends a stopped process).
+func (c *child) stop(t *testing.T) (sent, stopped time.Time) {
+	t.Helper()
+	sent = time.Now()
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	c.waitThreads(t, "stopped", func(st byte) bool { return st == 'T' })
+	return sent, time.Now()
+}
+
+// cont resumes a process stopped by stop (SIGCONT) and waits until the kernel reports no
+// thread of it stopped. It returns the time just before the signal was sent.
+func (c *child) cont(t *testing.T) time.Time {
+	t.Helper()
+	at := time.Now()
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.waitThreads(t, "resumed", func(st byte) bool { return st != 'T' })
+	return at
+}
+
+// waitThreads waits (at most 5 s) until the state letter of every thread of the process
+// (/proc/PID/task/TID/stat) satisfies ok.
+func (c *child) waitThreads(t *testing.T, what string, ok func(byte) bool) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", c.cmd.Process.Pid)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tasks, err := os.ReadDir(dir)
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("target process not %s: %d threads, %v", what, len(tasks), err)
+		}
+		bad := ""
+		for _, task := range tasks {
+			path := dir + "/" + task.Name() + "/stat"
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue // the thread exited
+			}
+			// "tid (comm) S ...": the state follows the last ')'.
+			i := strings.LastIndexByte(string(b), ')')
+			if i < 0 || i+2 >= len(b) {
+				t.Fatalf("%s: %q", path, b)
+			}
+			if !ok(b[i+2]) {
+				bad = fmt.Sprintf("thread %s in state %c", task.Name(), b[i+2])
+				break
+			}
+		}
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target process not %s after 5 s: %s", what, bad)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // staleSum is what the engine counts for datagrams that belong to no live connection.

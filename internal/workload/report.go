@@ -61,6 +61,20 @@ type Report struct {
 	// may still refuse a Send whose receive it has not taken from the posting queue yet:
 	// TestReceivePostedBeforeSendArrives).
 	Retransmits, Timeouts, RNRNaks uint64
+	// FirstFailures is, per data connection, the status of its first completion in error
+	// (StatusSuccess: none). A connection's requests complete in posting order, so this is
+	// the failure that ended it; the requests behind it complete cancelled.
+	FirstFailures []ndk.Status
+	// FirstFailureAt is when Run took the first data request that completed in error (the one
+	// FirstFailure describes; zero: none), LastDataCompletion when it took the last
+	// completion of a data request (zero: none).
+	FirstFailureAt, LastDataCompletion time.Time
+	// LongestGap is the longest time Run went without taking a completion while requests were
+	// in flight (while it started requests and while it drained them; the wait for receipts
+	// after that is not counted), and GapEnd is when that gap ended. A stall of the path or
+	// of the peer shows here.
+	LongestGap time.Duration
+	GapEnd     time.Time
 }
 
 // Receipt is what the target says it received on a data connection since it connected.
@@ -123,8 +137,9 @@ func (r *Report) String() string {
 	}
 	sort.Strings(st)
 	return fmt.Sprintf("%v: %d ops (%d sends, %d send-invalidates, %d writes, %d window writes, %d reads, %d releases), "+
-		"%d completions, %.1f MB, %d retransmits, %d RTOs, %d RNR NAKs, statuses [%s], %d mismatches, %d unexpected, %d in flight",
+		"%d completions, %.1f MB, %d retransmits, %d RTOs, %d RNR NAKs, statuses [%s], %d mismatches, %d unexpected, %d in flight, "+
+		"longest completion gap %v",
 		r.Elapsed.Round(time.Millisecond), r.Started, r.Sends, r.SendInvalidates, r.Writes, r.WindowWrites, r.Reads,
 		r.Releases, r.Completions, float64(r.Bytes)/1e6, r.Retransmits, r.Timeouts, r.RNRNaks, strings.Join(st, " "),
-		r.Mismatches, r.Unexpected, r.Outstanding)
+		r.Mismatches, r.Unexpected, r.Outstanding, r.LongestGap.Round(time.Millisecond))
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -94,5 +95,52 @@ func TestMismatchesDetected(t *testing.T) {
 	}
 	if err := r.Err(); err == nil {
 		t.Fatal("Err() is nil for a run with mismatches")
+	}
+}
+
+// Report's times: a path cut for 400 ms mid-run shows as the longest completion gap (ending
+// after the path is back), every data completion moves LastDataCompletion, and a clean run
+// has no FirstFailureAt.
+func TestReportTimes(t *testing.T) {
+	la, lb := simlink.Pair(simlink.Config{Seed: 5})
+	a, b := openOn(t, la), openOn(t, lb)
+	serve(t, b, TargetConfig{})
+	in := dial(t, a, b, Config{Seed: 43, QPs: 2, Outstanding: 4, MaxSize: 4000})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan Report, 1)
+	start := time.Now()
+	go func() { done <- in.Run(ctx, Limits{Duration: 20 * time.Second, Requests: 1 << 20}) }()
+	waitProgress := func(n uint64) {
+		p := in.Progress()
+		deadline := time.Now().Add(10 * time.Second)
+		for in.Progress() < p+n {
+			if time.Now().After(deadline) {
+				cancel()
+				<-done
+				t.Fatalf("fewer than %d completions in 10 s", n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitProgress(200)
+	net := la.Network()
+	net.Partition(la.LocalAddr(), lb.LocalAddr())
+	cut := 400 * time.Millisecond
+	time.Sleep(cut)
+	net.Heal(la.LocalAddr(), lb.LocalAddr())
+	healed := time.Now()
+	waitProgress(200)
+	cancel()
+	r := <-done
+	end := time.Now()
+	checkReport(t, &r)
+	// What was in flight at the cut may complete just after it, hence the slack.
+	if r.LongestGap < cut-50*time.Millisecond || r.GapEnd.Before(healed) {
+		t.Errorf("longest gap %v ending %v after the heal, want at least %v ending after it", r.LongestGap,
+			r.GapEnd.Sub(healed), cut-50*time.Millisecond)
+	}
+	if r.LastDataCompletion.Before(healed) || r.LastDataCompletion.After(end) || !r.FirstFailureAt.IsZero() {
+		t.Errorf("last data completion %v, first failure %v; run from %v to %v", r.LastDataCompletion, r.FirstFailureAt, start, end)
 	}
 }
