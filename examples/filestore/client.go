@@ -188,7 +188,7 @@ func (c *client) step(ctx context.Context) (*chunk, error) {
 			c.sending = false
 		case verbReceive:
 			c.receiving = false
-			c.reply, c.replyErr = parseMessage(c.ctl.buf[:r.BytesTransferred])
+			c.reply, c.replyErr = parseMessage(c.ctl.buf[:min(r.BytesTransferred, msgSize+1)])
 		}
 	}
 	return nil, nil
@@ -297,6 +297,9 @@ func put(ctx context.Context, a *ndk.Adapter, server netip.AddrPort, local, name
 	rep, err := c.call(ctx, message{typ: typePut, name: name, size: size})
 	if err != nil {
 		return transferStats{}, err
+	}
+	if rep.size != size { // parseMessage checked that the window is rep.size bytes
+		return transferStats{}, fmt.Errorf("PUT %q: the server opened a window of %d bytes for %d", name, rep.size, size)
 	}
 	start := time.Now()
 	crc, err := c.writeAll(ctx, f, local, rep.buf, size)

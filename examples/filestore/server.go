@@ -307,6 +307,9 @@ func (ss *session) completed(r ndk.Result) error {
 	}
 	switch v {
 	case verbReceive:
+		if r.BytesTransferred > msgSize { // the receive holds msgSize: a longer Send fails it
+			return fmt.Errorf("a receive of %d bytes into %d", r.BytesTransferred, msgSize)
+		}
 		return ss.received(ss.ctl.buf[:r.BytesTransferred])
 	case verbSend:
 		ss.sending = false
