@@ -170,7 +170,7 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 		return nil, wrap(StatusInvalidParameter, err)
 	}
 	a.eng = eng
-	a.logEvent(slog.LevelInfo, "adapter open", "max_payload", link.MaxPayload(), "progress", int(opts.Progress),
+	a.logEvent(slog.LevelInfo, "adapter open", "max_payload", link.MaxPayload(), "progress", opts.Progress.String(),
 		"zero_copy_tx", cfg.ZeroCopyTx, "max_qps", eng.MaxQPs())
 	go a.runEvents()
 	if opts.Progress == ProgressInline {

@@ -13,10 +13,11 @@ import (
 // memory (Adapter.Alloc buffers leave zero-copy where the NIC allows), with a heap of
 // Options.HeapSize bytes (cfg.HeapSize is replaced by it). Close detaches the program and
 // frees everything. Call it in the network namespace of the interface. The device logs
-// the mode it got, and every fallback with its reason, to Options.Logger (cfg.Logger if
-// that is set; nothing if neither is). ZeroCopyTx is turned on when the sockets run in
-// zero-copy mode. Errors: STATUS_DEVICE_BUSY when another AF_XDP socket or XDP program holds
-// the interface (the error names the process), STATUS_DEVICE_NOT_READY when the device
+// the mode it got, and every fallback with its reason, where the adapter logs its events:
+// to Options.Logger; when that is nil, to cfg.Logger (xdp.DefaultConfig's is
+// slog.Default()); nothing if neither is set. ZeroCopyTx is turned on when the sockets run
+// in zero-copy mode. Errors: STATUS_DEVICE_BUSY when another AF_XDP socket or XDP program
+// holds the interface (the error names the process), STATUS_DEVICE_NOT_READY when the device
 // cannot open for another reason (the error says why and how to fix it),
 // STATUS_INSUFFICIENT_RESOURCES when its UMEM has no room for the heap,
 // STATUS_INVALID_PARAMETER for an option out of range.
@@ -28,8 +29,8 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 		opts.HeapSize = DefaultHeapSize
 	}
 	cfg.HeapSize = opts.HeapSize
-	if cfg.Logger == nil {
-		cfg.Logger = opts.Logger
+	if opts.Logger != nil {
+		cfg.Logger = opts.Logger // not DefaultConfig's slog.Default: the caller chose this one
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -3,6 +3,7 @@ package ndk
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -96,5 +97,25 @@ func TestOpenClose(t *testing.T) {
 	cfg.Queues = []int{0, 1}
 	if err := bed.A.Do(func() error { _, err := Open(cfg, DefaultOptions()); return err }); !errors.Is(err, StatusDeviceNotReady) || !strings.Contains(err.Error(), "no queue 1") {
 		t.Fatalf("two queues on a one-queue veth: %v", err)
+	}
+}
+
+// TestOpenLogsToOptionsLogger: with xdp.DefaultConfig (whose Logger is slog.Default()),
+// the device's messages go to Options.Logger, with the adapter's own.
+func TestOpenLogsToOptionsLogger(t *testing.T) {
+	privileged.Require(t)
+	bed := testbed.NewT(t, testbed.Options{})
+	cfg := xdp.DefaultConfig(bed.A.Ifname)
+	cfg.Port, cfg.RingSize, cfg.Frames = testPort, 256, 512
+	var out logBuffer
+	opts := DefaultOptions()
+	opts.HeapSize = 1 << 20
+	opts.Logger = slog.New(slog.NewTextHandler(&out, nil))
+	openXDP(t, bed.A, cfg, opts)
+	s := out.String()
+	for _, want := range []string{`msg="xdp device open"`, `msg="adapter open"`, " progress=inline "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Options.Logger did not get %s:\n%s", want, s)
+		}
 	}
 }

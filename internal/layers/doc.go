@@ -11,7 +11,9 @@
 //   - commands (cmd/...) never import bench/..., and nothing imports cmd/...;
 //   - ndk imports nothing of bench, cmd or the test helpers; of internal/ only internal/plumb,
 //     the hooks through which the module's own tools reach the engine under an adapter,
-//     which imports nothing above the engine.
+//     which imports nothing above the engine;
+//   - the examples (examples/...) import of the module only ndk and xdp directly: they use
+//     the public API, as a user's program does.
 //
 // It has no code of its own to import.
 package layers

@@ -160,3 +160,25 @@ func TestNDKUsesTheEngineAPI(t *testing.T) {
 		}
 	}
 }
+
+// The examples are documentation for users: of the module they import directly only what
+// a user's program can, package ndk and the xdp configuration ndk.Open takes (their tests
+// may use more: test beds, simlink).
+func TestExamplesUseThePublicAPI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/examples/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("go list found no examples: the rule checks nothing")
+	}
+	for _, line := range lines {
+		f := strings.Fields(line)
+		for _, d := range f[1:] {
+			if ours(d) && d != module+"/ndk" && d != module+"/xdp" {
+				t.Errorf("%s imports %s: an example uses ndk's public API only", f[0], d)
+			}
+		}
+	}
+}
