@@ -74,7 +74,15 @@
 // (each result says from which of the tool's figures). Usage.PerMessageUS is the CPU of
 // both processes per message, Usage.Cores the share of a core each used, added. The CPU
 // covers each process's whole life, start-up included, and for the server the short time
-// before the client started and after it ended (a spinning server spins then too).
+// before the client started and after it ended (a spinning server spins then too). Where
+// the tool's own idle phases would distort that, Usage.Window holds the CPU of both
+// processes during the tool's test phase only, read from /proc/PID/stat when the client
+// prints the lines that open and close it: sockperf's client idles about 2 s after its
+// warm-up messages, while a polling server spins, so its lifetime CPU per message is
+// several times the test's (Window.PerMessageUS, Window.Cores). fi_pingpong prints
+// nothing until the end; its processes spend about 0.1 s of CPU each starting libfabric
+// (measured here), so its CPU per message means something only over many iterations
+// (a few seconds of test). qperf and iperf3 live about as long as their test.
 // The kernel here (tick-based CPU accounting, no IRQ time accounting) charges softirq work
 // to whichever process was running: on a veth pair the receiving side's network stack
 // mostly runs in the sender's system call, so a sender's system time includes much of

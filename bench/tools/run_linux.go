@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,7 +34,7 @@ const (
 // proc is one tool process started in a host's namespace.
 type proc struct {
 	cmd   *exec.Cmd
-	out   bytes.Buffer // stdout and stderr; read only after done
+	out   output // stdout and stderr; read only after done
 	start time.Time
 	end   time.Time
 	err   error         // what Wait returned
@@ -44,8 +45,11 @@ type proc struct {
 // tool, so the process started is the tool itself) as the leader of a new process group,
 // so that killing the group also kills what the tool forked (qperf's server forks one
 // process per test). Cancelling cmd's context kills the group.
-func startProc(cmd *exec.Cmd) (*proc, error) {
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+func startProc(cmd *exec.Cmd, w *windowMarks) (*proc, error) {
+	p := &proc{cmd: cmd, done: make(chan struct{}), out: output{marks: w}}
+	if w != nil {
+		w.client = p
+	}
 	cmd.Stdout, cmd.Stderr = &p.out, &p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return p.signal(syscall.SIGKILL) }
@@ -110,6 +114,118 @@ func (p *proc) usage() (CPUTime, time.Duration) {
 	return CPUTime{User: time.Duration(ru.Utime.Nano()), System: time.Duration(ru.Stime.Nano())}, p.end.Sub(p.start)
 }
 
+// output collects what a process prints; with marks it also watches for the lines that
+// open and close the tool's test window. Write is called by one goroutine at a time
+// (os/exec: the same writer for stdout and stderr). It has no ReadFrom method (an
+// embedded bytes.Buffer would give it one, and io.Copy would then bypass Write).
+type output struct {
+	buf   bytes.Buffer
+	marks *windowMarks
+	line  []byte // the last line's beginning, while it is not complete
+}
+
+// String returns everything written.
+func (o *output) String() string { return o.buf.String() }
+
+func (o *output) Write(b []byte) (int, error) {
+	n, err := o.buf.Write(b)
+	if o.marks == nil {
+		return n, err
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			o.line = append(o.line, b...)
+			break
+		}
+		o.marks.see(string(append(o.line, b[:i]...)))
+		o.line, b = o.line[:0], b[i+1:]
+	}
+	return n, err
+}
+
+// windowMarks samples both processes' CPU when the client prints the line containing
+// start and the one containing end.
+type windowMarks struct {
+	start, end     string
+	client, server *proc // set before the client starts (server) and by startProc (client)
+
+	mu     sync.Mutex
+	t      [2]time.Time
+	c, s   [2]time.Duration
+	seen   [2]bool
+	failed error
+}
+
+// see samples the CPU if line is the start or the end mark.
+func (w *windowMarks) see(line string) {
+	i := -1
+	switch {
+	case strings.Contains(line, w.start):
+		i = 0
+	case strings.Contains(line, w.end):
+		i = 1
+	default:
+		return
+	}
+	now := time.Now()
+	c, cerr := procCPU(w.client.cmd.Process.Pid)
+	s, serr := procCPU(w.server.cmd.Process.Pid)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[i] {
+		return
+	}
+	if err := errors.Join(cerr, serr); err != nil {
+		w.failed = err
+		return
+	}
+	w.t[i], w.c[i], w.s[i], w.seen[i] = now, c, s, true
+}
+
+// window returns the window, or nil with the reason when a mark was not seen.
+func (w *windowMarks) window() (*Window, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.failed != nil:
+		return nil, w.failed
+	case !w.seen[0]:
+		return nil, fmt.Errorf("the client never printed %q", w.start)
+	case !w.seen[1]:
+		return nil, fmt.Errorf("the client never printed %q", w.end)
+	}
+	return &Window{Wall: w.t[1].Sub(w.t[0]), Client: w.c[1] - w.c[0], Server: w.s[1] - w.s[0]}, nil
+}
+
+// userHZ is the unit of the times in /proc/PID/stat: USER_HZ, 100 on Linux.
+const userHZ = 100
+
+// procCPU returns the CPU time of process pid and of the children it waited for so far:
+// utime + stime + cutime + cstime from /proc/PID/stat, summed over its threads.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...: the fields after the command's closing parenthesis start
+	// with the third (state); utime, stime, cutime, cstime are the 14th to 17th.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 15 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	var ticks int64
+	for _, s := range f[11:15] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
 // exitError describes how a process ended badly: its exit status or signal.
 func (p *proc) exitError(who string) error {
 	if p.err == nil {
@@ -138,6 +254,9 @@ type pair struct {
 	interrupt bool
 	// limit bounds the whole run.
 	limit time.Duration
+	// window, when set, holds the lines of the client's output that open and close the
+	// tool's test phase: Usage.Window is measured between them.
+	window *[2]string
 }
 
 // run runs the pair in bed: starts the server in B, waits until its socket is there,
@@ -151,7 +270,7 @@ func (s *pair) run(ctx context.Context, bed *testbed.Bed) (*Run, error) {
 	r := &Run{Tool: s.tool, ServerArgs: s.serverArgs, ClientArgs: s.clientArgs}
 	fail := func(err error) (*Run, error) { return r, &RunError{Run: r, Err: err} }
 
-	srv, err := startProc(s.server(ctx))
+	srv, err := startProc(s.server(ctx), nil)
 	if err != nil {
 		return fail(fmt.Errorf("start the server: %w", err))
 	}
@@ -179,7 +298,11 @@ func (s *pair) run(ctx context.Context, bed *testbed.Bed) (*Run, error) {
 		finish()
 		return fail(fmt.Errorf("server not ready: %w", err))
 	}
-	if cli, err = startProc(s.client(ctx)); err != nil {
+	var marks *windowMarks
+	if s.window != nil {
+		marks = &windowMarks{start: s.window[0], end: s.window[1], server: srv}
+	}
+	if cli, err = startProc(s.client(ctx), marks); err != nil {
 		cli = nil
 		finish()
 		return fail(fmt.Errorf("start the client: %w", err))
@@ -199,6 +322,11 @@ func (s *pair) run(ctx context.Context, bed *testbed.Bed) (*Run, error) {
 		return fail(fmt.Errorf("the server did not exit within %v of the client", exitGrace))
 	case srv.err != nil:
 		return fail(srv.exitError("server"))
+	}
+	if marks != nil {
+		if r.Usage.Window, err = marks.window(); err != nil {
+			return fail(fmt.Errorf("CPU of the test window: %w", err))
+		}
 	}
 	return r, nil
 }

@@ -3,6 +3,7 @@
 package tools
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -75,6 +76,17 @@ func checkRun(t *testing.T, what string, r *Run) {
 	t.Logf("%s: client %v (%v), server %v (%v), %d messages: %.2f µs CPU/message, %.2f cores",
 		what, u.Client.Total(), u.ClientWall.Round(time.Millisecond), u.Server.Total(), u.ServerWall.Round(time.Millisecond),
 		u.Messages, u.PerMessageUS(), u.Cores())
+	if w := u.Window; w != nil {
+		// CPU is read in 10 ms ticks: a short window of a process that mostly sleeps
+		// may show none; the client or the server of every tool here works in it.
+		positive(t, what+" window", map[string]float64{"wall": w.Wall.Seconds(), "cpu": w.CPU().Seconds(),
+			"messages": float64(w.Messages)})
+		if w.Wall > u.ClientWall || w.Client > u.Client.Total()+20*time.Millisecond || w.Server > u.Server.Total()+20*time.Millisecond {
+			t.Errorf("%s: window %+v outside the processes' lives %+v", what, *w, u)
+		}
+		t.Logf("%s: window %v: client %v, server %v, %d messages: %.2f µs CPU/message, %.2f cores",
+			what, w.Wall.Round(time.Millisecond), w.Client, w.Server, w.Messages, w.PerMessageUS(), w.Cores())
+	}
 }
 
 // TestSmoke runs every tool once between the two hosts of a bed, briefly, at 64 bytes and
@@ -178,6 +190,9 @@ func TestSmoke(t *testing.T) {
 			}
 			positive(t, name, map[string]float64{"observations": float64(pp.Observations), "valid seconds": pp.ValidSeconds})
 			checkRun(t, name+" ping-pong", &pp.Run)
+			if pp.Usage.Window == nil {
+				t.Errorf("%s ping-pong: no window", name)
+			}
 
 			tp, err := RunSockperfThroughput(ctx, bed, 64, d, polling)
 			if err != nil {
@@ -187,6 +202,9 @@ func TestSmoke(t *testing.T) {
 			positive(t, name+" throughput", map[string]float64{"sent": float64(tp.Sent), "rate": tp.SendRate,
 				"MBps": tp.SendMBps, "received": float64(tp.Received), "received rate": tp.ReceivedRate()})
 			checkRun(t, name+" throughput", &tp.Run)
+			if tp.Usage.Window == nil {
+				t.Errorf("%s throughput: no window", name)
+			}
 		}
 	})
 
@@ -235,4 +253,52 @@ func TestSmoke(t *testing.T) {
 			checkRun(t, what, &res.Run)
 		}
 	})
+}
+
+// nsPids returns the processes inside h's namespace (`ip netns pids`).
+func nsPids(t *testing.T, h *testbed.Host) []string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "pids", h.NS).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns pids %s: %v: %s", h.NS, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestBounded: a run whose context ends before the tool does fails with a RunError
+// carrying the command lines, and leaves no process in either namespace; so does a run
+// whose client fails (no server answers the version it was given).
+func TestBounded(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{StaticNeighbors: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := RunQperfLat(ctx, bed, QperfTCP, 64, 20*time.Second)
+	var re *RunError
+	if !errors.As(err, &re) || !errors.Is(err, context.DeadlineExceeded) || len(re.Run.ClientArgs) == 0 {
+		t.Fatalf("err = %v, want a RunError at the deadline", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("returned after %v", el)
+	}
+	for _, h := range []*testbed.Host{bed.A, bed.B} {
+		if p := nsPids(t, h); len(p) > 0 {
+			t.Errorf("processes left in %s: %v", h.NS, p)
+		}
+	}
+
+	// A client that fails at once (qperf refuses an unknown test, so the server never
+	// gets "quit"): the server is killed after the grace period and reaped, and the
+	// error is the client's.
+	p := qperfPair(bed, "no_such_test", 64, time.Second)
+	run, err := p.run(t.Context(), bed)
+	if !errors.As(err, &re) || run == nil || run.Usage.ServerWall < exitGrace || !strings.Contains(err.Error(), "client: exit status") {
+		t.Fatalf("err = %v, run %+v; want the client's failure with the server reaped", err, run)
+	}
+	t.Logf("%v", err)
+	for _, h := range []*testbed.Host{bed.A, bed.B} {
+		if p := nsPids(t, h); len(p) > 0 {
+			t.Errorf("processes left in %s: %v", h.NS, p)
+		}
+	}
 }

@@ -75,7 +75,9 @@ type SockperfPingPong struct {
 	// RTT is the round trip: Latency doubled (sockperf halves each measured round trip).
 	RTT SockperfLatency `json:"rtt_us"`
 	// Run is how it was run; Run.Usage.Messages is ServerReceived + Received: the requests
-	// the server got and the replies the client got.
+	// the server got and the replies the client got. Run.Usage.Window is the test phase
+	// (from "Starting test..." to "Test end", warm-up included); its Messages is
+	// 2 × Received (each reply received means its request was delivered).
 	Run
 }
 
@@ -98,7 +100,9 @@ type SockperfThroughput struct {
 	// Received is the server's "Total N messages received and handled", printed when it
 	// is stopped: warm-up messages included.
 	Received int64 `json:"received"`
-	// Run is how it was run; Run.Usage.Messages is Received.
+	// Run is how it was run; Run.Usage.Messages is Received, and so is the Messages of
+	// Run.Usage.Window, the test phase (the few warm-up messages, sent before it, are
+	// counted in it too).
 	Run
 }
 

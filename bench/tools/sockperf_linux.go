@@ -35,6 +35,7 @@ func sockperfPair(bed *testbed.Bed, mode string, size int, d time.Duration, poll
 		client:     func(ctx context.Context) *exec.Cmd { return bed.A.Command(ctx, "sockperf", cargs...) },
 		ready:      listen{"udp", SockperfPort},
 		interrupt:  true,
+		window:     &[2]string{"Starting test...", "Test end"},
 		limit:      time.Duration(secs)*time.Second + slack,
 	}, nil
 }
@@ -57,6 +58,7 @@ func RunSockperfPingPong(ctx context.Context, bed *testbed.Bed, size int, d time
 	}
 	res.Size, res.Polling, res.Run = size, polling, *run
 	res.Usage.Messages = res.ServerReceived + res.Received
+	res.Usage.Window.Messages = 2 * res.Received
 	return res, nil
 }
 
@@ -78,5 +80,6 @@ func RunSockperfThroughput(ctx context.Context, bed *testbed.Bed, size int, d ti
 	}
 	res.Size, res.Polling, res.Run = size, polling, *run
 	res.Usage.Messages = res.Received
+	res.Usage.Window.Messages = res.Received
 	return res, nil
 }

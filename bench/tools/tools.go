@@ -59,6 +59,46 @@ type Usage struct {
 	// processes' lives, counted from the tool's output: each result type says from which
 	// figure. A round trip counts two (one each way).
 	Messages int64 `json:"messages"`
+	// Window is the CPU both processes used during the tool's own test phase, for a tool
+	// that says when it starts and ends it; nil otherwise. sockperf does: its client
+	// waits about 2 s between its warm-up messages and "Starting test...", during which a
+	// polling server spins, so its lifetime figures overstate what the test costs.
+	Window *Window `json:"window,omitempty"`
+}
+
+// Window is what both processes used between two lines of the client's output (sockperf's
+// "Starting test..." and "Test end"): CPU read from /proc/PID/stat (utime + stime + cutime
+// + cstime, in 10 ms clock ticks) when each line arrived, so each figure is within about
+// 20 ms.
+type Window struct {
+	// Wall is the time between the two lines.
+	Wall time.Duration `json:"wall_ns"`
+	// Client and Server are the CPU time each process used meanwhile.
+	Client time.Duration `json:"client_ns"`
+	Server time.Duration `json:"server_ns"`
+	// Messages is the number of messages delivered in the window (each result type says
+	// from which figure).
+	Messages int64 `json:"messages"`
+}
+
+// CPU is the client's and the server's CPU time in the window together.
+func (w *Window) CPU() time.Duration { return w.Client + w.Server }
+
+// Cores is the window's CPU over its wall time, in cores.
+func (w *Window) Cores() float64 {
+	if w.Wall <= 0 {
+		return 0
+	}
+	return w.CPU().Seconds() / w.Wall.Seconds()
+}
+
+// PerMessageUS is the window's CPU per message delivered in it, in microseconds, or 0
+// without messages.
+func (w *Window) PerMessageUS() float64 {
+	if w.Messages <= 0 {
+		return 0
+	}
+	return float64(w.CPU()) / 1e3 / float64(w.Messages)
 }
 
 // CPU is the client's and the server's CPU time together.
