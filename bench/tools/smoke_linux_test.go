@@ -36,13 +36,20 @@ func capture(t *testing.T, name string, r *Run) {
 	}
 }
 
-// plausibleLatency fails unless us, a latency in µs, lies in [1 µs, 10 ms].
-func plausibleLatency(t *testing.T, what string, us float64) {
+// plausibleLatency fails unless us, a latency in µs, lies in [1 µs, maxUS].
+func plausibleLatency(t *testing.T, what string, us, maxUS float64) {
 	t.Helper()
-	if !(us >= 1 && us <= 10e3) {
-		t.Errorf("%s = %v µs, want within [1 µs, 10 ms]", what, us)
+	if !(us >= 1 && us <= maxUS) {
+		t.Errorf("%s = %v µs, want within [1 µs, %v µs]", what, us, maxUS)
 	}
 }
+
+// Latency limits: a median or a minimum within 10 ms; a mean, which a busy shared machine
+// stretches (a descheduled process waits a time slice or more), within 100 ms.
+const (
+	plausibleUS     = 10e3
+	plausibleMeanUS = 100e3
+)
 
 // positive fails unless every named figure is > 0.
 func positive(t *testing.T, what string, figures map[string]float64) {
@@ -122,7 +129,7 @@ func TestSmoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			capture(t, "qperf_"+string(proto)+"_lat_64", &lat.Run)
-			plausibleLatency(t, lat.Test+" latency", lat.LatencyUS)
+			plausibleLatency(t, lat.Test+" latency", lat.LatencyUS, plausibleUS)
 			if lat.RTTUS != 2*lat.LatencyUS || lat.Size != 64 {
 				t.Errorf("%s: %+v", lat.Test, lat)
 			}
@@ -177,9 +184,10 @@ func TestSmoke(t *testing.T) {
 			}
 			capture(t, strings.ReplaceAll(name, " ", "_")+"_pp_64", &pp.Run)
 			l := pp.Latency
-			for k, v := range map[string]float64{"avg": l.Avg, "min": l.Min, "p50": l.P50} {
-				plausibleLatency(t, name+" "+k, v)
+			for k, v := range map[string]float64{"min": l.Min, "p50": l.P50} {
+				plausibleLatency(t, name+" "+k, v, plausibleUS)
 			}
+			plausibleLatency(t, name+" avg", l.Avg, plausibleMeanUS)
 			// The tail is the machine's: a polling process descheduled by other work waits
 			// a whole time slice or more.
 			if !(l.P99 >= 1 && l.Max <= 1e6) {
@@ -236,15 +244,14 @@ func TestSmoke(t *testing.T) {
 				continue
 			}
 			capture(t, "fi_pingpong_"+strings.NewReplacer(";", "_", "/", "_").Replace(c.fab.String())+"_"+itoa(c.size), &res.Run)
+			// usec/xfer is a mean, and both processes poll: the machine's load shows.
+			// sockets' progress thread and the polling main thread of both processes share
+			// 2 vCPUs: milliseconds per transfer, tens of them when the machine is busy.
+			limit := plausibleMeanUS
 			if c.fab.Provider == "sockets" {
-				// Its progress thread and the polling main thread of both processes share 2
-				// vCPUs: milliseconds per transfer, tens of them when the machine is busy.
-				if !(res.LatencyUS >= 1 && res.LatencyUS <= 1e6) {
-					t.Errorf("%s latency = %v µs, want within [1 µs, 1 s]", what, res.LatencyUS)
-				}
-			} else {
-				plausibleLatency(t, what+" latency", res.LatencyUS)
+				limit = 1e6
 			}
+			plausibleLatency(t, what+" latency", res.LatencyUS, limit)
 			positive(t, what, map[string]float64{"time": res.Client.Seconds, "server usec/xfer": res.Server.USPerXfer,
 				"bytes": res.Client.Bytes, "total": res.Client.Total})
 			if c.fab.Provider != "sockets" && !(res.Client.MBps > 0) { // sockets': 0.00 MB/sec, printed with two decimals
