@@ -264,8 +264,8 @@ type pair struct {
 // interrupts it), killing whatever still runs at the deadline or on an error. Both
 // processes are gone when it returns. It returns the run with both outputs and usages;
 // the error says what failed, with the outputs (RunError).
-func (s *pair) run(ctx context.Context, bed *testbed.Bed) (*Run, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.limit)
+func (s *pair) run(parent context.Context, bed *testbed.Bed) (*Run, error) {
+	ctx, cancel := context.WithTimeout(parent, s.limit)
 	defer cancel()
 	r := &Run{Tool: s.tool, ServerArgs: s.serverArgs, ClientArgs: s.clientArgs}
 	fail := func(err error) (*Run, error) { return r, &RunError{Run: r, Err: err} }
@@ -314,8 +314,10 @@ func (s *pair) run(ctx context.Context, bed *testbed.Bed) (*Run, error) {
 	killed := srv.stop(exitGrace)
 	finish()
 	switch {
+	case parent.Err() != nil:
+		return fail(fmt.Errorf("stopped: the caller's context ended: %w", context.Cause(parent)))
 	case ctx.Err() != nil:
-		return fail(fmt.Errorf("not finished within %v: %w", s.limit, ctx.Err()))
+		return fail(fmt.Errorf("not finished within its limit of %v: %w", s.limit, ctx.Err()))
 	case cli.err != nil:
 		return fail(cli.exitError("client"))
 	case killed:
