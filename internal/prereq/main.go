@@ -5,9 +5,11 @@
 //	go run ./internal/prereq [-check] TARGET...
 //
 // TARGET is test (every command a test runs, directly or through the code it calls, and
-// cgo for the race detector), demo, generate, bench (what make bench-path needs besides
-// root: iproute2's ip and tc, iperf3) or ci (test, demo and generate, plus make and git, as
-// .ci/run uses; CI runs no benchmark, but make test's pathbench smoke test runs iperf3).
+// cgo for the race detector), demo, generate, bench (what make bench-path and bench/tools
+// need besides root: iproute2's ip and tc, iperf3, qperf, sockperf, libfabric-bin's
+// fi_pingpong and fi_info) or ci (test, demo and generate, plus make and git, as .ci/run
+// uses; CI runs no benchmark, but make test's smoke tests of bench/pathbench and bench/tools
+// run iperf3 and the other tools).
 // Each target's requirements are commands (looked up on PATH, then in /usr/local/sbin,
 // /usr/sbin and /sbin) or C header files, each mapped to the Debian packages that provide
 // it. When everything is present it prints one line and exits 0. When something is missing

@@ -64,6 +64,14 @@ var requirements = map[string]Requirement{
 		Why: "the kernel TCP flow beside a QP through the bottleneck (bench/pathbench's smoke test, make bench-path)"},
 	"git": {Name: "git", Command: "git", Packages: []string{"git"},
 		Why: "make check-generate compares bpf/ with git"},
+	"qperf": {Name: "qperf", Command: "qperf", Packages: []string{"qperf"},
+		Why: "the reference TCP/UDP latency and bandwidth tool (bench/tools, its smoke test too)"},
+	"sockperf": {Name: "sockperf", Command: "sockperf", Packages: []string{"sockperf"},
+		Why: "the reference UDP ping-pong and message-rate tool, also busy polling (bench/tools, its smoke test too)"},
+	"fi_pingpong": {Name: "fi_pingpong", Command: "fi_pingpong", Packages: []string{"libfabric-bin"},
+		Why: "libfabric's ping-pong over its software providers (bench/tools, its smoke test too)"},
+	"fi_info": {Name: "fi_info", Command: "fi_info", Packages: []string{"libfabric-bin"},
+		Why: "libfabric's version and providers, for the record (bench/tools)"},
 }
 
 // targets lists what each target needs, in the order it is checked and reported. "test" is
@@ -72,13 +80,13 @@ var requirements = map[string]Requirement{
 // race detector. "ci" is everything .ci/run runs: the tests, the demo, generate and
 // check-generate, and make.
 var targets = map[string][]string{
-	"test": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "cat", "sleep", "true",
-		"gcc", "libc-headers", "go"},
+	"test": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "qperf", "sockperf", "fi_pingpong",
+		"fi_info", "cat", "sleep", "true", "gcc", "libc-headers", "go"},
 	"demo":     {"ip", "go"},
 	"generate": {"clang", "llvm-strip", "bpf-headers"},
-	"bench":    {"ip", "tc", "iperf3", "go"},
-	"ci": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "cat", "sleep", "true",
-		"gcc", "libc-headers", "go", "clang", "llvm-strip", "bpf-headers", "make", "git"},
+	"bench":    {"ip", "tc", "iperf3", "qperf", "sockperf", "fi_pingpong", "fi_info", "go"},
+	"ci": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "qperf", "sockperf", "fi_pingpong",
+		"fi_info", "cat", "sleep", "true", "gcc", "libc-headers", "go", "clang", "llvm-strip", "bpf-headers", "make", "git"},
 }
 
 // targetNames returns the known targets, sorted.

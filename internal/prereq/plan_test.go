@@ -83,12 +83,13 @@ func TestNeeds(t *testing.T) {
 	if _, err := needs([]string{"test", "bogus"}); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("unknown target: err = %v", err)
 	}
-	// make bench-path runs tc (the bottleneck) and iperf3 (the TCP flow).
+	// make bench-path runs tc (the bottleneck) and iperf3 (the TCP flow); bench/tools runs
+	// the reference tools.
 	bench, err := needs([]string{"bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"ip", "tc", "iperf3"} {
+	for _, c := range []string{"ip", "tc", "iperf3", "qperf", "sockperf", "fi_pingpong", "fi_info"} {
 		if !slices.ContainsFunc(bench, func(r Requirement) bool { return r.Command == c }) {
 			t.Errorf("bench lacks %s: %s", c, nameList(bench))
 		}
@@ -141,6 +142,9 @@ func TestPlanInstall(t *testing.T) {
 			[]string{"coreutils"}, []Step{update, install("coreutils")}},
 		{"iperf3 for pathbench's smoke test", []string{"test"}, debianRelease, []string{"iperf3"},
 			[]string{"iperf3"}, []Step{preseedIperf3, update, install("iperf3")}},
+		{"the reference tools, libfabric-bin once", []string{"bench"}, debianRelease,
+			[]string{"qperf", "sockperf", "fi_pingpong", "fi_info"},
+			[]string{"qperf", "sockperf", "libfabric-bin"}, []Step{update, install("qperf", "sockperf", "libfabric-bin")}},
 		{"iproute2 once for ip and tc", []string{"test"}, debianRelease, []string{"tc", "ip"},
 			[]string{"iproute2"}, []Step{update, install("iproute2")}},
 		{"demo needs ip", []string{"demo"}, debianRelease, []string{"ip", "ethtool"},
@@ -148,12 +152,12 @@ func TestPlanInstall(t *testing.T) {
 		{"generate", []string{"generate"}, debianRelease, []string{"clang", "llvm-strip", "/usr/include/bpf/bpf_helpers.h"},
 			[]string{"clang", "llvm", "libbpf-dev"}, []Step{update, install("clang", "llvm", "libbpf-dev")}},
 		{"everything for ci", []string{"ci"}, debianRelease,
-			[]string{"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "gcc", "/usr/include/stdlib.h", "clang",
-				"llvm-strip", "/usr/include/bpf/bpf_helpers.h", "make", "git"},
-			[]string{"iproute2", "iputils-ping", "ethtool", "tshark", "procps", "iperf3", "gcc", "libc6-dev", "clang", "llvm",
-				"libbpf-dev", "make", "git"},
-			[]Step{preseed, preseedIperf3, update, install("iproute2", "iputils-ping", "ethtool", "tshark", "procps", "iperf3", "gcc",
-				"libc6-dev", "clang", "llvm", "libbpf-dev", "make", "git")}},
+			[]string{"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "qperf", "sockperf", "fi_pingpong", "fi_info",
+				"gcc", "/usr/include/stdlib.h", "clang", "llvm-strip", "/usr/include/bpf/bpf_helpers.h", "make", "git"},
+			[]string{"iproute2", "iputils-ping", "ethtool", "tshark", "procps", "iperf3", "qperf", "sockperf", "libfabric-bin",
+				"gcc", "libc6-dev", "clang", "llvm", "libbpf-dev", "make", "git"},
+			[]Step{preseed, preseedIperf3, update, install("iproute2", "iputils-ping", "ethtool", "tshark", "procps", "iperf3",
+				"qperf", "sockperf", "libfabric-bin", "gcc", "libc6-dev", "clang", "llvm", "libbpf-dev", "make", "git")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustPlan(t, tc.targets, fakeEnv(true, tc.release, tc.missing...))
