@@ -109,7 +109,7 @@ type server struct {
 // serverCounters are the server's totals (the stats).
 type serverCounters struct {
 	accepted, rejected, closed, failed atomic.Uint64
-	byKind                             [proto.KindTour + 1]atomic.Uint64
+	byKind                             [proto.MaxKind + 1]atomic.Uint64
 	// totals of closed connections' QPs (live ones are added when stats are taken)
 	txBytes, rxBytes, txPackets, rxPackets, retransmits, timeouts atomic.Uint64
 }

@@ -16,18 +16,24 @@ import (
 // onConnect is the listener's callback (the adapter's event goroutine): it checks the
 // request and either rejects it at once or accepts it on a goroutine of its own.
 func (s *server) onConnect(c *ndk.Connector) {
+	var pd [proto.MaxPrivateData]byte
+	// A refusal is in the version of the request (a client of version 1 reads only that),
+	// or ours when the request's version is not one we speak.
+	version := uint8(proto.Version)
 	reject := func(code proto.RefuseCode, format string, args ...any) {
 		s.ctr.rejected.Add(1)
 		reason := fmt.Sprintf(format, args...)
-		_ = c.Reject(proto.Refusal{Code: code, Reason: reason}.Append(nil))
+		_ = c.Reject(proto.Refusal{Version: version, Code: code, Reason: reason}.Append(nil))
 		s.printf("refused %v: %s\n", c.PeerAddr(), reason)
 	}
 	if s.stopping.Load() {
 		reject(proto.RefuseStopping, "the server is stopping")
 		return
 	}
-	var pd [proto.MaxPrivateData]byte
 	_, _, size, err := c.GetConnectionData(pd[:])
+	if v := proto.VersionOf(pd[:min(size, len(pd))]); v >= proto.MinVersion && v <= proto.Version {
+		version = v
+	}
 	if err != nil {
 		reject(proto.RefuseBadRequest, "no connection data: %v", err)
 		return
@@ -80,7 +86,7 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 	k := &conn{s: s, id: s.nextID.Add(1), c: c, req: req, peer: c.PeerAddr(), since: time.Now()}
 	refuse := func(code proto.RefuseCode, what string, err error) {
 		s.ctr.rejected.Add(1)
-		_ = c.Reject(proto.Refusal{Code: code, Reason: fmt.Sprintf("%s: %v", what, err)}.Append(nil))
+		_ = c.Reject(proto.Refusal{Version: req.Version, Code: code, Reason: fmt.Sprintf("%s: %v", what, err)}.Append(nil))
 		s.printf("refused %v %v: %s: %v\n", k.peer, req.Kind, what, err)
 		k.release()
 	}
@@ -88,7 +94,7 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 		refuse(proto.RefuseMemory, "set up the connection", err)
 		return
 	}
-	reply := proto.Reply{Kind: req.Kind, Server: s.n.mode}
+	reply := proto.Reply{Version: req.Version, Kind: req.Kind, Server: s.n.mode}
 	switch req.Kind {
 	case proto.KindWriteLat, proto.KindWriteBW, proto.KindReadLat, proto.KindReadBW:
 		reply.BufAddr, reply.BufLen, reply.Token = k.mr.VA(), uint64(len(k.buf)), k.mr.RemoteToken()
