@@ -136,11 +136,22 @@ const usageText = `ndkpeer: NDK verbs between two hosts over AF_XDP
 
 usage:
   ndkpeer serve   -i IFACE [--port N] [--stats[=INTERVAL]] [serve options]
-  ndkpeer send-lat|write-lat|read-lat -i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS] [-q QPS] [--inline] [--json] HOST
-  ndkpeer send-bw|write-bw|read-bw    -i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS] [-q QPS] [--inline] [--json] HOST
+  ndkpeer send-lat|write-lat|read-lat -i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS | -D 0] [-q QPS] [--inline]
+                                      [-e] [--rate MSGS_PER_S] [--cpu-util] [--json] HOST
+  ndkpeer send-bw|write-bw|read-bw    -i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS | -D 0] [-q QPS] [--inline]
+                                      [-e] [-b] [--rate MSGS_PER_S] [--cpu-util] [--json] HOST
   ndkpeer tour    -i IFACE [--json] HOST
   ndkpeer stats   [-i IFACE] [--port N] [--json]
   ndkpeer doctor  -i IFACE [--port N] [--json]
+
+  ndkpeer --version
+
+As perftest: --cpu-util reports both sides' CPU per message and as cores, -e waits on
+completion notifications instead of polling, -b (bandwidth tests) sends both ways at once,
+--rate holds a message rate, -D 0 (--infinite) runs until Ctrl-C with a line per second.
+Latency columns say what they time: send-lat's rtt_* are round trips, write-lat's and
+read-lat's op_* one operation's post to completion; t_typical and t_avg beside them follow
+perftest's convention (ib_send_lat and ib_write_lat report half, ib_read_lat the whole).
 
 The server listens on NDK service 4800 on UDP port 4793 of IFACE (--service, --port):
 open UDP 4793 between the hosts. 'ndkpeer COMMAND -h' lists a command's options;
@@ -155,6 +166,9 @@ func run(args []string) int {
 	switch args[0] {
 	case "-h", "--help", "help":
 		fmt.Print(usageText)
+		return exitOK
+	case "--version", "-version", "version":
+		fmt.Println(readVersion())
 		return exitOK
 	}
 	cmd, ok := commands[args[0]]
