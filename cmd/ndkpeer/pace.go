@@ -6,10 +6,10 @@ import "time"
 
 // pacer spaces posts to hold a rate (--rate): post k is due at the start plus k periods,
 // with the period's remainder carried (Bresenham) so that no rounding drifts the rate.
-// A poster that falls behind (a full window, a descheduled thread) catches up, back to
-// back, on up to slack (100 ms) of missed posts, so that the rate holds over a stall;
-// past that the schedule moves on (what it could not send is not sent later), the achieved
-// rate falls below the one asked, and the result says so.
+// A poster that falls behind (a full window, a descheduled thread, a slow round trip)
+// catches up, back to back, on up to slack (a second) of missed posts, so that the rate
+// holds over a stall; past that the schedule moves on (what it could not send is not sent
+// later), the achieved rate falls below the one asked, and the result says so.
 type pacer struct {
 	rate  int64 // messages per second; 0: unpaced
 	q, r  int64 // 1e9 ns = q*rate + r
@@ -19,7 +19,7 @@ type pacer struct {
 }
 
 // pacerSlack is how far behind its schedule a pacer catches up.
-const pacerSlack = 100 * time.Millisecond
+const pacerSlack = time.Second
 
 // newPacer returns a pacer of rate messages per second (0: every post is due at once)
 // starting at now.
@@ -28,7 +28,7 @@ func newPacer(rate, now int64) pacer {
 		return pacer{}
 	}
 	p := pacer{rate: rate, q: 1e9 / rate, r: 1e9 % rate, next: now}
-	p.slack = max(int64(pacerSlack), 2*p.q) // or two periods at rates under 20/s
+	p.slack = max(int64(pacerSlack), 2*p.q) // or two periods at rates under 2/s
 	return p
 }
 
