@@ -277,6 +277,16 @@ func (s *session) reqFlags() proto.Flags {
 	return f
 }
 
+// maxDepth is the most operations the run keeps outstanding per QP at any of its sizes:
+// what the server sizes its QPs for when it runs the test towards us (-b).
+func (o *clientOptions) maxDepth() int {
+	d := 1
+	for _, size := range o.sizes {
+		d = max(d, o.depthFor(size))
+	}
+	return d
+}
+
 // needsCtl reports whether the run opens a control connection.
 func (o *clientOptions) needsCtl() bool { return o.cpuUtil || o.bidir }
 
@@ -454,7 +464,7 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 	req := proto.Request{Kind: o.kind, MaxSize: maxMsg, InlineSize: uint16(o.inlineSize),
 		QPIndex: uint16(i), QPs: uint16(o.qps), Session: session, Flags: s.reqFlags()}
 	if o.bidir {
-		req.Depth = uint16(min(o.txDepth, proto.MaxDepth))
+		req.Depth = uint16(min(o.maxDepth(), proto.MaxDepth))
 		if o.kind != proto.KindSendBW {
 			req.BufAddr, req.BufLen, req.Token = s.mr.VA(), uint64(len(s.buf)), s.mr.RemoteToken()
 		}

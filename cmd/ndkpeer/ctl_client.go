@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
@@ -88,7 +89,8 @@ func (s *session) openCtl(ctx context.Context, session uint64) (*ctlClient, erro
 		_ = c.conn.Reject(nil)
 		return c, fmt.Errorf("the server's answer to the control connection: %w", err)
 	}
-	if err := c.conn.CompleteConnect(cctx, func() { close(c.goneFlag) }); err != nil {
+	var once sync.Once
+	if err := c.conn.CompleteConnect(cctx, func() { once.Do(func() { close(c.goneFlag) }) }); err != nil {
 		return c, connectError(err, s.dest.String(), s.n.cfg.port)
 	}
 	return c, nil
