@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/hist"
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/ndk"
 )
 
 func TestParsePerfFlags(t *testing.T) {
@@ -275,5 +277,24 @@ func TestVersionLine(t *testing.T) {
 	stamped := buildVersion{Module: "m", Version: "v1.2.3", Revision: "abc", Time: "2025-01-02T03:04:05Z", Modified: true, Go: "go1.26", Platform: "linux/amd64", Protocol: 2, MinProtocol: 1}
 	if got := stamped.String(); !strings.Contains(got, "v1.2.3") || !strings.Contains(got, "revision abc with local changes") || !strings.Contains(got, "committed 2025-01-02T03:04:05Z") {
 		t.Errorf("stamped version: %q", got)
+	}
+}
+
+// TestRefusedByOlderServer: a server of protocol 1 refuses a version 2 request with
+// RefuseVersion; the client names the options that need a newer server and exits 11.
+func TestRefusedByOlderServer(t *testing.T) {
+	dest := netip.MustParseAddrPort("198.18.0.2:4800")
+	old := proto.Refusal{Version: 1, Code: proto.RefuseVersion, Reason: "ndkpeer protocol: other version: request of version 2 (this ndkpeer speaks 1)"}
+	parsed, err := proto.ParseRefusal(old.Append(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := refusedError(ndk.StatusConnectionRefused, parsed, dest)
+	if exitCode(e) != exitRejected || !strings.Contains(e.Error(), "protocol 1") || !strings.Contains(e.Error(), "--cpu-util, -b and -e need a server of protocol 2") {
+		t.Errorf("refused by a protocol 1 server: exit %d, %v", exitCode(e), e)
+	}
+	busy := refusedError(ndk.StatusConnectionRefused, proto.Refusal{Code: proto.RefuseBusy, Reason: "full"}, dest)
+	if exitCode(busy) != exitRejected || !strings.Contains(busy.Error(), "refused the test: full") {
+		t.Errorf("refused as busy: %v", busy)
 	}
 }
