@@ -116,7 +116,12 @@
 //	                  the adapter's goroutine, which serves the engine while the loop
 //	                  sleeps, gets the CPU at once), with a timer for the next paced post or
 //	                  interval. The Request tells the server, whose loop then sleeps as soon
-//	                  as it finds nothing to do. The header says which mode runs.
+//	                  as it finds nothing to do. The header says which mode runs, and the
+//	                  result how often the loop slept. The adapter's goroutine still polls
+//	                  for ndk's Options.Spin (50 µs) after each burst of work before it
+//	                  sleeps too, so at rates of tens of thousands of messages a second an
+//	                  -e side still spends most of a core (--cpu-util shows it); below that
+//	                  it sleeps between messages.
 //	-b, --bidirectional
 //	                  bandwidth tests: both sides send at once. The server runs the same test
 //	                  towards the client over the client's measured window, with the same

@@ -73,6 +73,10 @@ func newRunner(s *session) (*runner, error) {
 	return r, nil
 }
 
+// polls reports whether the client polls: without -e, or with an engine goroutine that
+// never sleeps (--progress busy).
+func (r *runner) polls() bool { return r.ev == nil || r.s.n.cfg.progress == ndk.ProgressBusy }
+
 // close releases the event waiter.
 func (r *runner) close() {
 	if r.ev != nil {
@@ -337,7 +341,7 @@ func (r *runner) measureLocked(size, iters int, dur time.Duration, warm int, onI
 	if o.cpuUtil {
 		msgs := t.ops + int64(t.srv.Ops)
 		cpu = cpuFigures(t.cpu, windowNs, cpuTimes{int64(t.srv.UserNs), int64(t.srv.SysNs)}, int64(t.srv.ElapsedNs),
-			msgs, r.ev == nil, t.srv.Flags&proto.CtlPolls != 0)
+			msgs, r.polls(), t.srv.Flags&proto.CtlPolls != 0)
 	}
 	if r.kind.Latency() {
 		if t.samples != nil {
@@ -528,7 +532,7 @@ func (r *runner) phase(sp phaseSpec) (tally, error) {
 		}
 		if r.s.o.cpuUtil {
 			iv.CPU = cpuFigures(p.client, p.clientNs, cpuTimes{int64(d.UserNs), int64(d.SysNs)}, int64(d.ElapsedNs),
-				iv.Iterations+int64(d.Ops), r.ev == nil, m.Flags&proto.CtlPolls != 0)
+				iv.Iterations+int64(d.Ops), r.polls(), m.Flags&proto.CtlPolls != 0)
 		}
 		sp.onInterval(*iv)
 	}

@@ -247,6 +247,7 @@ func (s *session) printResult(r sizeResult) {
 		retransmissions(w, r)
 		s.printRate(r.lat.MsgPerS, int64(l.Iterations), l.Seconds)
 		printCPU(w, l.CPU)
+		s.printSleeps(r)
 		return
 	}
 	b := r.bw
@@ -260,6 +261,14 @@ func (s *session) printResult(r sizeResult) {
 	retransmissions(w, r)
 	s.printRate(b.MsgPerS, b.Iterations, b.Seconds)
 	printCPU(w, b.CPU)
+	s.printSleeps(r)
+}
+
+// printSleeps notes how often an -e run's loop slept on a notification or its timer.
+func (s *session) printSleeps(r sizeResult) {
+	if s.o.events {
+		fmt.Fprintf(s.out, "%10s (-e: the loop slept %d times on notifications or its timer)\n", "", r.sleeps)
+	}
 }
 
 // printRate notes, under a result of a paced run, the rate achieved against the one asked.
@@ -275,7 +284,7 @@ func polls(p bool) string {
 	if p {
 		return ", polls: a whole core whatever the rate"
 	}
-	return ", sleeps on notifications"
+	return ", waits on notifications"
 }
 
 // printCPU writes --cpu-util's line.
