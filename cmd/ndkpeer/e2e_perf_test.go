@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"math"
 	"os"
@@ -142,6 +143,14 @@ func TestPerftestOptions(t *testing.T) {
 		text := in(t, a, "read-lat", "-i", a.Ifname, "-n", "200", "-e", peer)
 		if text.code != 0 || !strings.Contains(text.stdout, "completions: events (-e)") {
 			t.Errorf("-e header: %v", text)
+		}
+		// The loop sleeps about once per operation: a CQ's FD left readable would wake it
+		// over and over, polling in all but name.
+		var slept int
+		if i := strings.Index(text.stdout, "the loop slept "); i < 0 {
+			t.Errorf("-e: no count of sleeps: %v", text)
+		} else if _, err := fmt.Sscanf(text.stdout[i:], "the loop slept %d times", &slept); err != nil || slept < 1 || slept > 3*200+100 {
+			t.Errorf("-e: the loop slept %d times for 200 Reads (%v): %v", slept, err, text)
 		}
 	})
 
