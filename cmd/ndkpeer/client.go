@@ -42,6 +42,13 @@ type clientOptions struct {
 	inlineSize int
 	jsonOut    bool
 	timeout    time.Duration
+
+	// perftest's options (perf_flags.go)
+	cpuUtil  bool  // --cpu-util: both sides' CPU time
+	events   bool  // -e: wait on notifications
+	bidir    bool  // -b: the server runs the test towards us too
+	rate     int64 // --rate: messages per second over all QPs; 0 unpaced
+	infinite bool  // -D 0, --infinite: until SIGINT/SIGTERM
 }
 
 // Defaults of the tests.
@@ -59,7 +66,11 @@ const (
 )
 
 func clientUsage(name string) string {
-	return "-i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS] [-q QPS] [--inline] [--json] [options] HOST"
+	bidir := ""
+	if k, _ := proto.KindOf(name); k.Bandwidth() {
+		bidir = " [-b]"
+	}
+	return "-i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS | -D 0] [-q QPS] [--inline] [-e]" + bidir + " [--rate MSGS_PER_S] [--cpu-util] [--json] [options] HOST"
 }
 
 // secondsFlag is a duration given in seconds ("2", "0.5") or as a Go duration ("1500ms").
@@ -118,7 +129,7 @@ func parseClient(name string, kind proto.Kind, args []string, errOut io.Writer) 
 	iters := fs.Int("n", defIters, "iterations per size, after the warm-up")
 	fs.IntVar(iters, "iters", defIters, "same as -n")
 	var dur secondsFlag
-	fs.Var(&dur, "D", "run each size for this many `SECONDS` instead of -n iterations, with a line per second")
+	fs.Var(&dur, "D", "run each size for this many `SECONDS` instead of -n iterations, with a line per second (0: until Ctrl-C)")
 	fs.Var(&dur, "duration", "same as -D (`SECONDS`)")
 	qps := fs.Int("q", 1, "QPs in parallel (one connection each)")
 	fs.IntVar(qps, "qps", 1, "same as -q")
@@ -130,6 +141,8 @@ func parseClient(name string, kind proto.Kind, args []string, errOut io.Writer) 
 	inlineSize := fs.Int("inline-size", defaultInline, "the QPs' inline data size in bytes (with --inline)")
 	jsonOut := fs.Bool("json", false, "print the result as one JSON document")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on connecting and on each operation's completion (`DURATION`)")
+	var pf perfFlags
+	pf.define(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return clientOptions{}, adapterConfig{}, exitUsage
@@ -182,7 +195,10 @@ func parseClient(name string, kind proto.Kind, args []string, errOut io.Writer) 
 	} else {
 		o.sizes = []int{int(size.n)}
 	}
-	if o.duration > 0 {
+	if err := pf.apply(&o, isSetAny(fs, "D", "duration")); err != nil {
+		return bad("%v", err)
+	}
+	if o.duration > 0 || o.infinite {
 		o.iters = 0
 	}
 	maxMsg := o.sizes[len(o.sizes)-1]
@@ -241,8 +257,56 @@ type session struct {
 	dest   netip.AddrPort // the server's NDK address (service as port)
 	reply  proto.Reply    // the first QP's (every QP's server mode is the same)
 	qps    []*qpRun
+	ctl    *ctlClient // the control connection (--cpu-util, -b), or nil
 	out    io.Writer
 	closed bool
+}
+
+// reqFlags are the Request flags of the run's options.
+func (s *session) reqFlags() proto.Flags {
+	var f proto.Flags
+	if s.o.events {
+		f |= proto.FlagEvents
+	}
+	if s.o.bidir {
+		f |= proto.FlagBidirectional
+	}
+	if s.o.cpuUtil {
+		f |= proto.FlagCPU
+	}
+	return f
+}
+
+// maxDepth is the most operations the run keeps outstanding per QP at any of its sizes:
+// what the server sizes its QPs for when it runs the test towards us (-b).
+func (o *clientOptions) maxDepth() int {
+	d := 1
+	for _, size := range o.sizes {
+		d = max(d, o.depthFor(size))
+	}
+	return d
+}
+
+// needsCtl reports whether the run opens a control connection.
+func (o *clientOptions) needsCtl() bool { return o.cpuUtil || o.bidir }
+
+// revRecvs is how many receives the client keeps posted per QP for the server's Sends of a
+// bidirectional send-bw: as many as the server keeps for ours.
+func (o *clientOptions) revRecvs() int {
+	if o.kind == proto.KindSendBW && o.bidir {
+		return min(2*o.txDepth, proto.MaxRecvDepth)
+	}
+	return 0
+}
+
+// refusedError explains the server's refusal of a connection; one for the protocol's
+// version names the options that need a newer server.
+func refusedError(err error, ref proto.Refusal, dest netip.AddrPort) error {
+	if ref.Code == proto.RefuseVersion {
+		return failWrap(exitRejected, err, "the server at %v speaks ndkpeer protocol %d and refused our %d: --cpu-util, -b and -e need a server of protocol 2 (run the same ndkpeer on both hosts; ndkpeer --version): %s",
+			dest.Addr(), ref.Version, proto.Version, ref.Reason)
+	}
+	return failWrap(exitRejected, err, "the server at %v refused the test: %s", dest.Addr(), ref.Reason)
 }
 
 // qpRun is one QP of a run and its connection.
@@ -339,7 +403,11 @@ func openSession(ctx context.Context, cfg adapterConfig, o clientOptions, out io
 	for i := range s.buf {
 		s.buf[i] = byte(i)
 	}
-	if s.mr, err = s.pd.RegisterMR(s.buf, ndk.MRAllowLocalWrite); err != nil {
+	mrFlags := ndk.MRAllowLocalWrite
+	if o.bidir && (o.kind == proto.KindWriteBW || o.kind == proto.KindReadBW) {
+		mrFlags |= ndk.MRAllowRemoteRead | ndk.MRAllowRemoteWrite // the server's Writes and Reads
+	}
+	if s.mr, err = s.pd.RegisterMR(s.buf, mrFlags); err != nil {
 		return s, fmt.Errorf("register %s: %w", humanBytes(uint64(size)), err)
 	}
 	session := rand.Uint64()
@@ -352,13 +420,19 @@ func openSession(ctx context.Context, cfg adapterConfig, o clientOptions, out io
 			return s, err
 		}
 	}
+	if o.needsCtl() {
+		s.ctl, err = s.openCtl(ctx, session)
+		if err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 
 // connect creates QP i and connects it to the server.
 func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uint32) (*qpRun, error) {
 	o := s.o
-	recvs := 0
+	recvs := o.revRecvs()
 	if o.kind == proto.KindSendLat {
 		recvs = sendLatRecvs
 	}
@@ -388,7 +462,13 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 		return q, fmt.Errorf("create connector: %w", err)
 	}
 	req := proto.Request{Kind: o.kind, MaxSize: maxMsg, InlineSize: uint16(o.inlineSize),
-		QPIndex: uint16(i), QPs: uint16(o.qps), Session: session}
+		QPIndex: uint16(i), QPs: uint16(o.qps), Session: session, Flags: s.reqFlags()}
+	if o.bidir {
+		req.Depth = uint16(min(o.maxDepth(), proto.MaxDepth))
+		if o.kind != proto.KindSendBW {
+			req.BufAddr, req.BufLen, req.Token = s.mr.VA(), uint64(len(s.buf)), s.mr.RemoteToken()
+		}
+	}
 	if o.kind == proto.KindSendBW {
 		req.RecvDepth = uint16(min(2*o.txDepth, proto.MaxRecvDepth))
 	} else if o.kind == proto.KindSendLat {
@@ -398,7 +478,7 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 	defer cancel()
 	if err := q.conn.Connect(cctx, qp, s.dest, 64, 64, req.Append(nil)); err != nil {
 		if ref, ok := refusal(q.conn, err); ok {
-			return q, failWrap(exitRejected, err, "the server at %v refused the test: %s", s.dest.Addr(), ref.Reason)
+			return q, refusedError(err, ref, s.dest)
 		}
 		return q, connectError(err, s.dest.String(), s.n.cfg.port)
 	}
@@ -452,6 +532,9 @@ func (s *session) close() {
 	s.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if s.ctl != nil {
+		s.ctl.close(ctx, s.n.a)
+	}
 	for _, q := range s.qps {
 		if q.conn != nil {
 			_ = q.conn.Close(ctx) // NdkDisconnect if connected
@@ -466,7 +549,8 @@ func (s *session) close() {
 }
 
 // runClient runs a test: it connects, prints the header, measures every size, prints the
-// results and disconnects.
+// results and disconnects. A -D 0 run ends at SIGINT or SIGTERM with its summary and
+// succeeds; any other run they interrupt fails with exitInterrupted.
 func runClient(ctx context.Context, cfg adapterConfig, o clientOptions, out io.Writer) error {
 	s, err := openSession(ctx, cfg, o, out)
 	if err != nil {
@@ -477,23 +561,35 @@ func runClient(ctx context.Context, cfg adapterConfig, o clientOptions, out io.W
 	if !o.jsonOut {
 		s.printHeader()
 	}
-	r := newRunner(s)
+	r, err := newRunner(s)
+	if err != nil {
+		return err
+	}
+	defer r.close()
 	stop := context.AfterFunc(ctx, func() { r.stop.Store(true) })
 	defer stop()
+	// -D 0 with --json streams its intervals, one JSON object a line, so that a run of any
+	// length holds none of them; the other runs put theirs in the document.
+	stream := o.infinite && o.jsonOut
+	interrupted := func() bool { return ctx.Err() != nil && !o.infinite }
 	for _, size := range o.sizes {
 		res, err := r.measure(size, o.itersFor(size), o.duration, o.warmupFor(size), func(iv interval) {
-			doc.Intervals = append(doc.Intervals, iv)
-			if !o.jsonOut {
-				printInterval(out, o.kind, iv)
+			switch {
+			case stream:
+				writeJSONLine(out, intervalRecord{SchemaVersion: schemaVersion, Record: "interval", interval: iv})
+			case o.jsonOut:
+				doc.Intervals = append(doc.Intervals, iv)
+			default:
+				s.printInterval(iv)
 			}
 		})
 		if err != nil {
-			if ctx.Err() != nil {
+			if interrupted() {
 				return failWrap(exitInterrupted, ctx.Err(), "interrupted")
 			}
 			return err
 		}
-		if ctx.Err() != nil {
+		if interrupted() {
 			return failWrap(exitInterrupted, ctx.Err(), "interrupted")
 		}
 		if o.kind.Latency() {
@@ -502,10 +598,14 @@ func runClient(ctx context.Context, cfg adapterConfig, o clientOptions, out io.W
 			doc.Bandwidth = append(doc.Bandwidth, res.bw)
 		}
 		if !o.jsonOut {
-			printResult(out, o.kind, res, o.duration > 0)
+			s.printResult(res)
 		}
 	}
-	if o.jsonOut {
+	switch {
+	case stream:
+		doc.IntervalsStreamed = true
+		writeJSONLine(out, doc)
+	case o.jsonOut:
 		writeJSON(out, doc)
 	}
 	return nil

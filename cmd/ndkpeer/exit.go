@@ -86,6 +86,11 @@ func report(cmd string, err error, jsonOut bool) int {
 	return code
 }
 
+// writeJSONLine writes v as one JSON document on one line (a -D 0 run's stream).
+func writeJSONLine(w io.Writer, v any) {
+	_ = json.NewEncoder(w).Encode(v)
+}
+
 // writeJSON writes v as one indented JSON document.
 func writeJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/hist"
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
@@ -41,52 +42,186 @@ type runner struct {
 	res    [64]ndk.Result
 	sgl    [1]ndk.SGE
 	rsgl   [1]ndk.SGE
+
+	ev      *eventWaiter // -e: the epoll set of the CQs; nil when polling
+	ctl     *ctlClient   // the control connection (--cpu-util, -b), or nil
+	revRecv bool         // send-bw -b: our receives take the server's Sends
+	// Latency of a duration run's window and of its current interval: fixed memory
+	// whatever the run's length (-n runs keep every sample instead).
+	total, ivh *hist.Histogram
+	ivq        []pendingIv // intervals awaiting the server's counters (at most 2)
 }
 
-func newRunner(s *session) *runner {
-	r := &runner{s: s, kind: s.o.kind, qps: s.qps, window: 1}
+func newRunner(s *session) (*runner, error) {
+	r := &runner{s: s, kind: s.o.kind, qps: s.qps, window: 1, ctl: s.ctl, revRecv: s.o.revRecvs() > 0,
+		total: new(hist.Histogram), ivh: new(hist.Histogram), ivq: make([]pendingIv, 0, 2)}
 	r.rsgl[0] = s.mr.SGE(s.buf[:s.o.sizes[len(s.o.sizes)-1]])
-	return r
+	if s.o.events {
+		cqs := make([]*ndk.CQ, 0, len(s.qps)+1)
+		for _, q := range s.qps {
+			cqs = append(cqs, q.cq)
+		}
+		if s.ctl != nil {
+			cqs = append(cqs, s.ctl.cq)
+		}
+		ev, err := newEventWaiter(cqs)
+		if err != nil {
+			return nil, fmt.Errorf("-e: %w", err)
+		}
+		r.ev = ev
+	}
+	return r, nil
 }
 
-// latResult is one size's latency line.
+// polls reports whether the client polls: without -e, or with an engine goroutine that
+// never sleeps (--progress busy).
+func (r *runner) polls() bool { return r.ev == nil || r.s.n.cfg.progress == ndk.ProgressBusy }
+
+// close releases the event waiter.
+func (r *runner) close() {
+	if r.ev != nil {
+		r.ev.close()
+	}
+}
+
+// latResult is one size's latency line. The _us figures are ndkpeer's measure (the
+// document's latency_timed says which); the perftest_ ones are the same figures in
+// perftest's convention (× perftest_factor: ib_send_lat and ib_write_lat report half a
+// round trip, ib_read_lat a whole Read).
 type latResult struct {
 	Bytes      int     `json:"bytes"`
 	Iterations int     `json:"iterations"`
+	Seconds    float64 `json:"seconds"`
+	MsgPerS    float64 `json:"msg_per_s"`
 	MinUS      float64 `json:"min_us"`
 	P50US      float64 `json:"p50_us"`
 	P99US      float64 `json:"p99_us"`
 	P999US     float64 `json:"p99_9_us"`
 	MaxUS      float64 `json:"max_us"`
 	MeanUS     float64 `json:"mean_us"`
+
+	PerftestFactor    float64 `json:"perftest_factor"`
+	PerftestMinUS     float64 `json:"perftest_t_min_us"`
+	PerftestTypicalUS float64 `json:"perftest_t_typical_us"`
+	PerftestAvgUS     float64 `json:"perftest_t_avg_us"`
+	PerftestP99US     float64 `json:"perftest_t_p99_us"`
+	PerftestP999US    float64 `json:"perftest_t_p99_9_us"`
+	PerftestMaxUS     float64 `json:"perftest_t_max_us"`
+
 	// Retransmits is what the client's QPs sent again during the size's run.
-	Retransmits uint64 `json:"retransmits"`
+	Retransmits uint64  `json:"retransmits"`
+	CPU         cpuJSON `json:"cpu"`
 }
 
-// bwResult is one size's bandwidth line.
+// bwResult is one size's bandwidth line: the client's direction, with -b the server's
+// (reverse_: server to client, as the server counted it over its window) and the sum.
 type bwResult struct {
 	Bytes      int     `json:"bytes"`
 	Iterations int64   `json:"iterations"`
 	Seconds    float64 `json:"seconds"`
 	Gbps       float64 `json:"gbit_per_s"`
 	Mmsgs      float64 `json:"mmsg_per_s"`
+	MsgPerS    float64 `json:"msg_per_s"`
 	// Outstanding is the operations kept outstanding per QP.
 	Outstanding int `json:"outstanding"`
+
+	ReverseIterations int64   `json:"reverse_iterations"`
+	ReverseSeconds    float64 `json:"reverse_seconds"`
+	ReverseGbps       float64 `json:"reverse_gbit_per_s"`
+	ReverseMmsgs      float64 `json:"reverse_mmsg_per_s"`
+	SumGbps           float64 `json:"sum_gbit_per_s"`
+	SumMmsgs          float64 `json:"sum_mmsg_per_s"`
+
 	// Retransmits is what the client's QPs sent again during the size's run.
-	Retransmits uint64 `json:"retransmits"`
+	Retransmits uint64  `json:"retransmits"`
+	CPU         cpuJSON `json:"cpu"`
 }
 
-// interval is one second of a -D run.
+// interval is one second of a -D run. Every field is always there: 0 when nothing
+// completed in the interval, or when the run does not measure it (latency fields of a
+// bandwidth test, reverse_ without -b, cpu.measured false without --cpu-util).
 type interval struct {
 	Bytes      int     `json:"bytes"`
 	StartS     float64 `json:"start_s"`
 	EndS       float64 `json:"end_s"`
 	Iterations int64   `json:"iterations"`
-	Gbps       float64 `json:"gbit_per_s,omitempty"`
-	Mmsgs      float64 `json:"mmsg_per_s,omitempty"`
-	P50US      float64 `json:"p50_us,omitempty"`
-	P99US      float64 `json:"p99_us,omitempty"`
-	MaxUS      float64 `json:"max_us,omitempty"`
+	MsgPerS    float64 `json:"msg_per_s"`
+	Gbps       float64 `json:"gbit_per_s"`
+	Mmsgs      float64 `json:"mmsg_per_s"`
+	// latency tests: ndkpeer's measure, and p50 in perftest's convention
+	P50US             float64 `json:"p50_us"`
+	P99US             float64 `json:"p99_us"`
+	MaxUS             float64 `json:"max_us"`
+	PerftestTypicalUS float64 `json:"perftest_t_typical_us"`
+	// -b: the server's direction over the server's side of the interval, and the sum
+	ReverseIterations int64   `json:"reverse_iterations"`
+	ReverseGbps       float64 `json:"reverse_gbit_per_s"`
+	ReverseMmsgs      float64 `json:"reverse_mmsg_per_s"`
+	SumGbps           float64 `json:"sum_gbit_per_s"`
+	SumMmsgs          float64 `json:"sum_mmsg_per_s"`
+	CPU               cpuJSON `json:"cpu"`
+}
+
+// cpuJSON is --cpu-util's figures over a window: each side's CPU time (getrusage
+// RUSAGE_SELF: the whole process) per message in µs and as a share of a core (CPU seconds
+// per second), and whether the side polls (a polling side spends its whole core whatever
+// the rate). Messages is what the per-message figures divide by: the operations counted,
+// of both directions with -b (a send-lat iteration, a round trip, is one).
+type cpuJSON struct {
+	Measured       bool    `json:"measured"`
+	Messages       int64   `json:"messages"`
+	ClientUSPerMsg float64 `json:"client_us_per_msg"`
+	ServerUSPerMsg float64 `json:"server_us_per_msg"`
+	BothUSPerMsg   float64 `json:"both_us_per_msg"`
+	ClientCores    float64 `json:"client_cores"`
+	ServerCores    float64 `json:"server_cores"`
+	BothCores      float64 `json:"both_cores"`
+	ClientUserS    float64 `json:"client_user_s"`
+	ClientSysS     float64 `json:"client_sys_s"`
+	ServerUserS    float64 `json:"server_user_s"`
+	ServerSysS     float64 `json:"server_sys_s"`
+	ClientPolls    bool    `json:"client_polls"`
+	ServerPolls    bool    `json:"server_polls"`
+}
+
+// cpuFigures computes cpuJSON: the client's CPU over clientNs of wall time, the server's
+// (user, sys) over serverNs, for msgs messages. Nothing divides by zero.
+func cpuFigures(client cpuTimes, clientNs int64, server cpuTimes, serverNs int64, msgs int64, clientPolls, serverPolls bool) cpuJSON {
+	c := cpuJSON{Measured: true, Messages: msgs, ClientPolls: clientPolls, ServerPolls: serverPolls,
+		ClientUserS: float64(client.user) / 1e9, ClientSysS: float64(client.sys) / 1e9,
+		ServerUserS: float64(server.user) / 1e9, ServerSysS: float64(server.sys) / 1e9}
+	if msgs > 0 {
+		c.ClientUSPerMsg = float64(client.total()) / 1e3 / float64(msgs)
+		c.ServerUSPerMsg = float64(server.total()) / 1e3 / float64(msgs)
+		c.BothUSPerMsg = c.ClientUSPerMsg + c.ServerUSPerMsg
+	}
+	if clientNs > 0 {
+		c.ClientCores = float64(client.total()) / float64(clientNs)
+	}
+	if serverNs > 0 {
+		c.ServerCores = float64(server.total()) / float64(serverNs)
+	}
+	c.BothCores = c.ClientCores + c.ServerCores
+	return c
+}
+
+// perftestFactor is what turns a latency test's figures into perftest's convention:
+// ib_send_lat and ib_write_lat report half of a ping-pong's round trip, ib_read_lat the
+// whole Read.
+func perftestFactor(k proto.Kind) float64 {
+	if k == proto.KindReadLat {
+		return 1
+	}
+	return 0.5
+}
+
+// withPerftest fills the perftest_ figures of l.
+func withPerftest(l latResult, k proto.Kind) latResult {
+	f := perftestFactor(k)
+	l.PerftestFactor = f
+	l.PerftestMinUS, l.PerftestTypicalUS, l.PerftestAvgUS = l.MinUS*f, l.P50US*f, l.MeanUS*f
+	l.PerftestP99US, l.PerftestP999US, l.PerftestMaxUS = l.P99US*f, l.P999US*f, l.MaxUS*f
+	return l
 }
 
 // sizeResult is what measure returns for one size.
@@ -95,6 +230,10 @@ type sizeResult struct {
 	bw  bwResult
 	// the client QPs' transport counters during the size's run (warm-up included)
 	retx retxCounts
+	// rate is the rate asked (--rate), 0 unpaced
+	rate int64
+	// sleeps is how often an -e run slept on a notification or timer
+	sleeps int64
 }
 
 // retxCounts are a QP's retransmission counters (transport.QPStats), summed.
@@ -125,15 +264,36 @@ func (r *runner) transportCounters() (c retxCounts) {
 // tally is what one phase counted.
 type tally struct {
 	ops     int64
-	samples []int32 // latency samples, ns (saturating)
+	samples []int32 // -n latency samples, ns (saturating); duration runs use runner.total
 	first   int64   // first post
 	last    int64   // last counted completion
-	end     int64   // -D: when the window ended
+	end     int64   // when counting ended (the -D window's end, or the last completion)
+	cpu     cpuTimes
+	// srv is the server's counters at the window's end (control connection), zero without
+	srv proto.CtlMsg
+}
+
+// phaseSpec is one phase of a size: the warm-up (record false) or the measured window.
+type phaseSpec struct {
+	size       int
+	ops        int64         // operations to post; 0 with a duration or until the stop
+	dur        time.Duration // the window; 0 with ops or until the stop
+	infinite   bool          // until runner.stop (-D 0)
+	record     bool
+	onInterval func(interval)
+}
+
+// pendingIv is an interval whose client figures are known and whose server figures come
+// with the answer to a control command.
+type pendingIv struct {
+	iv       interval
+	client   cpuTimes // the client's CPU over it
+	clientNs int64
 }
 
 // measure runs one size: warm operations uncounted, then iters operations (or the
-// duration, reporting each second to onInterval), and returns the result. The loop runs on
-// a thread of its own.
+// duration, or until the stop, reporting each second to onInterval), and returns the
+// result. The loop runs on a thread of its own.
 func (r *runner) measure(size, iters int, dur time.Duration, warm int, onInterval func(interval)) (sizeResult, error) {
 	type out struct {
 		res sizeResult
@@ -159,40 +319,115 @@ func (r *runner) measureLocked(size, iters int, dur time.Duration, warm int, onI
 		res.lat.Retransmits, res.bw.Retransmits = res.retx.retransmits, res.retx.retransmits
 	}()
 	if warm > 0 {
-		if _, err := r.phase(size, int64(warm), 0, false, nil); err != nil {
+		if _, err := r.phase(phaseSpec{size: size, ops: int64(warm)}); err != nil {
 			return res, fmt.Errorf("warm-up at %d bytes: %w", size, err)
 		}
 	}
-	t, err := r.phase(size, int64(iters), dur, true, onInterval)
+	var sleeps0 int64
+	if r.ev != nil {
+		sleeps0 = r.ev.sleeps
+	}
+	o := &r.s.o
+	t, err := r.phase(phaseSpec{size: size, ops: int64(iters), dur: dur, infinite: o.infinite, record: true, onInterval: onInterval})
 	if err != nil {
 		return res, fmt.Errorf("%s of %d bytes: %w", r.kind.Op(), size, err)
 	}
+	res.rate = o.rate
+	if r.ev != nil {
+		res.sleeps = r.ev.sleeps - sleeps0
+	}
+	windowNs := t.end - t.first
+	var cpu cpuJSON
+	if o.cpuUtil {
+		msgs := t.ops + int64(t.srv.Ops)
+		cpu = cpuFigures(t.cpu, windowNs, cpuTimes{int64(t.srv.UserNs), int64(t.srv.SysNs)}, int64(t.srv.ElapsedNs),
+			msgs, r.polls(), t.srv.Flags&proto.CtlPolls != 0)
+	}
 	if r.kind.Latency() {
-		res.lat = summarize(size, t.samples)
+		if t.samples != nil {
+			res.lat = summarize(size, t.samples)
+		} else {
+			res.lat = summarizeHist(size, r.total)
+		}
+		secs := float64(t.last-t.first) / 1e9
+		if dur > 0 || o.infinite {
+			secs = float64(windowNs) / 1e9
+		}
+		res.lat.Seconds = secs
+		if secs > 0 {
+			res.lat.MsgPerS = float64(t.ops) / secs
+		}
+		res.lat = withPerftest(res.lat, r.kind)
+		res.lat.CPU = cpu
 		return res, nil
 	}
 	secs := float64(t.last-t.first) / 1e9
-	if dur > 0 {
-		secs = float64(t.end-t.first) / 1e9
+	if dur > 0 || o.infinite {
+		secs = float64(windowNs) / 1e9
 	}
-	res.bw = bwResult{Bytes: size, Iterations: t.ops, Seconds: secs, Outstanding: r.window}
+	b := bwResult{Bytes: size, Iterations: t.ops, Seconds: secs, Outstanding: r.window, CPU: cpu}
 	if secs > 0 {
-		res.bw.Gbps = float64(t.ops) * float64(size) * 8 / secs / 1e9
-		res.bw.Mmsgs = float64(t.ops) / secs / 1e6
+		b.Gbps = float64(t.ops) * float64(size) * 8 / secs / 1e9
+		b.MsgPerS = float64(t.ops) / secs
+		b.Mmsgs = b.MsgPerS / 1e6
 	}
+	if o.bidir {
+		b.ReverseIterations = int64(t.srv.Ops)
+		b.ReverseSeconds = float64(t.srv.ElapsedNs) / 1e9
+		if b.ReverseSeconds > 0 {
+			b.ReverseGbps = float64(t.srv.Ops) * float64(size) * 8 / b.ReverseSeconds / 1e9
+			b.ReverseMmsgs = float64(t.srv.Ops) / b.ReverseSeconds / 1e6
+		}
+	}
+	b.SumGbps, b.SumMmsgs = b.Gbps+b.ReverseGbps, b.Mmsgs+b.ReverseMmsgs
+	res.bw = b
 	return res, nil
 }
 
 // errPeerGone is the failure of a run whose server went away.
 var errPeerGone = errors.New("the server closed the connection")
 
-// phase posts ops operations (or, with dur, as many as fit in it) of size bytes over the
-// QPs and waits for every one to complete. With record it counts them.
-func (r *runner) phase(size int, ops int64, dur time.Duration, record bool, onInterval func(interval)) (tally, error) {
+// take polls q's CQ (Poll: it also clears the CQ's FD for -e and reports the end of the
+// connection).
+func (r *runner) take(q *qpRun) (int, error) {
+	n, err := q.cq.Poll(r.res[:])
+	if err != nil {
+		var ce *ndk.ConnectionEnded
+		if errors.As(err, &ce) {
+			return 0, r.failure(errPeerGone, ndk.StatusConnectionDisconnected)
+		}
+		return 0, fmt.Errorf("poll the CQ: %w", err)
+	}
+	return n, nil
+}
+
+// room reports whether some QP may post now (window and count allowing).
+func (r *runner) room(ops, posted int64) bool {
+	if ops > 0 && posted >= ops {
+		return false
+	}
+	for _, q := range r.qps {
+		if q.out < r.window {
+			return true
+		}
+	}
+	return false
+}
+
+// phase posts the phase's operations over the QPs and waits for every one to complete.
+// With record it counts them, paces them (--rate), reports intervals, and, with a control
+// connection, opens and closes the server's window (CtlStart, CtlSample, CtlStop).
+func (r *runner) phase(sp phaseSpec) (tally, error) {
 	var t tally
-	if record && r.kind.Latency() {
+	size, ops, dur := sp.size, sp.ops, sp.dur
+	lat := r.kind.Latency()
+	exact := sp.record && lat && ops > 0
+	if exact {
 		t.samples = make([]int32, 0, min(max(ops, 1024), 1<<24))
 	}
+	r.total.Reset()
+	r.ivh.Reset()
+	r.ivq = r.ivq[:0]
 	op := r.kind.Op()
 	flags := ndk.OpFlags(0)
 	if r.s.o.inlineSize > 0 && size <= r.s.o.inlineSize && op != "Read" {
@@ -210,54 +445,130 @@ func (r *runner) phase(size int, ops int64, dur time.Duration, record bool, onIn
 	}
 	sendLat := r.kind == proto.KindSendLat
 	timeout := int64(r.s.o.timeout)
+	ctl := r.ctl
+	if !sp.record {
+		ctl = nil
+	}
+	var srvPrev proto.CtlMsg // the server's counters at the current interval's start
+	if ctl != nil {
+		m := proto.CtlMsg{Op: proto.CtlStart}
+		if r.s.o.bidir {
+			m.Flags, m.Kind, m.Size, m.Depth, m.Rate = proto.CtlReverse, r.kind, uint32(size), uint16(r.window), uint64(r.s.o.rate)
+		}
+		if _, err := ctl.call(m, r.s.o.timeout); err != nil {
+			return t, err
+		}
+	}
 	start := clock()
 	t.first = start
 	var end, nextIv int64
 	if dur > 0 {
 		end = start + int64(dur)
+	}
+	intervals := sp.record && (dur > 0 || sp.infinite)
+	if intervals {
 		nextIv = start + int64(time.Second)
 	}
+	var pace pacer
+	if sp.record {
+		pace = newPacer(r.s.o.rate, start)
+	}
+	var cpu0, ivCPU cpuTimes
+	if sp.record {
+		cpu0 = processCPU()
+		ivCPU = cpu0
+	}
 	var ivOps int64
-	ivStart, ivSample := start, 0
+	ivStart := start
 	lastProgress := start
 	var posted int64
-	posting, counting := true, record
-	emit := func(now int64) {
+	posting, counting := true, sp.record
+	stopSent, stopDone := false, ctl == nil
+	// closeIv ends the current interval at now; with a control connection its server
+	// figures come with the answer to the command it posts (final: CtlStop).
+	closeIv := func(now int64) {
 		iv := interval{Bytes: size, StartS: float64(ivStart-start) / 1e9, EndS: float64(now-start) / 1e9, Iterations: ivOps}
-		if secs := float64(now-ivStart) / 1e9; secs > 0 && !r.kind.Latency() {
+		if secs := float64(now-ivStart) / 1e9; secs > 0 {
+			iv.MsgPerS = float64(ivOps) / secs
+			iv.Mmsgs = iv.MsgPerS / 1e6
 			iv.Gbps = float64(ivOps) * float64(size) * 8 / secs / 1e9
-			iv.Mmsgs = float64(ivOps) / secs / 1e6
 		}
-		if r.kind.Latency() && len(t.samples) > ivSample {
-			seg := slices.Clone(t.samples[ivSample:])
-			slices.Sort(seg)
-			iv.P50US, iv.P99US = us(percentile(seg, 50)), us(percentile(seg, 99))
-			iv.MaxUS = us(seg[len(seg)-1])
+		if lat && r.ivh.Count() > 0 {
+			iv.P50US, iv.P99US = float64(r.ivh.Percentile(50))/1e3, float64(r.ivh.Percentile(99))/1e3
+			iv.MaxUS = float64(r.ivh.Max()) / 1e3
+			iv.PerftestTypicalUS = iv.P50US * perftestFactor(r.kind)
 		}
-		if onInterval != nil {
-			onInterval(iv)
+		iv.SumGbps, iv.SumMmsgs = iv.Gbps, iv.Mmsgs
+		cpuNow := processCPU()
+		p := pendingIv{iv: iv, client: cpuNow.sub(ivCPU), clientNs: now - ivStart}
+		ivStart, ivOps, ivCPU = now, 0, cpuNow
+		r.ivh.Reset()
+		if ctl == nil { // no server figures to wait for (--cpu-util and -b open the connection)
+			sp.onInterval(p.iv)
+			return
 		}
-		ivStart, ivOps, ivSample = now, 0, len(t.samples)
+		r.ivq = append(r.ivq, p)
+	}
+	// answered completes the oldest pending interval with the server's counters m.
+	answered := func(m proto.CtlMsg) {
+		if len(r.ivq) == 0 {
+			srvPrev = m
+			return
+		}
+		p := r.ivq[0]
+		copy(r.ivq, r.ivq[1:])
+		r.ivq = r.ivq[:len(r.ivq)-1]
+		d := proto.CtlMsg{Ops: m.Ops - srvPrev.Ops, ElapsedNs: m.ElapsedNs - srvPrev.ElapsedNs,
+			UserNs: m.UserNs - srvPrev.UserNs, SysNs: m.SysNs - srvPrev.SysNs}
+		srvPrev = m
+		iv := &p.iv
+		if r.s.o.bidir {
+			iv.ReverseIterations = int64(d.Ops)
+			if secs := float64(d.ElapsedNs) / 1e9; secs > 0 {
+				iv.ReverseGbps = float64(d.Ops) * float64(size) * 8 / secs / 1e9
+				iv.ReverseMmsgs = float64(d.Ops) / secs / 1e6
+			}
+			iv.SumGbps, iv.SumMmsgs = iv.Gbps+iv.ReverseGbps, iv.Mmsgs+iv.ReverseMmsgs
+		}
+		if r.s.o.cpuUtil {
+			iv.CPU = cpuFigures(p.client, p.clientNs, cpuTimes{int64(d.UserNs), int64(d.SysNs)}, int64(d.ElapsedNs),
+				iv.Iterations+int64(d.Ops), r.polls(), m.Flags&proto.CtlPolls != 0)
+		}
+		sp.onInterval(*iv)
+	}
+	// endCounting closes the window at now.
+	endCounting := func(now int64) {
+		counting = false
+		t.end = now
+		t.cpu = processCPU().sub(cpu0)
+		if intervals && now > ivStart {
+			closeIv(now)
+		}
 	}
 	for it := 0; ; it++ {
 		now := clock()
-		if posting && ((ops > 0 && posted >= ops) || (end > 0 && now >= end) || r.stop.Load()) {
+		stopNow := r.stop.Load()
+		if posting && ((ops > 0 && posted >= ops) || (end > 0 && now >= end) || stopNow) {
 			posting = false
 		}
-		if counting && end > 0 && now >= end {
-			counting = false
-			t.end = now
-			if record && now > ivStart && ivOps > 0 {
-				emit(now)
-			}
+		if counting && ((end > 0 && now >= end) || stopNow) {
+			endCounting(now)
 		}
-		if counting && end > 0 && now >= nextIv {
-			emit(now)
+		if counting && intervals && now >= nextIv && (ctl == nil || ctl.pending == 0) {
+			closeIv(now)
+			if ctl != nil {
+				if err := ctl.post(proto.CtlMsg{Op: proto.CtlSample}); err != nil {
+					return t, err
+				}
+			}
 			nextIv += int64(time.Second)
+			for nextIv <= now { // a long stall: no empty intervals to catch up
+				nextIv += int64(time.Second)
+			}
 		}
 		if posting {
 			for _, q := range r.qps {
-				for q.out < r.window && (ops == 0 || posted < ops) {
+				for q.out < r.window && (ops == 0 || posted < ops) && pace.due(now) {
 					q.t0 = clock()
 					if err := post(q); err != nil {
 						if ndk.StatusOf(err) == ndk.StatusInsufficientResources {
@@ -265,6 +576,8 @@ func (r *runner) phase(size int, ops int64, dur time.Duration, record bool, onIn
 						}
 						return t, fmt.Errorf("post: %w", err)
 					}
+					pace.took(q.t0)
+					lastProgress = q.t0
 					q.out++
 					posted++
 					if sendLat {
@@ -275,7 +588,10 @@ func (r *runner) phase(size int, ops int64, dur time.Duration, record bool, onIn
 		}
 		busy := false
 		for _, q := range r.qps {
-			n := q.cq.GetResults(r.res[:])
+			n, err := r.take(q)
+			if err != nil {
+				return t, err
+			}
 			if n == 0 {
 				continue
 			}
@@ -287,7 +603,7 @@ func (r *runner) phase(size int, ops int64, dur time.Duration, record bool, onIn
 				if res.Status != ndk.StatusSuccess {
 					err := fmt.Errorf("%s completed with %v", op, res.Status)
 					if c, _ := res.RequestContext.(int); c == ctxRecv {
-						err = fmt.Errorf("the receive of the echo completed with %v", res.Status)
+						err = fmt.Errorf("a receive completed with %v", res.Status)
 					}
 					return t, r.failure(err, res.Status)
 				}
@@ -300,40 +616,94 @@ func (r *runner) phase(size int, ops int64, dur time.Duration, record bool, onIn
 					if err := q.qp.Receive(ctxRecv, r.rsgl[:]); err != nil {
 						return t, fmt.Errorf("post receive: %w", err)
 					}
+					if r.revRecv {
+						continue // the server's Send of -b: counted by the server
+					}
 				}
 				q.out--
 				if counting {
 					t.ops++
 					ivOps++
 					t.last = now
+					d := now - q.t0
 					if t.samples != nil {
-						t.samples = append(t.samples, int32(min(now-q.t0, math.MaxInt32)))
+						t.samples = append(t.samples, int32(min(d, math.MaxInt32)))
+					} else if lat {
+						r.total.Record(d)
+						r.ivh.Record(d)
 					}
 				}
 			}
 			clear(r.res[:n]) // drop the context references
 		}
-		if !posting && r.idle() {
+		if counting && !posting && ops > 0 && r.idle() { // -n: the window ends at the last completion
+			endCounting(clock())
+		}
+		if ctl != nil && (ctl.pending != 0 || !counting) {
+			if ctl.pending != 0 {
+				m, ok, err := ctl.poll()
+				if err != nil {
+					return t, err
+				}
+				if ok {
+					busy = true
+					if m.Op == proto.CtlCounters && stopSent {
+						t.srv, stopDone = m, true
+					}
+					answered(m)
+				}
+			}
+			if !counting && !stopSent && ctl.pending == 0 {
+				if err := ctl.post(proto.CtlMsg{Op: proto.CtlStop}); err != nil {
+					return t, err
+				}
+				stopSent = true
+			}
+		}
+		if !posting && !counting && stopDone && r.idle() {
 			if t.end == 0 {
 				t.end = clock()
 			}
 			return t, nil
 		}
-		if !busy {
-			if it&255 == 0 {
-				now := clock()
-				for _, q := range r.qps {
-					if q.gone.Load() {
-						return t, r.failure(errPeerGone, ndk.StatusConnectionDisconnected)
-					}
-				}
-				if now-lastProgress > timeout {
-					return t, failWrap(exitTimeout, ndk.StatusIOTimeout, "no completion for %v: the server stopped answering (STATUS_IO_TIMEOUT)", r.s.o.timeout)
+		if busy {
+			continue
+		}
+		if it&255 == 0 || r.ev != nil {
+			now := clock()
+			for _, q := range r.qps {
+				if q.gone.Load() {
+					return t, r.failure(errPeerGone, ndk.StatusConnectionDisconnected)
 				}
 			}
-			if r.s.n.cfg.progress != ndk.ProgressInline {
-				runtime.Gosched()
+			if now-lastProgress > timeout && !r.idle() {
+				return t, failWrap(exitTimeout, ndk.StatusIOTimeout, "no completion for %v: the server stopped answering (STATUS_IO_TIMEOUT)", r.s.o.timeout)
 			}
+			if ctl != nil && ctl.overdue(now, r.s.o.timeout) {
+				return t, failWrap(exitTimeout, ndk.StatusIOTimeout, "the server did not answer %v within %v (STATUS_IO_TIMEOUT)", ctlName(ctl.pending), r.s.o.timeout)
+			}
+		}
+		if r.ev != nil {
+			if posting && r.room(ops, posted) && pace.due(now) {
+				continue // post before sleeping
+			}
+			wake := now + int64(100*time.Millisecond)
+			if posting && r.room(ops, posted) {
+				wake = min(wake, pace.next)
+			}
+			if counting && intervals {
+				wake = min(wake, nextIv)
+			}
+			if counting && end > 0 {
+				wake = min(wake, end)
+			}
+			if err := r.ev.wait(time.Duration(wake - clock())); err != nil {
+				return t, err
+			}
+			continue
+		}
+		if r.s.n.cfg.progress != ndk.ProgressInline {
+			runtime.Gosched()
 		}
 	}
 }
@@ -372,6 +742,20 @@ func percentile(sorted []int32, p float64) int32 {
 	}
 	rank := int(math.Ceil(p*float64(len(sorted))/100 - 1e-9))
 	return sorted[max(1, min(rank, len(sorted)))-1]
+}
+
+// summarizeHist returns the latency line of size from a histogram: min, max and mean
+// exact, percentiles within hist.RelativeError.
+func summarizeHist(size int, h *hist.Histogram) latResult {
+	l := latResult{Bytes: size, Iterations: int(h.Count())}
+	if h.Count() == 0 {
+		return l
+	}
+	ns := func(v int64) float64 { return float64(v) / 1e3 }
+	l.MinUS, l.MaxUS = ns(h.Min()), ns(h.Max())
+	l.P50US, l.P99US, l.P999US = ns(h.Percentile(50)), ns(h.Percentile(99)), ns(h.Percentile(99.9))
+	l.MeanUS = h.Mean() / 1e3
+	return l
 }
 
 // summarize sorts samples (ns) and returns the latency line of size.

@@ -109,7 +109,7 @@ type server struct {
 // serverCounters are the server's totals (the stats).
 type serverCounters struct {
 	accepted, rejected, closed, failed atomic.Uint64
-	byKind                             [proto.KindTour + 1]atomic.Uint64
+	byKind                             [proto.MaxKind + 1]atomic.Uint64
 	// totals of closed connections' QPs (live ones are added when stats are taken)
 	txBytes, rxBytes, txPackets, rxPackets, retransmits, timeouts atomic.Uint64
 }
@@ -133,8 +133,13 @@ type conn struct {
 	gone     atomic.Bool // the peer disconnected or the connection aborted (callback)
 
 	// owned by the loop
-	failure  string // why the loop gives the connection up ("" while fine)
-	lastRx   uint64 // the QP's RxPackets at the last idle check
+	ctl      *ctlRun    // a control connection's window
+	rev      *ctlRun    // -b: the window this test connection sends towards the client in
+	revOut   int        // -b: operations of the server's direction outstanding
+	revCap   int        // -b: the most the initiator queue takes for them
+	revSGE   [1]ndk.SGE // -b: what they carry
+	failure  string     // why the loop gives the connection up ("" while fine)
+	lastRx   uint64     // the QP's RxPackets at the last idle check
 	lastRxAt time.Time
 	tourSent int
 }
@@ -144,6 +149,7 @@ const (
 	ctxRecv = 1
 	ctxSend = 2
 	ctxBind = 3
+	ctxRev  = 4 // the server's direction of a bidirectional test (-b)
 )
 
 // serve runs the server until ctx ends, then disconnects every connection, closes the
@@ -255,6 +261,7 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 	lastWork := time.Now()
 	give := func(i int, why string) []*conn {
 		k := conns[i]
+		k.leaveWindows()
 		conns = append(conns[:i], conns[i+1:]...)
 		s.work.Add(1)
 		go func() { defer s.work.Done(); s.closeConn(k, why) }()
@@ -272,7 +279,21 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 				return
 			}
 		}
-		work := false
+		// -e: a client that waits on notifications has the loop sleep as soon as a round
+		// finds nothing, rather than poll on (ProgressBusy's engine spins whatever it does).
+		events := 0
+		for _, k := range conns {
+			if k.req.Flags&proto.FlagEvents != 0 {
+				events++
+			}
+		}
+		spin := spinIdle
+		if events > 0 && spin > 0 {
+			spin = 0
+		}
+		polls := spin != 0 || s.n.cfg.progress == ndk.ProgressBusy
+		posted, nextPost := s.reverse(conns)
+		work := posted
 		for _, k := range conns {
 			n := k.cq.GetResultsEx(res[:])
 			for j := range res[:n] {
@@ -282,6 +303,7 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 				work = true
 			}
 		}
+		s.control(conns, polls)
 		if it&63 != 0 && work {
 			continue
 		}
@@ -312,13 +334,20 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 			lastWork = time.Now()
 			continue
 		}
-		if spinIdle < 0 || time.Since(lastWork) <= spinIdle {
+		if spin < 0 || time.Since(lastWork) <= spin || s.ctlWaiting(conns) {
 			if s.n.cfg.progress != ndk.ProgressInline {
 				runtime.Gosched() // the engine goroutine needs this thread's turn
 			}
 			continue
 		}
-		s.sleep(conns, stop)
+		d := 100 * time.Millisecond
+		if nextPost > 0 { // a paced direction of -b: wake for its next post
+			d = min(d, time.Duration(nextPost-clock()))
+			if d <= 0 {
+				continue
+			}
+		}
+		s.sleep(conns, stop, d)
 		lastWork = time.Now()
 	}
 }
@@ -334,13 +363,24 @@ func (s *server) take(k *conn) *conn {
 	return k
 }
 
-// sleep waits (adaptive progress) until a CQ notification, a new connection, a disconnect
-// or the stop, at most 100 ms.
-func (s *server) sleep(conns []*conn, stop <-chan struct{}) {
+// ctlWaiting reports a control command that waits for something other than a completion
+// (connections still on their way to the loop): the loop looks again without sleeping.
+func (s *server) ctlWaiting(conns []*conn) bool {
+	for _, k := range conns {
+		if k.ctl != nil && k.ctl.pending && k.ctl.cmd.Op == proto.CtlStart {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits until a CQ notification, a new connection, a disconnect or the stop, at most
+// d.
+func (s *server) sleep(conns []*conn, stop <-chan struct{}, d time.Duration) {
 	for _, k := range conns {
 		k.cq.Arm(ndk.NotifyAny)
 	}
-	t := time.NewTimer(100 * time.Millisecond)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-s.wake:

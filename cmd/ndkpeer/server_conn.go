@@ -16,18 +16,24 @@ import (
 // onConnect is the listener's callback (the adapter's event goroutine): it checks the
 // request and either rejects it at once or accepts it on a goroutine of its own.
 func (s *server) onConnect(c *ndk.Connector) {
+	var pd [proto.MaxPrivateData]byte
+	// A refusal is in the version of the request (a client of version 1 reads only that),
+	// or ours when the request's version is not one we speak.
+	version := uint8(proto.Version)
 	reject := func(code proto.RefuseCode, format string, args ...any) {
 		s.ctr.rejected.Add(1)
 		reason := fmt.Sprintf(format, args...)
-		_ = c.Reject(proto.Refusal{Code: code, Reason: reason}.Append(nil))
+		_ = c.Reject(proto.Refusal{Version: version, Code: code, Reason: reason}.Append(nil))
 		s.printf("refused %v: %s\n", c.PeerAddr(), reason)
 	}
 	if s.stopping.Load() {
 		reject(proto.RefuseStopping, "the server is stopping")
 		return
 	}
-	var pd [proto.MaxPrivateData]byte
 	_, _, size, err := c.GetConnectionData(pd[:])
+	if v := proto.VersionOf(pd[:min(size, len(pd))]); v >= proto.MinVersion && v <= proto.Version {
+		version = v
+	}
 	if err != nil {
 		reject(proto.RefuseBadRequest, "no connection data: %v", err)
 		return
@@ -69,8 +75,11 @@ func isVersionError(err error) bool { return errors.Is(err, proto.ErrVersion) }
 
 // bufferSize is the test buffer a request needs: its largest message, in whole pages.
 func bufferSize(req proto.Request) int64 {
-	if req.Kind == proto.KindTour {
+	switch req.Kind {
+	case proto.KindTour:
 		return tourBufSize
+	case proto.KindControl:
+		return ctlServerBuf
 	}
 	return (int64(req.MaxSize) + 4095) &^ 4095
 }
@@ -78,9 +87,12 @@ func bufferSize(req proto.Request) int64 {
 // accept sets a connection up (buffer, CQ, QP, receives) and accepts it with the Reply.
 func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 	k := &conn{s: s, id: s.nextID.Add(1), c: c, req: req, peer: c.PeerAddr(), since: time.Now()}
+	if req.Kind == proto.KindControl {
+		k.ctl = &ctlRun{k: k}
+	}
 	refuse := func(code proto.RefuseCode, what string, err error) {
 		s.ctr.rejected.Add(1)
-		_ = c.Reject(proto.Refusal{Code: code, Reason: fmt.Sprintf("%s: %v", what, err)}.Append(nil))
+		_ = c.Reject(proto.Refusal{Version: req.Version, Code: code, Reason: fmt.Sprintf("%s: %v", what, err)}.Append(nil))
 		s.printf("refused %v %v: %s: %v\n", k.peer, req.Kind, what, err)
 		k.release()
 	}
@@ -88,7 +100,7 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 		refuse(proto.RefuseMemory, "set up the connection", err)
 		return
 	}
-	reply := proto.Reply{Kind: req.Kind, Server: s.n.mode}
+	reply := proto.Reply{Version: req.Version, Kind: req.Kind, Server: s.n.mode}
 	switch req.Kind {
 	case proto.KindWriteLat, proto.KindWriteBW, proto.KindReadLat, proto.KindReadBW:
 		reply.BufAddr, reply.BufLen, reply.Token = k.mr.VA(), uint64(len(k.buf)), k.mr.RemoteToken()
@@ -108,8 +120,12 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 	if !k.fromUMEM {
 		where = "pinned Go memory"
 	}
-	s.printf("accepted %v %v (QP %d of %d, messages up to %s, session %08x): buffer %s in %s\n",
-		k.peer, req.Kind, req.QPIndex+1, req.QPs, humanBytes(uint64(req.MaxSize)), uint32(req.Session), humanBytes(uint64(len(k.buf))), where)
+	if req.Kind == proto.KindControl {
+		s.printf("accepted %v control connection of a run of %d QPs (session %08x, protocol %d)\n", k.peer, req.QPs, uint32(req.Session), req.Version)
+	} else {
+		s.printf("accepted %v %v (QP %d of %d, messages up to %s, session %08x): buffer %s in %s\n",
+			k.peer, req.Kind, req.QPIndex+1, req.QPs, humanBytes(uint64(req.MaxSize)), uint32(req.Session), humanBytes(uint64(len(k.buf))), where)
+	}
 	s.connMu.Lock()
 	s.live[k] = struct{}{}
 	s.connMu.Unlock()
@@ -154,12 +170,18 @@ func (k *conn) setup(size int64) error {
 	switch req.Kind {
 	case proto.KindTour:
 		recvs = tourRecvSlots
+	case proto.KindControl:
+		recvs = ctlServerSlots
 	case proto.KindSendLat, proto.KindSendBW:
 		recvs = max(recvs, 1)
 	default:
 		recvs = 0
 	}
-	const initiator = 64
+	initiator := 64
+	if req.Flags&proto.FlagBidirectional != 0 && req.Kind.Bandwidth() {
+		k.revCap = int(req.Depth) // -b: the server's own direction keeps as many outstanding
+		initiator = max(initiator, k.revCap+16)
+	}
 	var notify ndk.NotifyFunc
 	if k.s.n.cfg.progress != ndk.ProgressBusy {
 		notify = func(ndk.Status) { s.poke() } // the loop sleeps when idle (loop)
@@ -171,6 +193,15 @@ func (k *conn) setup(size int64) error {
 		InitiatorQueueDepth: initiator, InlineDataSize: int(req.InlineSize)}
 	if k.qp, err = s.pd.NewQP(qc); err != nil {
 		return fmt.Errorf("create QP: %w", err)
+	}
+	if req.Kind == proto.KindControl {
+		for i := range ctlServerSlots {
+			sge := []ndk.SGE{k.mr.SGE(k.buf[i*ctlServerSlotSz : i*ctlServerSlotSz+proto.CtlMsgLen])}
+			if err := k.qp.Receive(i, sge); err != nil {
+				return fmt.Errorf("post receive: %w", err)
+			}
+		}
+		return nil
 	}
 	if req.Kind == proto.KindTour {
 		for i := range tourRecvSlots {

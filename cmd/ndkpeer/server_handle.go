@@ -35,6 +35,9 @@ func (s *server) handle(k *conn, r *ndk.ResultEx) {
 	switch r.Type {
 	case ndk.OpTypeReceive, ndk.OpTypeReceiveAndInvalidate:
 	default:
+		if c, _ := r.RequestContext.(int); c == ctxRev {
+			k.revDone() // the server's direction of -b
+		}
 		return // our Sends and Binds
 	}
 	switch k.req.Kind {
@@ -57,6 +60,8 @@ func (s *server) handle(k *conn, r *ndk.ResultEx) {
 		}
 	case proto.KindTour:
 		s.tourMessage(k, r)
+	case proto.KindControl:
+		s.ctlMessage(k, r)
 	}
 }
 

@@ -83,7 +83,7 @@ func (s *server) snapshot() serverStats {
 	st.Connections = connStats{Active: int64(s.conns.Load()), Accepted: s.ctr.accepted.Load(),
 		Rejected: s.ctr.rejected.Load(), Closed: s.ctr.closed.Load(), Failed: s.ctr.failed.Load()}
 	st.Tests = map[string]uint64{}
-	for k := proto.KindSendLat; k <= proto.KindTour; k++ {
+	for k := proto.KindSendLat; k <= proto.MaxKind; k++ {
 		st.Tests[k.String()] = s.ctr.byKind[k].Load()
 	}
 	q := &st.QP
@@ -306,7 +306,7 @@ func printStats(w io.Writer, st serverStats) {
 	c := st.Connections
 	fmt.Fprintf(w, "  connections  %d active, %d accepted, %d refused, %d closed, %d failed to set up\n", c.Active, c.Accepted, c.Rejected, c.Closed, c.Failed)
 	var tests []string
-	for k := proto.KindSendLat; k <= proto.KindTour; k++ {
+	for k := proto.KindSendLat; k <= proto.MaxKind; k++ {
 		if n := st.Tests[k.String()]; n > 0 {
 			tests = append(tests, fmt.Sprintf("%s %d", k, n))
 		}

@@ -10,10 +10,34 @@
 //	                                               address, length, token, server mode)
 //	                    or ◄────────────────────── NdkReject(private = Refusal: code, reason)
 //
-// Every encoding is little-endian, starts with Magic and Version, and fits in the 196 bytes
-// of private data the transport carries (wire.MaxPrivateData). Parsers check the length,
-// the magic, the version and every field's range before they return a value, and never
-// panic on any input (FuzzParse).
+// With --cpu-util or -b a run opens one more connection, of KindControl, over which the
+// client and the server exchange CtlMsg Sends at the edges of the measured window (and
+// once per interval of a -D run):
+//
+//	client                                         server
+//	CtlStart (size, depth, rate, reverse?) ──────► note the CPU time (getrusage); with -b,
+//	                                               start Writes/Reads/Sends towards the client
+//	                    ◄────────────────────────── CtlCounters (all zero)
+//	CtlSample ───────────────────────────────────► CtlCounters: CPU and operations so far
+//	CtlStop ─────────────────────────────────────► stop the server's direction, drain it
+//	                    ◄────────────────────────── CtlCounters at the stop
+//
+// Every encoding is little-endian, starts with Magic and a version, and fits in the 196
+// bytes of private data the transport carries (wire.MaxPrivateData). Parsers check the
+// length, the magic, the version and every field's range before they return a value, and
+// never panic on any input (FuzzParse).
+//
+// # Versions
+//
+// Version 1 is the first protocol: a Request of 32 bytes, a Reply, a Refusal, TourMsg.
+// Version 2 adds the Request's flags (FlagEvents, FlagBidirectional, FlagCPU), the depth
+// and the client's buffer (for -b), KindControl and CtlMsg. A message is encoded in the
+// lowest version that carries it (Request.Append: version 1 unless a version 2 field is
+// set), so a run that uses nothing new still speaks version 1 and works with a server of
+// version 1; the server answers in the version of the request. A parser takes every
+// version from MinVersion to Version and fails with ErrVersion on any other; a server of
+// version 1 refuses a version 2 request with RefuseVersion, and the client then says
+// which options need a newer server.
 package proto
 
 import (
@@ -26,9 +50,12 @@ import (
 // Magic starts every message: "NDKP".
 var Magic = [4]byte{'N', 'D', 'K', 'P'}
 
-// Version is the protocol version this package speaks. A server refuses a Request of
-// another version with RefuseVersion.
-const Version = 1
+// Version is the newest protocol version this package speaks, MinVersion the oldest. A
+// server refuses a Request of a version outside [MinVersion, Version] with RefuseVersion.
+const (
+	Version    = 2
+	MinVersion = 1
+)
 
 // MaxPrivateData is the most private data a connection carries (NDK's 196 bytes,
 // wire.MaxPrivateData).
@@ -49,11 +76,16 @@ const (
 	KindWriteBW  Kind = 5 // pipelined Writes into the server's buffer
 	KindReadBW   Kind = 6 // pipelined Reads from the server's buffer
 	KindTour     Kind = 7 // the verbs tour: TourMsg commands over Send/Receive
+	KindControl  Kind = 8 // a run's control connection (version 2): CtlMsg over Send/Receive
+
+	// MaxKind is the largest kind.
+	MaxKind = KindControl
 )
 
 var kindNames = map[Kind]string{
 	KindSendLat: "send-lat", KindWriteLat: "write-lat", KindReadLat: "read-lat",
 	KindSendBW: "send-bw", KindWriteBW: "write-bw", KindReadBW: "read-bw", KindTour: "tour",
+	KindControl: "control",
 }
 
 // String returns the command name of the kind ("send-lat"), or "kind(N)".
@@ -80,7 +112,11 @@ func KindOf(name string) (Kind, bool) {
 // Latency reports whether the kind is a latency test (one operation at a time).
 func (k Kind) Latency() bool { return k == KindSendLat || k == KindWriteLat || k == KindReadLat }
 
-// Op is the verb a test measures: "Send", "Write" or "Read" (the tour: "tour").
+// Bandwidth reports whether the kind is a bandwidth test (operations pipelined).
+func (k Kind) Bandwidth() bool { return k == KindSendBW || k == KindWriteBW || k == KindReadBW }
+
+// Op is the verb a test measures: "Send", "Write" or "Read" (the tour: "tour"; the control
+// connection: "control").
 func (k Kind) Op() string {
 	switch k {
 	case KindSendLat, KindSendBW:
@@ -89,6 +125,8 @@ func (k Kind) Op() string {
 		return "Write"
 	case KindReadLat, KindReadBW:
 		return "Read"
+	case KindControl:
+		return "control"
 	}
 	return "tour"
 }
@@ -104,6 +142,27 @@ const (
 	MaxQPs = 64
 	// MaxRecvDepth is the most receives a Request may ask the server to keep posted.
 	MaxRecvDepth = 4096
+	// MaxDepth is the most operations a side keeps outstanding per QP (Request.Depth,
+	// CtlMsg.Depth).
+	MaxDepth = 4096
+)
+
+// Flags are a version 2 Request's options.
+type Flags uint8
+
+// The request flags.
+const (
+	// FlagEvents: the client waits for completions on notifications (-e); the server's
+	// loop then sleeps as soon as a round finds nothing instead of polling on.
+	FlagEvents Flags = 1 << iota
+	// FlagBidirectional: the server runs the same test towards the client (-b) when the
+	// control connection's CtlStart says so; it sizes the QP for Depth operations and, for
+	// Writes and Reads, targets the client's buffer (BufAddr, BufLen, Token).
+	FlagBidirectional
+	// FlagCPU: the client asks for the server's CPU time (--cpu-util).
+	FlagCPU
+
+	flagsKnown = FlagEvents | FlagBidirectional | FlagCPU
 )
 
 // Request is the client's Connect private data: the test and what the server must
@@ -122,27 +181,87 @@ type Request struct {
 	QPIndex, QPs uint16
 	// Session identifies the run: all its QPs carry the same random number.
 	Session uint64
+
+	// Version is the protocol version of the encoding: Append writes the larger of it and
+	// the lowest version that carries the request (0: that lowest version); a parsed
+	// request has the version it came in.
+	Version uint8
+	// Flags are the run's options (version 2).
+	Flags Flags
+	// Depth is the operations the client keeps outstanding per QP (version 2; with
+	// FlagBidirectional the server keeps as many).
+	Depth uint16
+	// BufAddr, BufLen and Token name the client's buffer (version 2, FlagBidirectional
+	// with Write and Read tests): the target of the server's Writes and the source of its
+	// Reads.
+	BufAddr, BufLen uint64
+	Token           uint32
 }
 
-// RequestLen is the encoded length of a Request.
-const RequestLen = 32
+// RequestLen is the encoded length of a version 1 Request, RequestLenV2 of a version 2 one.
+const (
+	RequestLen   = 32
+	RequestLenV2 = 64
+)
 
-// Append appends r's encoding to b.
+// version2 reports whether r sets a field that version 1 cannot carry.
+func (r Request) version2() bool {
+	return r.Flags != 0 || r.Depth != 0 || r.BufAddr != 0 || r.BufLen != 0 || r.Token != 0 || r.Kind == KindControl
+}
+
+// encodedVersion is the version Append writes.
+func (r Request) encodedVersion() uint8 {
+	v := r.Version
+	if v == 0 {
+		v = MinVersion
+	}
+	if r.version2() {
+		v = max(v, 2)
+	}
+	return v
+}
+
+// Append appends r's encoding to b: RequestLen bytes in version 1, RequestLenV2 in 2.
 func (r Request) Append(b []byte) []byte {
+	v := r.encodedVersion()
 	b = append(b, Magic[:]...)
-	b = append(b, Version, byte(r.Kind), 0, 0)
+	flags := byte(0)
+	if v >= 2 {
+		flags = byte(r.Flags)
+	}
+	b = append(b, v, byte(r.Kind), flags, 0)
 	b = binary.LittleEndian.AppendUint32(b, r.MaxSize)
 	b = binary.LittleEndian.AppendUint16(b, r.InlineSize)
 	b = binary.LittleEndian.AppendUint16(b, r.RecvDepth)
 	b = binary.LittleEndian.AppendUint16(b, r.QPIndex)
 	b = binary.LittleEndian.AppendUint16(b, r.QPs)
 	b = binary.LittleEndian.AppendUint64(b, r.Session)
-	return append(b, 0, 0, 0, 0)
+	if v < 2 {
+		return append(b, 0, 0, 0, 0)
+	}
+	b = binary.LittleEndian.AppendUint16(b, r.Depth)
+	b = append(b, 0, 0)
+	b = binary.LittleEndian.AppendUint64(b, r.BufAddr)
+	b = binary.LittleEndian.AppendUint64(b, r.BufLen)
+	b = binary.LittleEndian.AppendUint32(b, r.Token)
+	return append(b, make([]byte, RequestLenV2-52)...)
 }
 
 // Validate checks r's fields against the protocol's limits.
 func (r Request) Validate() error {
 	switch {
+	case r.Version > Version:
+		return fmt.Errorf("%w: request of version %d (this ndkpeer speaks %d to %d)", ErrVersion, r.Version, MinVersion, Version)
+	case r.Version == 1 && r.version2():
+		return fmt.Errorf("%w: a version 1 request with version 2 fields", ErrMalformed)
+	case r.Flags&^flagsKnown != 0:
+		return fmt.Errorf("%w: unknown request flags %#x", ErrMalformed, uint8(r.Flags))
+	case r.Depth > MaxDepth:
+		return fmt.Errorf("%w: depth %d over %d", ErrMalformed, r.Depth, MaxDepth)
+	case r.Flags&FlagBidirectional != 0 && !r.Kind.Bandwidth() && r.Kind != KindControl:
+		return fmt.Errorf("%w: bidirectional %v test", ErrMalformed, r.Kind)
+	case r.BufAddr+r.BufLen < r.BufAddr:
+		return fmt.Errorf("%w: buffer %#x+%d wraps", ErrMalformed, r.BufAddr, r.BufLen)
 	case !r.Kind.Valid():
 		return fmt.Errorf("%w: unknown test kind %d", ErrMalformed, r.Kind)
 	case r.MaxSize < 1 || r.MaxSize > MaxSize:
@@ -160,29 +279,45 @@ func (r Request) Validate() error {
 // ErrVersion is wrapped by the parse error of a message of another protocol version.
 var ErrVersion = errors.New("ndkpeer protocol: other version")
 
-// header checks the magic and version of b, which must be at least n bytes long.
-func header(b []byte, n int, what string) error {
-	if len(b) < 6 {
-		return fmt.Errorf("%w: %s of %d bytes", ErrMalformed, what, len(b))
+// VersionOf returns the protocol version of an encoded message (0 if b is too short or
+// lacks the magic), for a message that failed to parse with ErrVersion.
+func VersionOf(b []byte) uint8 {
+	if len(b) < 5 || [4]byte(b[:4]) != Magic {
+		return 0
 	}
-	if [4]byte(b[:4]) != Magic {
-		return fmt.Errorf("%w: %s without the ndkpeer magic", ErrMalformed, what)
-	}
-	if b[4] != Version {
-		return fmt.Errorf("%w: %s of version %d (this ndkpeer speaks %d)", ErrVersion, what, b[4], Version)
-	}
-	if len(b) < n {
-		return fmt.Errorf("%w: %s of %d bytes (want %d)", ErrMalformed, what, len(b), n)
-	}
-	return nil
+	return b[4]
 }
 
-// ParseRequest decodes and validates a Request.
+// header checks the magic and version of b, which must be at least n bytes long (n2 in
+// version 2 and later), and returns the version.
+func header(b []byte, n, n2 int, what string) (uint8, error) {
+	if len(b) < 6 {
+		return 0, fmt.Errorf("%w: %s of %d bytes", ErrMalformed, what, len(b))
+	}
+	if [4]byte(b[:4]) != Magic {
+		return 0, fmt.Errorf("%w: %s without the ndkpeer magic", ErrMalformed, what)
+	}
+	v := b[4]
+	if v < MinVersion || v > Version {
+		return 0, fmt.Errorf("%w: %s of version %d (this ndkpeer speaks %d to %d)", ErrVersion, what, v, MinVersion, Version)
+	}
+	if v >= 2 {
+		n = n2
+	}
+	if len(b) < n {
+		return 0, fmt.Errorf("%w: %s of %d bytes (want %d)", ErrMalformed, what, len(b), n)
+	}
+	return v, nil
+}
+
+// ParseRequest decodes and validates a Request of any version from MinVersion to Version.
 func ParseRequest(b []byte) (Request, error) {
-	if err := header(b, RequestLen, "request"); err != nil {
+	v, err := header(b, RequestLen, RequestLenV2, "request")
+	if err != nil {
 		return Request{}, err
 	}
 	r := Request{
+		Version:    v,
 		Kind:       Kind(b[5]),
 		MaxSize:    binary.LittleEndian.Uint32(b[8:]),
 		InlineSize: binary.LittleEndian.Uint16(b[12:]),
@@ -190,6 +325,15 @@ func ParseRequest(b []byte) (Request, error) {
 		QPIndex:    binary.LittleEndian.Uint16(b[16:]),
 		QPs:        binary.LittleEndian.Uint16(b[18:]),
 		Session:    binary.LittleEndian.Uint64(b[20:]),
+	}
+	if v >= 2 {
+		r.Flags = Flags(b[6])
+		r.Depth = binary.LittleEndian.Uint16(b[28:])
+		r.BufAddr = binary.LittleEndian.Uint64(b[32:])
+		r.BufLen = binary.LittleEndian.Uint64(b[40:])
+		r.Token = binary.LittleEndian.Uint32(b[48:])
+	} else if r.Kind == KindControl {
+		return Request{}, fmt.Errorf("%w: a control connection in a version 1 request", ErrMalformed)
 	}
 	if err := r.Validate(); err != nil {
 		return Request{}, err
@@ -265,7 +409,10 @@ const (
 
 // Reply is the server's Accept private data.
 type Reply struct {
-	Kind Kind
+	// Version is the protocol version of the encoding: the server answers in its request's
+	// (0: Version).
+	Version uint8
+	Kind    Kind
 	// BufAddr, BufLen and Token name the server's test buffer (its MR's virtual address,
 	// length and remote token): the target of Writes and the source of Reads. Zero for
 	// Send tests and the tour.
@@ -281,7 +428,7 @@ const ReplyLen = 48
 // Append appends r's encoding to b.
 func (r Reply) Append(b []byte) []byte {
 	b = append(b, Magic[:]...)
-	b = append(b, Version, byte(r.Kind), 0, 0)
+	b = append(b, orVersion(r.Version), byte(r.Kind), 0, 0)
 	b = binary.LittleEndian.AppendUint64(b, r.BufAddr)
 	b = binary.LittleEndian.AppendUint64(b, r.BufLen)
 	b = binary.LittleEndian.AppendUint32(b, r.Token)
@@ -304,11 +451,13 @@ func (r Reply) Append(b []byte) []byte {
 
 // ParseReply decodes a Reply and checks that it answers a request of kind want.
 func ParseReply(b []byte, want Kind) (Reply, error) {
-	if err := header(b, ReplyLen, "reply"); err != nil {
+	v, err := header(b, ReplyLen, ReplyLen, "reply")
+	if err != nil {
 		return Reply{}, err
 	}
 	f := b[30]
 	r := Reply{
+		Version: v,
 		Kind:    Kind(b[5]),
 		BufAddr: binary.LittleEndian.Uint64(b[8:]),
 		BufLen:  binary.LittleEndian.Uint64(b[16:]),
@@ -349,7 +498,10 @@ const (
 
 // Refusal is the server's Reject private data.
 type Refusal struct {
-	Code RefuseCode
+	// Version is the protocol version of the encoding (0: Version); a refusal with
+	// RefuseVersion from an older server carries that server's version.
+	Version uint8
+	Code    RefuseCode
 	// Reason is a one-line explanation for the user (at most MaxReason bytes of UTF-8).
 	Reason string
 }
@@ -366,13 +518,22 @@ func (r Refusal) Append(b []byte) []byte {
 		reason = reason[:len(reason)-n]
 	}
 	b = append(b, Magic[:]...)
-	b = append(b, Version, byte(r.Code), byte(len(reason)), 0)
+	b = append(b, orVersion(r.Version), byte(r.Code), byte(len(reason)), 0)
 	return append(b, reason...)
+}
+
+// orVersion is v, or Version if v is 0.
+func orVersion(v uint8) uint8 {
+	if v == 0 {
+		return Version
+	}
+	return v
 }
 
 // ParseRefusal decodes a Refusal.
 func ParseRefusal(b []byte) (Refusal, error) {
-	if err := header(b, 8, "refusal"); err != nil {
+	v, err := header(b, 8, 8, "refusal")
+	if err != nil {
 		return Refusal{}, err
 	}
 	n := int(b[6])
@@ -387,5 +548,5 @@ func ParseRefusal(b []byte) (Refusal, error) {
 	if code < RefuseBadRequest || code > RefuseStopping {
 		return Refusal{}, fmt.Errorf("%w: refusal code %d", ErrMalformed, code)
 	}
-	return Refusal{Code: code, Reason: string(reason)}, nil
+	return Refusal{Version: v, Code: code, Reason: string(reason)}, nil
 }

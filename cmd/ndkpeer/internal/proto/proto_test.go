@@ -8,7 +8,7 @@ import (
 )
 
 func TestRequestRoundTrip(t *testing.T) {
-	r := Request{Kind: KindWriteBW, MaxSize: 8 << 20, InlineSize: 256, RecvDepth: 512, QPIndex: 1, QPs: 2, Session: 0x0102030405060708}
+	r := Request{Version: 1, Kind: KindWriteBW, MaxSize: 8 << 20, InlineSize: 256, RecvDepth: 512, QPIndex: 1, QPs: 2, Session: 0x0102030405060708}
 	b := r.Append(nil)
 	if len(b) != RequestLen {
 		t.Fatalf("encoded %d bytes, want %d", len(b), RequestLen)
@@ -56,7 +56,7 @@ func TestParseRequestRejects(t *testing.T) {
 }
 
 func TestReplyRoundTrip(t *testing.T) {
-	r := Reply{Kind: KindReadLat, BufAddr: 0x7f0000001000, BufLen: 1 << 20, Token: 0xdeadbeef,
+	r := Reply{Version: Version, Kind: KindReadLat, BufAddr: 0x7f0000001000, BufLen: 1 << 20, Token: 0xdeadbeef,
 		Server: Mode{Attach: AttachNative, Progress: ProgressInline, ZeroCopy: true, NeedWakeup: true,
 			MTU: 9000, MaxPayload: 8972, Served: 4, Queues: 4}}
 	b := r.Append(nil)
@@ -85,7 +85,7 @@ func TestReplyRoundTrip(t *testing.T) {
 }
 
 func TestRefusalRoundTrip(t *testing.T) {
-	r := Refusal{Code: RefuseLimit, Reason: "size 32 MiB over the server's limit 16 MiB"}
+	r := Refusal{Version: Version, Code: RefuseLimit, Reason: "size 32 MiB over the server's limit 16 MiB"}
 	got, err := ParseRefusal(r.Append(nil))
 	if err != nil || got != r {
 		t.Fatalf("got %+v, %v; want %+v", got, err, r)
@@ -131,7 +131,7 @@ func TestTourMsgRoundTrip(t *testing.T) {
 }
 
 func TestKindNames(t *testing.T) {
-	for k := KindSendLat; k <= KindTour; k++ {
+	for k := KindSendLat; k <= MaxKind; k++ {
 		got, ok := KindOf(k.String())
 		if !ok || got != k {
 			t.Errorf("KindOf(%q) = %v, %v", k.String(), got, ok)
@@ -140,8 +140,8 @@ func TestKindNames(t *testing.T) {
 	if _, ok := KindOf("send-lat "); ok {
 		t.Error("KindOf accepted a name with a trailing space")
 	}
-	if Kind(0).Valid() || Kind(8).Valid() {
-		t.Error("kinds 0 and 8 reported valid")
+	if Kind(0).Valid() || (MaxKind + 1).Valid() {
+		t.Error("kinds 0 and MaxKind+1 reported valid")
 	}
 }
 
@@ -153,13 +153,16 @@ func FuzzParse(f *testing.F) {
 	f.Add(Refusal{Code: RefuseMemory, Reason: "no memory"}.Append(nil))
 	f.Add(TourMsg{Op: TourBind, Len: 4096}.Append(nil))
 	f.Add([]byte("NDKP\x01"))
+	f.Add(Request{Kind: KindWriteBW, MaxSize: 65536, QPs: 1, Flags: FlagBidirectional | FlagEvents, Depth: 16, BufAddr: 4096, BufLen: 65536, Token: 9}.Append(nil))
+	f.Add(CtlMsg{Op: CtlStart, Flags: CtlReverse, Kind: KindSendBW, Size: 64, Depth: 128, Rate: 2000}.Append(nil))
+	f.Add(CtlMsg{Op: CtlCounters, Flags: CtlPolls, Ops: 7, ElapsedNs: 1e9, LastNs: 9e8, UserNs: 5e8, SysNs: 1e8}.Append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := ParseRequest(b); err == nil {
 			if again, err := ParseRequest(r.Append(nil)); err != nil || again != r {
 				t.Fatalf("request %+v: round trip gave %+v, %v", r, again, err)
 			}
 		}
-		for k := KindSendLat; k <= KindTour; k++ {
+		for k := KindSendLat; k <= MaxKind; k++ {
 			if r, err := ParseReply(b, k); err == nil {
 				if again, err := ParseReply(r.Append(nil), k); err != nil || again != r {
 					t.Fatalf("reply %+v: round trip gave %+v, %v", r, again, err)
@@ -169,6 +172,11 @@ func FuzzParse(f *testing.F) {
 		if r, err := ParseRefusal(b); err == nil {
 			if again, err := ParseRefusal(r.Append(nil)); err != nil || again != r {
 				t.Fatalf("refusal %+v: round trip gave %+v, %v", r, again, err)
+			}
+		}
+		if m, err := ParseCtlMsg(b); err == nil {
+			if again, err := ParseCtlMsg(m.Append(nil)); err != nil || again != m {
+				t.Fatalf("control message %+v: round trip gave %+v, %v", m, again, err)
 			}
 		}
 		if m, err := ParseTourMsg(b); err == nil {

@@ -43,10 +43,11 @@ type TourMsg struct {
 // TourMsgLen is the encoded length of a TourMsg: the size of the receives both sides post.
 const TourMsgLen = 24
 
-// Append appends m's encoding to b.
+// Append appends m's encoding to b. Tour messages are the same in every version and are
+// encoded as version 1, which every ndkpeer reads.
 func (m TourMsg) Append(b []byte) []byte {
 	b = append(b, Magic[:]...)
-	b = append(b, Version, byte(m.Op), 0, 0)
+	b = append(b, MinVersion, byte(m.Op), 0, 0)
 	b = binary.LittleEndian.AppendUint64(b, m.Addr)
 	b = binary.LittleEndian.AppendUint32(b, m.Len)
 	return binary.LittleEndian.AppendUint32(b, m.Token)
@@ -54,7 +55,7 @@ func (m TourMsg) Append(b []byte) []byte {
 
 // ParseTourMsg decodes a tour message.
 func ParseTourMsg(b []byte) (TourMsg, error) {
-	if err := header(b, TourMsgLen, "tour message"); err != nil {
+	if _, err := header(b, TourMsgLen, TourMsgLen, "tour message"); err != nil {
 		return TourMsg{}, err
 	}
 	m := TourMsg{
