@@ -53,13 +53,14 @@ func (cq *CQ) FD() (int, error) {
 // block: Close waits for a kick or clear in progress (users) before it closes the
 // descriptor, so that neither writes to or reads from a number the process reuses.
 type cqFD struct {
-	mu    sync.Mutex   // creation and close
-	fd    atomic.Int32 // the eventfd + 1; 0: none
-	users atomic.Int32 // kicks and clears in progress
-	shut  atomic.Bool  // closing: no new kick or clear uses fd
-	set   atomic.Bool  // written since the last clear
-	one   [8]byte      // the 1 that a kick adds
-	buf   [8]byte      // clear's read buffer
+	mu    sync.Mutex    // creation and close
+	fd    atomic.Int32  // the eventfd + 1; 0: none
+	users atomic.Int32  // kicks and clears in progress
+	shut  atomic.Bool   // closing: no new kick or clear uses fd
+	kicks atomic.Uint64 // kicks that have written (counted after their write)
+	seen  uint64        // kicks when clear last read; consumer only
+	one   [8]byte       // the 1 that a kick adds
+	buf   [8]byte       // clear's read buffer
 }
 
 // kick makes the FD readable, if there is one.
@@ -70,16 +71,22 @@ func (f *cqFD) kick() {
 	f.users.Add(1)
 	if v := f.fd.Load(); v != 0 && !f.shut.Load() {
 		_, _ = unix.Write(int(v-1), f.one[:]) // EAGAIN only if the count would overflow: readable anyway
-		f.set.Store(true)                     // after the write: a clear that saw it reads it
+		f.kicks.Add(1)                        // after the write: a clear that sees it reads it
 	}
 	f.users.Add(-1)
 }
 
-// clear reads the FD if a kick wrote to it since the last clear. Consumer goroutine.
+// clear reads the FD if a kick has written to it since the last clear (one system call;
+// none when nothing was kicked). A kick whose write comes before a clear and whose count
+// after it leaves the FD readable until the next clear: a wake with nothing new, which FD's
+// doc allows. A reader of the FD itself (which FD's doc allows too) costs the next clear
+// one read that finds nothing.
 func (f *cqFD) clear() {
-	if !f.set.Load() || !f.set.Swap(false) {
+	k := f.kicks.Load()
+	if k == f.seen {
 		return
 	}
+	f.seen = k
 	f.users.Add(1)
 	if v := f.fd.Load(); v != 0 && !f.shut.Load() {
 		_, _ = unix.Read(int(v-1), f.buf[:])

@@ -111,3 +111,38 @@ func TestCQFD(t *testing.T) {
 		t.Fatalf("FD after Close: %v", err)
 	}
 }
+
+// clear reads the FD only when a kick finished since the last clear, and a read of the FD
+// by the application (which FD's doc allows) costs the next clear one empty read, not one
+// per Poll from then on.
+func TestCQFDClearReadsOncePerKick(t *testing.T) {
+	a := cqAdapter(t)
+	cq, _ := a.NewCQ(8, nil)
+	fd, err := cq.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &cq.fd
+	f.kick()
+	if !readable(t, fd, 0) {
+		t.Fatal("not readable after a kick")
+	}
+	f.clear()
+	if readable(t, fd, 0) {
+		t.Fatal("readable after the clear")
+	}
+	f.kick()
+	var buf [8]byte
+	if _, err := unix.Read(fd, buf[:]); err != nil { // the application clears it itself
+		t.Fatal(err)
+	}
+	seen := f.seen
+	f.clear() // reads nothing, catches up
+	if f.seen == seen || f.seen != f.kicks.Load() {
+		t.Fatalf("clear did not catch up with the kicks: seen %d, kicks %d", f.seen, f.kicks.Load())
+	}
+	f.clear() // nothing new: no read
+	if f.seen != f.kicks.Load() || readable(t, fd, 0) {
+		t.Fatal("state changed without a kick")
+	}
+}
