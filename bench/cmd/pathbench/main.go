@@ -85,12 +85,12 @@ func besideNDK(path string, res *pathbench.Results) {
 	if err != nil {
 		return
 	}
-	rec := nres.Find(ndkbench.Ref{Benchmark: ndkbench.BenchGoodput, System: ndkbench.SystemNDK(ndkbench.ModeInline),
-		Op: ndkbench.OpWriteUMEM, Size: ndkbench.GoodputSize, Metric: ndkbench.MetricGbps})
+	rec := nres.Find(report.Key{Bench: ndkbench.Tool, Scenario: ndkbench.BenchGoodput, System: ndkbench.SystemNDK(ndkbench.ModeInline),
+		Operation: ndkbench.OpWriteUMEM, Size: ndkbench.GoodputSize, Metric: ndkbench.MetricGbps})
 	if rec == nil {
 		return
 	}
-	fmt.Printf("\nbeside ndkbench (%s, %s): 64 KiB Write goodput, plain bed, no loss: %.2f Gbit/s\n", path, nres.Header.Date, rec.Value)
+	fmt.Printf("\nbeside ndkbench (%s, %s): 64 KiB Write goodput, plain bed, no loss: %.2f Gbit/s\n", path, nres.Header.Time, rec.Value)
 	w := func(sc string) *pathbench.Record {
 		return res.Find(pathbench.Ref{Benchmark: sc, System: pathbench.SystemNDK, Op: pathbench.OpWrite, Size: pathbench.WriteSize, Metric: pathbench.MetricGoodput})
 	}
