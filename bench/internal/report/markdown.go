@@ -206,7 +206,7 @@ func writeRow(b *strings.Builder, cells []string) {
 }
 
 // FormatValue formats a figure for a table with about three significant digits: 431k,
-// 1.52M, 12.3, 0.0123.
+// 1.52M, 12.3, 0.0123; an integer below 10000 as one (a count, a limit of 2).
 func FormatValue(v float64) string {
 	a := math.Abs(v)
 	switch {
@@ -214,6 +214,8 @@ func FormatValue(v float64) string {
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	case v == 0:
 		return "0"
+	case a < 1e4 && v == math.Trunc(v):
+		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 1e10:
 		return strconv.FormatFloat(v/1e9, 'f', 0, 64) + "G"
 	case a >= 1e9:

@@ -15,15 +15,15 @@ func TestWriteMarkdown(t *testing.T) {
 		"**comparebench**: veth, MTU 9000, 2 queues (two network namespaces); median of 3 runs\n",
 		"| scenario | operation | size | metric | xdpndk-inline | raw-xdpndk | qperf-tcp | sockperf-udp | raw-asavie |\n",
 		"| --- | --- | --: | --- | --: | --: | --: | --: | --: |\n",
-		"| pingpong | ping-pong | 64 | rtt_p50_us |  | 7.35 |  | 26.2 | 8.00 |\n",
+		"| pingpong | ping-pong | 64 | rtt_p50_us |  | 7.35 |  | 26.2 | 8 |\n",
 		"| pingpong | ping-pong | 16 KiB | rtt_p50_us |  | 96.6 |  | 345 | unsupported |\n",
 		"| pingpong | send/recv | 64 KiB | cpu_us_per_msg | 20.4 |",
 		"**transportbench**: simlink, MTU 1500, 1 queue (virtual time); median of 1 run\n",
 		"| scenario | operation | size | params | metric | selective |\n",
-		"| goodput | write | 64 KiB | loss_pct=1 | gbit_per_s | 8.00 |\n",
+		"| goodput | write | 64 KiB | loss_pct=1 | gbit_per_s | 8 |\n",
 		"| bench | goal | value | target | verdict | note |\n",
 		"| comparebench | ndk ping-pong p50 / raw ping-pong p50 | 1.29 | <= 1.50 | met |  |\n",
-		"| comparebench | ndk 64 KiB goodput / iperf3 TCP goodput | 0.400 | >= 1.00 | reported: NOT met | not required: TCP coalesces",
+		"| comparebench | ndk 64 KiB goodput / iperf3 TCP goodput | 0.400 | >= 1 | reported: NOT met | not required: TCP coalesces",
 		"| comparebench | ndk 64 B msg/s / raw msg/s | 0.500 | >= 0.700 | **NOT met** |  |\n",
 		"| comparebench | idle CPU | - | < 0.0100 cores | not evaluated | the idle figure failed |\n",
 	} {
@@ -48,7 +48,7 @@ func TestWriteMarkdown(t *testing.T) {
 
 func TestFormatValue(t *testing.T) {
 	for v, want := range map[float64]string{
-		0: "0", 7: "7.00", 12.34: "12.3", 431: "431", 9999: "9999", 43100: "43.1k", 431000: "431k",
+		0: "0", 7: "7", 7.5: "7.50", 12.34: "12.3", 431: "431", 9999: "9999", 43100: "43.1k", 431000: "431k",
 		1.5e6: "1.50M", 2.5e9: "2.50G", 1.5e11: "150G", 0.0123: "0.0123", -3.5: "-3.50",
 	} {
 		if got := FormatValue(v); got != want {
