@@ -158,7 +158,11 @@ func (r *Results) Document() *report.Document {
 	h.Notes = slices.Clone(r.Header.Notes)
 	d := report.NewDocument(h)
 	for _, rec := range r.Records {
-		d.Records = append(d.Records, report.ToRecord(Tool, rec.Subject, nil, rec.Figure))
+		dr := report.ToRecord(Tool, rec.Subject, nil, rec.Figure)
+		if dr.Metric == MetricGbps && dr.Note == "" {
+			dr.Note = "IP packet bytes"
+		}
+		d.Records = append(d.Records, dr)
 	}
 	return d.Canonical()
 }

@@ -251,7 +251,7 @@ func (r *Results) Document() *report.Document {
 func recordNote(rec Record) string {
 	switch {
 	case rec.Metric == MetricCPUOp || rec.Metric == MetricCore && rec.Benchmark != BenchIdle:
-		return "process CPU (user+system, both hosts in one process) over the window; with inline progress both loops poll: a whole core each"
+		return "process CPU (user+system, both hosts in one process) over the window; with inline progress both loops poll, a whole core each when they get one"
 	case rec.Benchmark == BenchOneWay && rec.Metric == MetricGbps:
 		return "IP packet bytes"
 	case rec.Benchmark == BenchGoodput && rec.Metric == MetricGbps:

@@ -76,7 +76,7 @@ func drawAll(d *document, dir string, skip *regexp.Regexp) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	st := newStyler(d)
+	st := newStyler(d, metricRTTP50, metricGbps, metricMsg, metricCPUMsg)
 	host := hostLine(d)
 	figs := map[string]func() (*figure, error){
 		fileLatency: func() (*figure, error) {

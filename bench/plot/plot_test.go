@@ -148,6 +148,10 @@ func TestSelectSeries(t *testing.T) {
 			t.Errorf("a record with params was drawn: %+v", s)
 		}
 	}
+	// Colors go to the systems the figures draw: not to transportbench's modes.
+	if st := newStyler(d, metricRTTP50, metricGbps); slices.Contains(st.systems, "selective") || st.systems[0] != "xdpndk-inline" {
+		t.Errorf("styled systems %q", st.systems)
+	}
 	ss = selectSeries(d, selection{metric: metricCPUMsg, sizes: []int{64}, skip: regexp.MustCompile(`/qperf-tcp/`)})
 	if got := labels(ss); !slices.Equal(got, []string{"xdpndk-inline", "raw-xdpndk", "sockperf-udp"}) || len(ss[0].points) != 1 {
 		t.Errorf("cpu series at 64 B without qperf: %q", got)

@@ -166,11 +166,12 @@ type styler struct {
 	systems []string
 }
 
-// newStyler orders d's systems by their first record.
-func newStyler(d *document) *styler {
+// newStyler orders the systems of d's records that the figures may draw (no params, one
+// of metrics) by their first record.
+func newStyler(d *document, metrics ...string) *styler {
 	st := &styler{}
 	for _, r := range d.Records {
-		if !slices.Contains(st.systems, r.System) {
+		if len(r.Params) == 0 && slices.Contains(metrics, r.Metric) && !slices.Contains(st.systems, r.System) {
 			st.systems = append(st.systems, r.System)
 		}
 	}
