@@ -37,6 +37,7 @@ func run() int {
 		quiet     = flag.Bool("q", false, "do not print progress lines")
 	)
 	flag.Parse()
+	report.ThisBuild() // the commit at the start of the run (git may be asked), not at its end
 	o := def
 	o.Scenarios = pathbench.ParseScenarios(*scenarios)
 	o.Runs, o.Duration, o.Warmup = *runs, *duration, *warmup

@@ -25,10 +25,12 @@ func (f *Flags) Define(out, quickUsage string) {
 	flag.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this `file` (go tool pprof)")
 }
 
-// Parse parses the command line and starts the CPU profile if -cpuprofile asks for one.
+// Parse parses the command line and starts the CPU profile if -cpuprofile asks for one;
+// it also fixes the run's Build (ThisBuild) before the run starts.
 // It returns the function that ends the profile, and the names of the flags the command
 // line set (to tell an explicit flag from a default that -quick replaces).
 func (f *Flags) Parse() (stop func(), set map[string]bool, err error) {
+	ThisBuild() // the commit at the start of the run (git may be asked), not at its end
 	flag.Parse()
 	set = map[string]bool{}
 	flag.Visit(func(fl *flag.Flag) { set[fl.Name] = true })

@@ -28,7 +28,8 @@ type MarkdownOptions struct {
 
 // WriteMarkdown writes d as Markdown tables: for each bench, a caption (the bed, the
 // number of runs) and a table with the systems as columns and one row per (scenario,
-// operation, size, params, metric), each cell the median; then one table of every goal,
+// operation, size, params, metric), each cell the median, and the list of the bench's
+// failed measurements (its FAILED notes, without their counters); then one table of every goal,
 // with its value, its target and "met" or "NOT met" (a required goal not met in bold; a
 // goal that is only reported says so, with its reason).
 func WriteMarkdown(w io.Writer, d *Document, o MarkdownOptions) error {
@@ -142,6 +143,27 @@ func writeBenchTable(b *strings.Builder, d *Document, tool string, o MarkdownOpt
 		writeRow(b, line)
 	}
 	b.WriteString("\n")
+	writeFailures(b, h.Notes)
+}
+
+// writeFailures lists the failed measurements among a header's notes (FailedNote), each
+// up to its diagnostic counters.
+func writeFailures(b *strings.Builder, notes []string) {
+	n := 0
+	for _, note := range notes {
+		if !IsFailed(note) {
+			continue
+		}
+		if n == 0 {
+			b.WriteString("Failed in this run (the figures hold the other runs):\n\n")
+		}
+		n++
+		short, _, _ := strings.Cut(note, "; counters")
+		fmt.Fprintf(b, "- %s\n", short)
+	}
+	if n > 0 {
+		b.WriteString("\n")
+	}
 }
 
 // sameFigure reports whether x and y are the same row (the unit aside).

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,17 @@ func TestWriteMarkdown(t *testing.T) {
 	// Headline metrics only, in their order within a row group; rows of one metric by size.
 	if strings.Contains(out, "samples") || strings.Index(out, "| 64 | rtt_p50_us |") > strings.Index(out, "| 64 | rtt_p99_us |") {
 		t.Errorf("rows not as selected and ordered:\n%s", out)
+	}
+
+	// A failed measurement is listed under its bench's table, without its counters.
+	d := sampleDocument()
+	d.Sources[1].Notes = append(d.Sources[1].Notes, FailedNote(errors.New("selective, seed 2: stalled; counters: [A: ...]")))
+	b.Reset()
+	if err := WriteMarkdown(&b, d, MarkdownOptions{NoGoals: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "| 8 |\n\nFailed in this run (the figures hold the other runs):\n\n- FAILED: selective, seed 2: stalled\n") || strings.Contains(out, "counters") {
+		t.Errorf("failures not listed under their bench:\n%s", out)
 	}
 
 	// Without a metric filter every metric shows, unsupported as its own row.

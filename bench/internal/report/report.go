@@ -26,6 +26,11 @@ type Host struct {
 	Go     string `json:"go"`     // runtime.Version()
 }
 
+// String describes h: "vm (AMD EPYC, 2 CPUs, Linux 6.18.44, go1.26.8)".
+func (h Host) String() string {
+	return fmt.Sprintf("%s (%s, %d CPUs, Linux %s, %s)", h.Name, h.CPU, h.CPUs, h.Kernel, h.Go)
+}
+
 // ThisHost returns the Host this process runs on.
 func ThisHost() Host {
 	return Host{

@@ -71,6 +71,22 @@ type Build struct {
 	Modified bool `json:"modified"`
 }
 
+// String describes b: "commit 0123456789ab (version (devel))", "with uncommitted changes"
+// added when Modified.
+func (b Build) String() string {
+	c := b.Commit
+	if c == "" {
+		c = "an unknown commit"
+	} else {
+		c = "commit " + c[:min(12, len(c))]
+	}
+	s := fmt.Sprintf("%s (version %s)", c, b.Version)
+	if b.Modified {
+		s += " with uncommitted changes"
+	}
+	return s
+}
+
 // Bed describes the test bed: the link between the hosts and its configuration.
 type Bed struct {
 	// Link is the kind of link: "veth" (two network namespaces), "simlink" (the simulated
@@ -240,8 +256,8 @@ var (
 	buildInfo Build
 )
 
-// ThisBuild returns the Build of this process: the main module's version and VCS
-// settings from debug.ReadBuildInfo. A build without VCS stamping (go run, a git
+// ThisBuild returns the Build of this process, found on the first call (a command makes
+// it before its run): the main module's version and VCS settings from debug.ReadBuildInfo. A build without VCS stamping (go run, a git
 // worktree, -buildvcs=false) has no revision; then the commit is what `git rev-parse HEAD`
 // says in the working directory, if git is there, and Modified what `git status` says of
 // tracked files.
@@ -435,10 +451,10 @@ func Merge(docs ...*Document) (*Document, error) {
 			h.Bed = Bed{Link: "mixed", Detail: "the beds differ: see each source's header"}
 		}
 		if s.Host != sources[0].Host {
-			h.Notes = append(h.Notes, fmt.Sprintf("%s ran on another machine than %s: %+v", s.Tool, sources[0].Tool, s.Host))
+			h.Notes = append(h.Notes, fmt.Sprintf("%s ran on %s, %s on %s", s.Tool, s.Host, sources[0].Tool, sources[0].Host))
 		}
 		if s.Build != sources[0].Build {
-			h.Notes = append(h.Notes, fmt.Sprintf("%s ran another build than %s: %+v", s.Tool, sources[0].Tool, s.Build))
+			h.Notes = append(h.Notes, fmt.Sprintf("%s ran %s, %s %s", s.Tool, s.Build, sources[0].Tool, sources[0].Build))
 		}
 	}
 	out := NewDocument(h)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -273,8 +272,14 @@ func TestMerge(t *testing.T) {
 	if len(m.Sources) != 3 || len(m.Records) != len(d.Records) || len(m.Goals) != len(d.Goals) {
 		t.Errorf("merge of a merge: %d sources, %d records, %d goals", len(m.Sources), len(m.Records), len(m.Goals))
 	}
-	if len(m.Header.Notes) != 1 || !strings.Contains(m.Header.Notes[0], "another machine") {
+	if len(m.Header.Notes) != 1 || m.Header.Notes[0] != "pathbench ran on otherhost (Example CPU @ 3.0GHz, 2 CPUs, Linux 6.18.0, go1.26.0), comparebench on benchhost (Example CPU @ 3.0GHz, 2 CPUs, Linux 6.18.0, go1.26.0)" {
 		t.Errorf("notes %q, want one about the other machine", m.Header.Notes)
+	}
+	extra = NewDocument(sampleHeader("pathbench", Bed{}))
+	extra.Header.Build.Modified = true
+	if m, err = Merge(d, extra); err != nil || len(m.Header.Notes) != 1 ||
+		m.Header.Notes[0] != "pathbench ran commit 0123456789ab (version (devel)) with uncommitted changes, comparebench commit 0123456789ab (version (devel))" {
+		t.Errorf("merge of another build: %v, notes %q", err, m.Header.Notes)
 	}
 	if _, err := Merge(d, sampleDocument()); err == nil {
 		t.Error("merging two documents of the same tools: no error")
