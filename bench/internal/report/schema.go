@@ -71,16 +71,16 @@ type Build struct {
 	Modified bool `json:"modified"`
 }
 
-// String describes b: "commit 0123456789ab (version (devel))", "with uncommitted changes"
-// added when Modified.
+// String describes b: "commit 0123456789ab", with " (version v1.2.3)" for a released
+// version and " with uncommitted changes" when Modified.
 func (b Build) String() string {
-	c := b.Commit
-	if c == "" {
-		c = "an unknown commit"
-	} else {
-		c = "commit " + c[:min(12, len(c))]
+	s := "an unknown commit"
+	if b.Commit != "" {
+		s = "commit " + b.Commit[:min(12, len(b.Commit))]
 	}
-	s := fmt.Sprintf("%s (version %s)", c, b.Version)
+	if b.Version != "" && b.Version != "(devel)" && b.Version != "unknown" {
+		s += " (version " + b.Version + ")"
+	}
 	if b.Modified {
 		s += " with uncommitted changes"
 	}
