@@ -252,6 +252,11 @@ func TestTicksAndFormats(t *testing.T) {
 	if want := []string{"10", "20", "50", "100", "200", "500", "1000"}; !slices.Equal(got, want) {
 		t.Errorf("log ticks %q, want %q", got, want)
 	}
+	for _, tk := range (linearTicks{}).Ticks(0, 500) {
+		if strings.Contains(tk.Label, ".") {
+			t.Errorf("linear tick label %q", tk.Label)
+		}
+	}
 	if ticks := (logTicks{}).Ticks(0, 10); ticks != nil {
 		t.Errorf("log ticks from 0: %v", ticks)
 	}

@@ -346,6 +346,7 @@ func sizeFigure(title, subtitle, quantity string, logY bool, ss []series, st *st
 			p.Y.Tick.Marker = logTicks{}
 		} else {
 			p.Y.Min = 0
+			p.Y.Tick.Marker = linearTicks{}
 		}
 		p.Add(plotter.NewGrid())
 		leg := plot.NewLegend()
@@ -384,6 +385,7 @@ func barPlot(quantity string, ss []series, labels []string, styles []style, size
 	p := plot.New()
 	p.X.Label.Text = quantity
 	p.X.Min = 0
+	p.X.Tick.Marker = linearTicks{}
 	p.Add(plotter.NewGrid())
 	var names []string
 	var marks plotter.XYLabels
@@ -488,6 +490,21 @@ func cpuFigure(title, subtitle string, ss []series, sizes []int, st *styler) (*f
 		return nil
 	}
 	return f, nil
+}
+
+// linearTicks are gonum's default ticks of a linear axis, labelled by formatValue (250,
+// not 250.00).
+type linearTicks struct{}
+
+// Ticks returns the ticks of [min, max].
+func (linearTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = formatValue(ticks[i].Value)
+		}
+	}
+	return ticks
 }
 
 // sizeTicks marks the sizes on a log axis.
