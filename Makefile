@@ -29,19 +29,22 @@ TEST_FLAGS ?=
 FUZZTIME ?= 10s
 FUZZ ?= .
 
-.PHONY: help build test test-race test-all fuzz demo bench bench-link bench-transport bench-ndk bench-path prereq-bench generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
+.PHONY: help build test test-race test-all fuzz demo bench bench-link bench-transport bench-ndk bench-path bench-report bench-readme prereq-bench generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
 
 help:
 	@echo "make build           go build ./..."
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
 	@echo "make demo            ndkpeer between two namespace hosts: doctor, serve, tour, latency and bandwidth tests (root)"
-	@echo "make bench           link (root), transport, NDK verbs (root) and real-path (root) benchmarks (bench-link, bench-transport, bench-ndk, bench-path)"
+	@echo "make bench           link (root), transport, NDK verbs (root) and real-path (root) benchmarks (bench-link, bench-transport, bench-ndk, bench-path),"
+	@echo "                     each into bench/out/<bench>.json, then bench-report"
+	@echo "make bench-report    merge bench/out/{link,transport,ndk,path}.json into bench/out/results.json, draw its SVGs into bench/out, print its table"
+	@echo "make bench-readme    README.md's benchmark section and its SVGs (docs/bench) from bench/out/results.json"
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
 	@echo "make cross           go build ./... for $(CROSS_PLATFORMS), and go vet for $(CROSS_VET_PLATFORMS)"
 	@echo "make check-generate  regenerate and fail if the BPF objects differ from git"
 	@echo "make fuzz            every fuzz target for FUZZTIME each (default $(FUZZTIME); FUZZ=regexp narrows)"
-	@echo "make lint            gofmt, go vet, staticcheck $(STATICCHECK_VERSION)"
+	@echo "make lint            gofmt, go vet, staticcheck $(STATICCHECK_VERSION); for the bench/plot module also go mod tidy -diff"
 	@echo "make clean           remove build outputs and cached test results"
 
 build:
@@ -117,7 +120,31 @@ fuzz:
 demo: prereq-demo
 	$(GO) run ./internal/demo
 
+# Every bench writes its document of the shared results schema (bench/README.md, "Results")
+# to bench/out/<bench>.json; bench-report merges them into bench/out/results.json (the
+# latest make bench), draws it (bench/plot, a module of its own: gonum stays out of ours)
+# and prints its Markdown table last. PLOT_SKIP leaves figures out of the plots: ndkbench's
+# ping-pongs whose echo waits 1 ms (a measure of CQ.Wait's wake-up, not a latency).
+BENCH_OUT := bench/out
+BENCH_DOCS := $(foreach b,link transport ndk path,$(BENCH_OUT)/$(b).json)
+PLOT_SKIP ?= /send/recv\+1ms
+PLOT = cd bench/plot && $(GO) run . -in $(CURDIR)/$(BENCH_OUT)/results.json -skip '$(PLOT_SKIP)'
+
 bench: bench-link bench-transport bench-ndk bench-path
+	@$(MAKE) --no-print-directory bench-report
+
+bench-report:
+	$(GO) run ./bench/cmd/benchreport merge -out $(BENCH_OUT)/results.json $(BENCH_DOCS)
+	$(PLOT) -out $(CURDIR)/$(BENCH_OUT)
+	@echo
+	@$(GO) run ./bench/cmd/benchreport table $(BENCH_OUT)/results.json
+
+# README.md's "Benchmarks" section (between <!-- bench:begin --> and <!-- bench:end -->) and
+# its figures in docs/bench, from the latest make bench's bench/out/results.json.
+bench-readme:
+	@test -f $(BENCH_OUT)/results.json || { echo "$(BENCH_OUT)/results.json is missing: run make bench first"; exit 1; }
+	$(PLOT) -out $(CURDIR)/docs/bench
+	$(GO) run ./bench/cmd/benchreport readme -in $(BENCH_OUT)/results.json -readme README.md -svg docs/bench
 
 bench-link:
 	$(GO) run ./bench/cmd/linkbench
@@ -171,11 +198,16 @@ check-generate: generate
 	fi
 	@echo "$(BPF_DIRS): generated files match the committed ones"
 
+# bench/plot is a module of its own: ./... of the main module leaves it out, so it is
+# vetted, checked and tidied on its own (gofmt -l . covers its files already).
+PLOT_MOD := bench/plot
+
 lint: staticcheck-install
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd $(PLOT_MOD) && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) mod tidy -diff
 
 # Installs the pinned staticcheck into GOPATH/bin unless that exact version is already there.
 staticcheck-install:

@@ -15,18 +15,29 @@ import (
 )
 
 // Names of the systems a run can measure, in the order they are measured and reported.
+// They are the systems of the records (bench/internal/report's schema: "raw-" for a raw
+// AF_XDP link without transport or verbs); ParseSystems also takes the short names xdpndk,
+// xdpndk-no-wakeup and asavie.
 const (
 	// SystemXDPNDK is our AF_XDP link (xdp.Link) with need_wakeup on, the default.
-	SystemXDPNDK = "xdpndk"
+	SystemXDPNDK = "raw-xdpndk"
 	// SystemXDPNDKNoWakeup is our AF_XDP link with xdp.Config.DisableNeedWakeup set, so every
 	// TX batch makes a system call (shows what need_wakeup saves).
-	SystemXDPNDKNoWakeup = "xdpndk-no-wakeup"
+	SystemXDPNDKNoWakeup = "raw-xdpndk-no-wakeup"
 	// SystemAsavie is github.com/asavie/xdp, steered to by our own XDP program so that only
 	// the socket library differs.
-	SystemAsavie = "asavie"
+	SystemAsavie = "raw-asavie"
 	// SystemKernelUDP is a kernel UDP socket (net.UDPConn) with no XDP program attached.
 	SystemKernelUDP = "kernel-udp"
 )
+
+// systemAliases are the short names ParseSystems also takes (the systems' names before the
+// shared results schema).
+var systemAliases = map[string]string{
+	"xdpndk":           SystemXDPNDK,
+	"xdpndk-no-wakeup": SystemXDPNDKNoWakeup,
+	"asavie":           SystemAsavie,
+}
 
 // systemOrder is every system, in measuring and reporting order, whether or not this
 // build can measure it (results made elsewhere may name any of them).
@@ -213,4 +224,13 @@ func ParseSizes(s string) ([]int, error) {
 }
 
 // ParseSystems parses a comma-separated list of systems; "all" means AllSystems.
-func ParseSystems(s string) []string { return report.ParseList(s, AllSystems) }
+// A short name (xdpndk, asavie, ...) stands for its system.
+func ParseSystems(s string) []string {
+	out := report.ParseList(s, AllSystems)
+	for i, name := range out {
+		if full, ok := systemAliases[name]; ok {
+			out[i] = full
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package linkbench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -10,54 +11,59 @@ import (
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
-// Benchmark names, operations, metrics and units used in Records.
+// Tool is the bench's name in its Document (report.Header.Tool, report.Record.Bench).
+const Tool = "linkbench"
+
+// Benchmark names, operations, metrics and units used in Records. The metrics several
+// benches share are bench/internal/report's.
 const (
 	BenchOneWay   = "oneway"
 	BenchPingPong = "pingpong"
 
 	OpSend = "send"
-	OpRTT  = "rtt"
+	OpRTT  = "ping-pong"
 
-	MetricPPS         = "pps"           // received datagrams per second (the headline)
-	MetricGbps        = "gbps"          // received IP packet bytes, in Gbit/s
-	MetricTxPPS       = "tx_pps"        // datagrams the sender handed over per second
-	MetricLoss        = "loss"          // percent of sent datagrams never received
-	MetricKicksPerPkt = "kicks_per_pkt" // TX system calls per datagram sent
-	MetricAllocs      = "allocs"        // heap objects the whole process allocated in the window
-	MetricRTTP50      = "rtt_p50"
-	MetricRTTP90      = "rtt_p90"
-	MetricRTTP99      = "rtt_p99"
-	MetricRTTMean     = "rtt_mean"
-	MetricRTTLost     = "rtt_lost"    // round trips with no echo within the per-trip timeout
-	MetricUnsupported = "unsupported" // the system cannot carry this size; Note says why
+	MetricPPS         = report.MetricMsgRate // received datagrams per second (the headline)
+	MetricGbps        = report.MetricGbps    // received IP packet bytes, in Gbit/s
+	MetricTxPPS       = "tx_msg_per_s"       // datagrams the sender handed over per second
+	MetricLoss        = "loss_pct"           // percent of sent datagrams never received
+	MetricKicksPerPkt = "kicks_per_msg"      // TX system calls per datagram sent
+	MetricAllocs      = "allocs"             // heap objects the whole process allocated in the window
+	MetricRTTP50      = report.MetricRTTP50
+	MetricRTTP90      = report.MetricRTTP90
+	MetricRTTP99      = report.MetricRTTP99
+	MetricRTTMean     = report.MetricRTTMean
+	MetricRTTLost     = "rtt_lost"         // round trips with no echo within the per-trip timeout
+	MetricUnsupported = report.MetricUnsup // the system cannot carry this size; Note says why
 
-	UnitPPS     = "pkt/s"
-	UnitGbps    = "Gbit/s"
+	UnitPPS     = report.UnitMsgRate
+	UnitGbps    = report.UnitGbps
 	UnitPercent = "%"
-	UnitRatio   = "1"
+	UnitRatio   = report.UnitRatio
 	UnitObjects = "objects"
-	UnitMicros  = "us"
-	UnitCount   = "count"
+	UnitMicros  = report.UnitMicros
+	UnitCount   = report.UnitCount
 )
 
 // Results is what a run measured: the header describing the machine and the modes, and one
-// Record per figure. It is the JSON document WriteJSON writes.
+// Record per figure. Document turns it into the report.Document that WriteJSON writes.
 type Results struct {
-	Header  Header   `json:"header"`
-	Records []Record `json:"records"`
+	Header  Header
+	Records []Record
 }
 
 // Header describes where and how the figures were measured.
 type Header struct {
-	report.Host        // kernel, cpu, cpus, go
-	MTU         int    `json:"mtu"`  // of the veth pair, bytes
-	Date        string `json:"date"` // start of the run, RFC 3339
+	report.Host        // host, kernel, cpu, cpus, go
+	MTU         int    // of the veth pair, bytes
+	Queues      int    // per veth end
+	Date        string // start of the run, RFC 3339
 	// Modes maps each measured system to what it ran with (for xdpndk, xdp.Device's Mode).
-	Modes map[string]string `json:"modes"`
-	// Config is the options the run used.
-	Config Config `json:"config"`
+	Modes map[string]string
+	// Config is the options the run used (the Document's params).
+	Config Config
 	// Notes are definitions and anything unusual that happened.
-	Notes []string `json:"notes"`
+	Notes []string
 }
 
 // Config is the part of Options that shapes the figures, as recorded in the header.
@@ -140,6 +146,27 @@ func (c *collector) records() []Record {
 // RTTStats summarises round-trip times (microseconds).
 type RTTStats = report.Latency
 
+// Document returns r in the shared results schema: tool linkbench, the veth bed, the
+// options as params, every record (systems and metrics as named here), no goals.
+func (r *Results) Document() *report.Document {
+	h := report.NewHeader(Tool)
+	h.Time, h.Host = r.Header.Date, r.Header.Host
+	h.Bed = report.Bed{Link: "veth", MTU: r.Header.MTU, Queues: r.Header.Queues,
+		Detail: "two network namespaces, static neighbours; our link on queue 0, asavie's on queue 1"}
+	h.Modes = maps.Clone(r.Header.Modes)
+	h.Params = report.ParamsOf(r.Header.Config)
+	h.Notes = slices.Clone(r.Header.Notes)
+	d := report.NewDocument(h)
+	for _, rec := range r.Records {
+		dr := report.ToRecord(Tool, rec.Subject, nil, rec.Figure)
+		if dr.Metric == MetricGbps && dr.Note == "" {
+			dr.Note = "IP packet bytes"
+		}
+		d.Records = append(d.Records, dr)
+	}
+	return d.Canonical()
+}
+
 // Find returns the record of one figure, or nil.
 func (r *Results) Find(bench, system string, size int, metric string) *Record {
 	for i := range r.Records {
@@ -151,12 +178,12 @@ func (r *Results) Find(bench, system string, size int, metric string) *Record {
 	return nil
 }
 
-// WriteJSON writes r as indented JSON to path, creating its directory. It writes a
-// temporary file first and renames it, so a reader never sees half a document.
-func (r *Results) WriteJSON(path string) error { return report.WriteJSON(path, r) }
+// WriteJSON writes r's Document as indented JSON to path, creating its directory. It
+// writes a temporary file first and renames it, so a reader never sees half a document.
+func (r *Results) WriteJSON(path string) error { return r.Document().WriteJSON(path) }
 
-// ReadJSON reads results written by WriteJSON.
-func ReadJSON(path string) (*Results, error) { return report.ReadJSON[Results](path) }
+// ReadJSON reads a Document written by WriteJSON.
+func ReadJSON(path string) (*report.Document, error) { return report.ReadDocument(path) }
 
 // WriteTable prints the figures as three tables: one-way, ping-pong, and the ratio of
 // xdpndk to asavie for each figure both have.
@@ -179,17 +206,17 @@ func (r *Results) WriteTable(w io.Writer) error {
 
 	if len(sizes) > 0 {
 		fmt.Fprintf(&b, "One-way, B receiving from A (median of %d; size = IP packet length; rates are what B received)\n", runs)
-		fmt.Fprintf(&b, "%-17s %5s %9s %9s %9s %8s %7s\n", "system", "size", "rx Mpps", "rx Gb/s", "tx Mpps", "loss %", "kicks/p")
+		fmt.Fprintf(&b, "%-20s %5s %9s %9s %9s %8s %7s\n", "system", "size", "rx Mpps", "rx Gb/s", "tx Mpps", "loss %", "kicks/p")
 		for _, sys := range systems {
 			for _, size := range sizes {
 				if rec := r.Find(BenchOneWay, sys, size, MetricUnsupported); rec != nil {
-					fmt.Fprintf(&b, "%-17s %5d   unsupported: %s\n", sys, size, rec.Note)
+					fmt.Fprintf(&b, "%-20s %5d   unsupported: %s\n", sys, size, rec.Note)
 					continue
 				}
 				if _, ok := val(BenchOneWay, sys, size, MetricPPS); !ok {
 					continue
 				}
-				fmt.Fprintf(&b, "%-17s %5d %9s %9s %9s %8s %7s\n", sys, size,
+				fmt.Fprintf(&b, "%-20s %5d %9s %9s %9s %8s %7s\n", sys, size,
 					cell(BenchOneWay, sys, size, MetricPPS, 1e-6, 3),
 					cell(BenchOneWay, sys, size, MetricGbps, 1, 2),
 					cell(BenchOneWay, sys, size, MetricTxPPS, 1e-6, 3),
@@ -202,12 +229,12 @@ func (r *Results) WriteTable(w io.Writer) error {
 
 	if r.has(BenchPingPong) {
 		fmt.Fprintf(&b, "Ping-pong, %d-byte datagrams, A<->B round trip in us (median of %d)\n", PingSize, runs)
-		fmt.Fprintf(&b, "%-17s %8s %8s %8s %8s %6s\n", "system", "p50", "p90", "p99", "mean", "lost")
+		fmt.Fprintf(&b, "%-20s %8s %8s %8s %8s %6s\n", "system", "p50", "p90", "p99", "mean", "lost")
 		for _, sys := range systems {
 			if _, ok := val(BenchPingPong, sys, PingSize, MetricRTTP50); !ok {
 				continue
 			}
-			fmt.Fprintf(&b, "%-17s %8s %8s %8s %8s %6s\n", sys,
+			fmt.Fprintf(&b, "%-20s %8s %8s %8s %8s %6s\n", sys,
 				cell(BenchPingPong, sys, PingSize, MetricRTTP50, 1, 2),
 				cell(BenchPingPong, sys, PingSize, MetricRTTP90, 1, 2),
 				cell(BenchPingPong, sys, PingSize, MetricRTTP99, 1, 2),
@@ -230,7 +257,7 @@ func (r *Results) WriteTable(w io.Writer) error {
 			ratio{BenchOneWay, size, MetricGbps, fmt.Sprintf("one-way %d B rx Gbit/s (higher is better)", size)})
 	}
 	for _, m := range []string{MetricRTTP50, MetricRTTP90, MetricRTTP99, MetricRTTMean} {
-		ratios = append(ratios, ratio{BenchPingPong, PingSize, m, fmt.Sprintf("ping-pong %s (lower is better)", strings.TrimPrefix(m, "rtt_"))})
+		ratios = append(ratios, ratio{BenchPingPong, PingSize, m, fmt.Sprintf("ping-pong %s (lower is better)", strings.TrimSuffix(strings.TrimPrefix(m, "rtt_"), "_us"))})
 	}
 	header := false
 	for _, q := range ratios {

@@ -67,15 +67,22 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(r, back) {
-		t.Errorf("round trip changed the results:\n got %+v\nwant %+v", back, r)
+	if want := r.Document(); !reflect.DeepEqual(want, back) {
+		t.Errorf("round trip changed the document:\n got %+v\nwant %+v", back, want)
 	}
-	rec := back.Find(BenchOneWay, SystemXDPNDK, 64, MetricPPS)
+	if len(back.Records) != len(r.Records) || back.Header.Tool != Tool || back.SchemaVersion != report.SchemaVersion {
+		t.Errorf("document: tool %q, schema %d, %d records; want %q, %d, %d", back.Header.Tool, back.SchemaVersion, len(back.Records), Tool, report.SchemaVersion, len(r.Records))
+	}
+	rec := back.Find(report.Key{Bench: Tool, Scenario: BenchOneWay, System: SystemXDPNDK, Operation: OpSend, Size: 64, Metric: MetricPPS})
 	if rec == nil || rec.Value != 1e6 || len(rec.Runs) != 3 || rec.Unit != UnitPPS {
 		t.Errorf("Find(xdpndk pps) = %+v", rec)
 	}
-	if back.Header.Kernel == "" || back.Header.Go == "" || back.Header.CPUs < 1 || back.Header.Date == "" {
-		t.Errorf("header incomplete: %+v", back.Header)
+	if u := back.Find(report.Key{Bench: Tool, Scenario: BenchOneWay, System: SystemAsavie, Operation: OpSend, Size: 9000, Metric: MetricUnsupported}); u == nil || u.Note == "" || u.Runs == nil || len(u.Runs) != 0 {
+		t.Errorf("unsupported record = %+v, want a note and empty runs", u)
+	}
+	h := back.Header
+	if h.Kernel == "" || h.Go == "" || h.CPUs < 1 || h.Time == "" || h.Bed.MTU != BedMTU || h.Bed.Link != "veth" || h.Params["runs"] != 3.0 {
+		t.Errorf("header incomplete: %+v", h)
 	}
 }
 
@@ -88,8 +95,8 @@ func TestWriteTable(t *testing.T) {
 	flat := strings.Join(strings.Fields(out), " ") // compare without column padding
 	for _, want := range []string{
 		"One-way", "Ping-pong", "xdpndk / asavie",
-		"xdpndk 64 1.000 0.51 1.000 1.00 -",
-		"asavie 9000 unsupported: no multi-buffer",
+		"raw-xdpndk 64 1.000 0.51 1.000 1.00 -",
+		"raw-asavie 9000 unsupported: no multi-buffer",
 		"kernel-udp 10.00 - 20.00 - -",
 		"one-way 64 B rx pkt/s (higher is better) 2.00",
 		"ping-pong p50 (lower is better) 1.00",
@@ -120,7 +127,7 @@ func TestOptions(t *testing.T) {
 		"size too small":   func(o *Options) { o.Sizes = []int{20} },
 		"size above mtu":   func(o *Options) { o.Sizes = []int{9001} },
 		"unknown system":   func(o *Options) { o.Systems = []string{"dpdk"} },
-		"duplicate system": func(o *Options) { o.Systems = []string{"asavie", "asavie"} },
+		"duplicate system": func(o *Options) { o.Systems = []string{SystemKernelUDP, SystemKernelUDP} },
 		"no system":        func(o *Options) { o.Systems = nil },
 		"zero runs":        func(o *Options) { o.Runs = 0 },
 		"zero duration":    func(o *Options) { o.Duration = 0 },
@@ -148,7 +155,7 @@ func TestParse(t *testing.T) {
 	if got := ParseSystems("all"); !reflect.DeepEqual(got, AllSystems) {
 		t.Errorf("ParseSystems(all) = %v", got)
 	}
-	if got := ParseSystems("asavie, kernel-udp"); !reflect.DeepEqual(got, []string{"asavie", "kernel-udp"}) {
+	if got := ParseSystems("asavie, kernel-udp,raw-xdpndk"); !reflect.DeepEqual(got, []string{SystemAsavie, SystemKernelUDP, SystemXDPNDK}) {
 		t.Errorf("ParseSystems = %v", got)
 	}
 }

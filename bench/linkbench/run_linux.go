@@ -68,6 +68,7 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 	if err != nil {
 		return nil, err
 	}
+	res.Header.Queues = queues
 	r := &runner{bed: bed, o: o, res: res, col: newCollector(), queues: queues}
 	defer r.closeAsavie()
 	var errs []error
@@ -222,13 +223,13 @@ func definitionNotes(o Options) []string {
 	return []string{
 		"size is the IP packet length in bytes: UDP payload = size - 28, Ethernet frame = size + 14",
 		fmt.Sprintf("one-way: A sends size-byte datagrams in batches of %d for %v after a %v warm-up (bounded also by packet count); "+
-			"pps and gbps are what B received in that window (gbps counts IP packet bytes); tx_pps is what A handed to the link; "+
-			"loss is 1 - received/sent over the whole measurement after B drained", o.Batch, o.Duration, o.Warmup),
+			"msg_per_s and gbit_per_s are what B received in that window (gbit_per_s counts IP packet bytes); tx_msg_per_s is what A handed to the link; "+
+			"loss_pct is 1 - received/sent over the whole measurement after B drained", o.Batch, o.Duration, o.Warmup),
 		fmt.Sprintf("pingpong: %d-byte IP packets, A stamps a monotonic clock before sending and after seeing the echo; "+
 			"AF_XDP systems spin on the RX ring, kernel-udp blocks in ReadFrom; the first %d of %d round trips are warm-up; "+
 			"a round trip without echo within 100 ms counts as lost", PingSize, o.PingPongWarmup, o.PingPongN),
 		fmt.Sprintf("value is the median of %d runs, systems interleaved within each run; runs holds every run", o.Runs),
-		"kicks_per_pkt: TX system calls per datagram sent (xdpndk: Link.Stats().Kicks; asavie: Transmit calls, each one sendto); kernel-udp makes one sendto per datagram",
+		"kicks_per_msg: TX system calls per datagram sent (raw-xdpndk: Link.Stats().Kicks; raw-asavie: Transmit calls, each one sendto); kernel-udp makes one sendto per datagram",
 		"allocs: heap objects the whole process allocated during the measured window (runtime/metrics /gc/heap/allocs:objects)",
 		"senders and the spinning AF_XDP receivers, pingers and echoes run on goroutines locked to their OS thread (runtime.LockOSThread); " +
 			"kernel-udp's blocking receiver, pinger and echo do not, since waking a locked goroutine from the netpoller costs a thread hand-off " +

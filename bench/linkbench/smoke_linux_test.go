@@ -65,7 +65,7 @@ func TestSmokeQuick(t *testing.T) {
 		}
 	}
 
-	path := filepath.Join(t.TempDir(), "results.json")
+	path := filepath.Join(t.TempDir(), "link.json")
 	if err := res.WriteJSON(path); err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +73,8 @@ func TestSmokeQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Records) != len(res.Records) || back.Header.MTU != BedMTU {
-		t.Errorf("JSON round trip: %d records, mtu %d; want %d, %d", len(back.Records), back.Header.MTU, len(res.Records), BedMTU)
+	if len(back.Records) != len(res.Records) || back.Header.Bed.MTU != BedMTU || back.Header.Bed.Queues != 2 {
+		t.Errorf("JSON round trip: %d records, bed %+v; want %d, MTU %d, 2 queues", len(back.Records), back.Header.Bed, len(res.Records), BedMTU)
 	}
 
 	// Run removed its bed.

@@ -10,7 +10,7 @@ import (
 func machineHeader() Header {
 	return Header{
 		Host:  report.ThisHost(),
-		Date:  time.Now().Format(time.RFC3339),
+		Date:  time.Now().UTC().Format(time.RFC3339),
 		Modes: map[string]string{},
 		Notes: []string{},
 	}

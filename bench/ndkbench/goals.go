@@ -12,33 +12,50 @@ import (
 // run. Evaluate fills in its outcome.
 type Goal struct {
 	// Name says what is compared, for people.
-	Name string `json:"name"`
+	Name string
 	// Numerator is the ndk figure, Denominator the baseline figure.
-	Numerator   Ref `json:"numerator"`
-	Denominator Ref `json:"denominator"`
+	Numerator   Ref
+	Denominator Ref
 	// Cmp is "<=" (the ratio must not exceed Limit) or ">=" (must reach it).
-	Cmp   string  `json:"cmp"`
-	Limit float64 `json:"limit"`
-	// Info marks a comparison reported for context, not one of the goals.
-	Info bool `json:"info,omitempty"`
+	Cmp   string
+	Limit float64
+	// Info marks a comparison reported for context, not one of the goals; Reason says why
+	// it is not required.
+	Info   bool
+	Reason string
 
 	// Evaluated is false when a figure is missing (a failed or skipped measurement).
-	Evaluated bool `json:"evaluated"`
+	Evaluated bool
 	// Ratio is the median of Runs: the ratios of the repetitions that have both figures,
 	// each taken within one repetition.
-	Ratio float64   `json:"ratio"`
-	Runs  []float64 `json:"runs"`
+	Ratio float64
+	Runs  []float64
 	// Reps holds the repetition (0-based) of each value of Runs.
-	Reps []int `json:"reps"`
+	Reps []int
 	// Met says whether Ratio satisfies Cmp Limit.
-	Met bool `json:"met"`
+	Met bool
 }
 
 // Comparisons of a Goal.
 const (
-	AtMost  = "<="
-	AtLeast = ">="
+	AtMost  = report.AtMost
+	AtLeast = report.AtLeast
 )
+
+// report returns g as a goal of the shared results schema.
+func (g Goal) report() report.Goal {
+	var runs []float64
+	if len(g.Runs) > 0 {
+		runs = slices.Clone(g.Runs)
+	}
+	return report.Goal{
+		Bench: Tool, Scenario: g.Numerator.Benchmark, Name: g.Name,
+		Compared:   g.Numerator.String() + " / " + g.Denominator.String(),
+		Comparison: g.Cmp, Limit: g.Limit, Unit: report.UnitRatio,
+		Evaluated: g.Evaluated, Value: g.Ratio, Runs: runs, Met: g.Met,
+		Required: !g.Info, Reason: g.Reason,
+	}
+}
 
 // DefaultGoals returns the goals of the verbs benchmark, then the comparisons reported for
 // context: ping-pong p50 at most 1.5 × the raw link's and 0.4 × kernel TCP's; the 64-byte
@@ -70,10 +87,14 @@ func DefaultGoals() []Goal {
 			Denominator: pp, Cmp: AtMost, Limit: 1.5},
 		{Name: "ndk idle pair, B in CQ.Wait: process CPU s / wall s", Numerator: Ref{BenchIdle, inline, OpIdleWait, 0, MetricCPU},
 			Denominator: Ref{BenchIdle, inline, OpIdleWait, 0, MetricWall}, Cmp: AtMost, Limit: 0.01},
-		{Name: "ndk 64 B Write op/s, silent / raw-xdp 64 B one-way pkt/s", Numerator: rate(OpWriteSilent), Denominator: rawPPS, Cmp: AtLeast, Limit: 0.7, Info: true},
-		{Name: "ndk 64 KiB Write goodput (Go heap) / raw-xdp 9000 B Gbit/s", Numerator: gput(OpWriteHeap), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85, Info: true},
-		{Name: "ndk-busy ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeBusy), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true},
-		{Name: "ndk-adaptive ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeAdaptive), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true},
+		{Name: "ndk 64 B Write op/s, silent / raw-xdp 64 B one-way pkt/s", Numerator: rate(OpWriteSilent), Denominator: rawPPS, Cmp: AtLeast, Limit: 0.7, Info: true,
+			Reason: "the goal is on signaled Writes; the silent variant shows what fewer completions buy"},
+		{Name: "ndk 64 KiB Write goodput (Go heap) / raw-xdp 9000 B Gbit/s", Numerator: gput(OpWriteHeap), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85, Info: true,
+			Reason: "the goal is on the zero-copy path (UMEM sources); Go heap sources are copied into the UMEM"},
+		{Name: "ndk-busy ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeBusy), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true,
+			Reason: "the goal is on inline progress (the default); busy progress runs an engine goroutine per adapter that needs a core of its own, beside the application's loop, and the bed has two CPUs for both hosts"},
+		{Name: "ndk-adaptive ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeAdaptive), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true,
+			Reason: "the goal is on inline progress (the default); adaptive progress pays a goroutine hand-off per completion so that an idle adapter costs no CPU"},
 	}
 }
 

@@ -475,6 +475,7 @@ func (p *ndkPair) latency(ctx context.Context, o Options, read bool) ([]int64, e
 type rateResult struct {
 	ops, cqes, bytes, allocs uint64
 	secs                     float64
+	cpu                      time.Duration // the process's user+system CPU in the window
 }
 
 // pipeline keeps outstanding Writes of size bytes from src (registered as mr; Write i
@@ -503,16 +504,19 @@ func (p *ndkPair) pipeline(ctx context.Context, o Options, src []byte, mr *ndk.M
 		warmEnd := start + int64(o.Warmup)
 		end := warmEnd + int64(o.Duration)
 		var t0, done0, cqes0, objs0 uint64
+		var cpu0 time.Duration
 		measuring := false
 		for {
 			t := report.Now()
 			if !measuring && t >= warmEnd {
 				measuring = true
 				t0, done0, cqes0, objs0 = uint64(t), done, cqes, report.HeapObjects()
+				cpu0 = processCPU()
 			}
 			if t >= end || stop.Load() || t > deadline {
 				if measuring && t >= end {
 					out.allocs = report.HeapObjects() - objs0
+					out.cpu = processCPU() - cpu0
 					out.ops, out.cqes = done-done0, cqes-cqes0
 					out.bytes = out.ops * uint64(size)
 					out.secs = float64(t-int64(t0)) / 1e9

@@ -21,7 +21,7 @@ func rec(ref Ref, reps []int, runs ...float64) Record {
 }
 
 func TestEvaluate(t *testing.T) {
-	num := Ref{BenchPingPong, "ndk-inline", OpSendRecv, 64, MetricP50}
+	num := Ref{BenchPingPong, SystemNDK(ModeInline), OpSendRecv, 64, MetricP50}
 	den := Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}
 	goals := []Goal{
 		{Name: "at most", Numerator: num, Denominator: den, Cmp: AtMost, Limit: 1.5},
@@ -80,21 +80,21 @@ func TestDefaultGoals(t *testing.T) {
 
 func TestCollectorAndJSON(t *testing.T) {
 	c := newCollector()
-	pp := Ref{BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, MetricP50}
-	c.addLatency(BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, 0, LatencyStats{N: 10, P50: 3, P90: 4, P99: 5, Mean: 3.5}, 0)
-	c.addLatency(BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, 1, LatencyStats{N: 10, P50: 1, P90: 4, P99: 5, Mean: 3.5}, 0)
-	c.addLatency(BenchPingPong, "ndk-inline", OpSendRecv, MsgSize, 2, LatencyStats{N: 10, P50: 2, P90: 4, P99: 5, Mean: 3.5}, 0)
+	pp := Ref{BenchPingPong, SystemNDK(ModeInline), OpSendRecv, MsgSize, MetricP50}
+	c.addLatency(BenchPingPong, SystemNDK(ModeInline), OpSendRecv, MsgSize, 0, LatencyStats{N: 10, P50: 3, P90: 4, P99: 5, Mean: 3.5}, 0)
+	c.addLatency(BenchPingPong, SystemNDK(ModeInline), OpSendRecv, MsgSize, 1, LatencyStats{N: 10, P50: 1, P90: 4, P99: 5, Mean: 3.5}, 0)
+	c.addLatency(BenchPingPong, SystemNDK(ModeInline), OpSendRecv, MsgSize, 2, LatencyStats{N: 10, P50: 2, P90: 4, P99: 5, Mean: 3.5}, 0)
 	c.add(Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}, UnitMicros, 0, 2)
 	c.add(Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}, UnitMicros, 1, 1)
 	c.add(Ref{BenchPingPong, SystemRaw, OpRTT, 64, MetricP50}, UnitMicros, 2, 0.5)
-	c.add(Ref{BenchMsgRate, "ndk-inline", OpWrite, MsgSize, MetricOps}, UnitPerSec, 0, math.Inf(1)) // dropped
+	c.add(Ref{BenchMsgRate, SystemNDK(ModeInline), OpWrite, MsgSize, MetricOps}, UnitPerSec, 0, math.Inf(1)) // dropped
 	res := &Results{Header: Header{Host: report.ThisHost(), MTU: 9000, Modes: map[string]string{"x": "y"},
 		Config: Config{Runs: 3}, Notes: []string{"n"}}, Records: c.records()}
 	res.Header.Goals = Evaluate(DefaultGoals(), res.Records)
 	if r := res.Find(pp); r == nil || r.Value != 2 || !reflect.DeepEqual(r.Reps, []int{0, 1, 2}) {
 		t.Fatalf("Find = %+v", r)
 	}
-	if res.Find(Ref{BenchMsgRate, "ndk-inline", OpWrite, MsgSize, MetricOps}) != nil {
+	if res.Find(Ref{BenchMsgRate, SystemNDK(ModeInline), OpWrite, MsgSize, MetricOps}) != nil {
 		t.Error("a non-finite value was recorded")
 	}
 	g := res.Header.Goals[0]
@@ -110,15 +110,31 @@ func TestCollectorAndJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back, res) {
-		t.Errorf("JSON round trip:\n got %+v\nwant %+v", back, res)
+	if want := res.Document(); !reflect.DeepEqual(back, want) {
+		t.Errorf("JSON round trip:\n got %+v\nwant %+v", back, want)
+	}
+	if len(back.Goals) != len(DefaultGoals()) || back.Header.Tool != Tool || back.Header.Bed.MTU != 9000 {
+		t.Errorf("document: %d goals, tool %q, bed %+v", len(back.Goals), back.Header.Tool, back.Header.Bed)
+	}
+	dg := back.Goals[0]
+	if dg.Bench != Tool || !dg.Required || !dg.Evaluated || dg.Value != 1.5 || !dg.Met || dg.Comparison != AtMost ||
+		!reflect.DeepEqual(dg.Runs, []float64{1.5, 1, 4}) || !strings.Contains(dg.Compared, " / ") {
+		t.Errorf("document goal 0 = %+v", dg)
+	}
+	for _, g := range back.Goals {
+		if !g.Required && g.Reason == "" {
+			t.Errorf("reported goal %q has no reason", g.Name)
+		}
+	}
+	if r := back.Find(report.Key{Bench: Tool, Scenario: BenchPingPong, System: SystemNDK(ModeInline), Operation: OpSendRecv, Size: MsgSize, Metric: MetricP50}); r == nil || !reflect.DeepEqual(r.Reps, []int{0, 1, 2}) {
+		t.Errorf("document record = %+v", r)
 	}
 
 	var b strings.Builder
 	if err := res.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"Ping-pong", "ndk-inline", "raw-xdp", "Goals", "met", "not evaluated"} {
+	for _, s := range []string{"Ping-pong", SystemNDK(ModeInline), SystemRaw, "Goals", "met", "not evaluated"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, b.String())
 		}

@@ -3,6 +3,7 @@ package ndkbench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -10,7 +11,10 @@ import (
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
-// Benchmark names of Records.
+// Tool is the bench's name in its Document (report.Header.Tool, report.Record.Bench).
+const Tool = "ndkbench"
+
+// Benchmark names of Records (report.Record.Scenario).
 const (
 	BenchPingPong = "pingpong" // round trips: ndk Send/Receive, raw datagrams, TCP
 	BenchLatency  = "latency"  // post one ndk request, poll its completion
@@ -23,18 +27,19 @@ const (
 
 // Systems of Records besides the ndk ones (SystemNDK).
 const (
-	// SystemRaw is our AF_XDP link without transport or verbs (bench/linkbench's xdpndk).
-	SystemRaw = "raw-xdp"
+	// SystemRaw is our AF_XDP link without transport or verbs (bench/linkbench's
+	// raw-xdpndk).
+	SystemRaw = "raw-xdpndk"
 	// SystemTCP is a kernel TCP connection with TCP_NODELAY, between the namespaces.
 	SystemTCP = "kernel-tcp"
 )
 
-// SystemNDK returns the system name of ndk in a progress mode: "ndk-inline" and so on.
-func SystemNDK(mode string) string { return "ndk-" + mode }
+// SystemNDK returns the system name of ndk in a progress mode: "xdpndk-inline" and so on.
+func SystemNDK(mode string) string { return "xdpndk-" + mode }
 
 // Operations of Records.
 const (
-	OpRTT                = "rtt"                  // raw and TCP ping-pong
+	OpRTT                = "ping-pong"            // raw and TCP ping-pong
 	OpSendRecv           = "send/recv"            // ndk ping-pong: Send answered by a Send
 	OpSendRecvUnresolved = "send/recv+unresolved" // ndk ping-pong while the adapter resolves peers nobody answers for
 	OpSendRecvWait       = "send/recv+wait"       // ndk ping-pong, both loops wait in CQ.Wait instead of polling
@@ -50,55 +55,61 @@ const (
 	OpRatio              = "ratio"                // goal records
 )
 
-// Metrics and units of Records.
+// Metrics and units of Records. The latencies (a ping-pong's round trip, or a request's
+// from its post to its completion) are round trips: bench/internal/report's rtt_* metrics.
 const (
-	MetricP50     = "p50"           // microseconds
-	MetricP90     = "p90"           // microseconds
-	MetricP99     = "p99"           // microseconds
-	MetricMean    = "mean"          // microseconds
-	MetricSamples = "samples"       // round trips or requests timed (after warm-up)
-	MetricLost    = "lost"          // round trips not completed within their timeout
-	MetricOps     = "ops"           // requests completed per second
-	MetricCQEs    = "cqes"          // completions taken from the CQ per second
-	MetricAllocs  = "allocs_per_op" // heap objects the process allocated per request
-	MetricPPS     = "pps"           // datagrams received per second
-	MetricGbps    = "gbps"          // Gbit/s: payload bytes (ndk), IP packet bytes (raw)
-	MetricRatio   = "ratio"         // a goal's ratio
-	MetricCPU     = "cpu_s"         // user+system CPU seconds of the process in the window
-	MetricWall    = "wall_s"        // the window's length in seconds
-	MetricCore    = "core_share"    // cpu_s / wall_s: the share of one core
+	MetricP50     = report.MetricRTTP50  // microseconds
+	MetricP90     = report.MetricRTTP90  // microseconds
+	MetricP99     = report.MetricRTTP99  // microseconds
+	MetricMean    = report.MetricRTTMean // microseconds
+	MetricSamples = "samples"            // round trips or requests timed (after warm-up)
+	MetricLost    = "lost"               // round trips not completed within their timeout
+	MetricOps     = report.MetricMsgRate // requests completed per second
+	MetricCQEs    = "cqe_per_s"          // completions taken from the CQ per second
+	MetricAllocs  = "allocs_per_op"      // heap objects the process allocated per request
+	MetricPPS     = report.MetricMsgRate // datagrams received per second
+	MetricGbps    = report.MetricGbps    // Gbit/s: payload bytes (ndk), IP packet bytes (raw)
+	MetricRatio   = "ratio"              // a goal's ratio
+	MetricCPU     = "cpu_s"              // user+system CPU seconds of the process in the window
+	MetricWall    = "wall_s"             // the window's length in seconds
+	MetricCore    = report.MetricCores   // cpu_s / wall_s: cores kept busy
+	MetricCPUOp   = report.MetricCPUMsg  // user+system CPU of the process (both hosts) per completed request, us
 
-	UnitMicros  = "us"
-	UnitCount   = "count"
-	UnitPerSec  = "1/s"
+	UnitMicros  = report.UnitMicros
+	UnitCount   = report.UnitCount
+	UnitPerSec  = report.UnitMsgRate
 	UnitObjects = "objects"
-	UnitGbps    = "Gbit/s"
-	UnitRatio   = "1"
+	UnitGbps    = report.UnitGbps
+	UnitRatio   = report.UnitRatio
 	UnitSeconds = "s"
+	UnitCores   = report.UnitCores
+	UnitCPUOp   = report.UnitCPUMsg
 )
 
-// Results is what a run measured: the header and one Record per figure. It is the JSON
-// document WriteJSON writes.
+// Results is what a run measured: the header and one Record per figure. Document turns it
+// into the report.Document that WriteJSON writes.
 type Results struct {
-	Header  Header   `json:"header"`
-	Records []Record `json:"records"`
+	Header  Header
+	Records []Record
 }
 
 // Header describes where and how the figures were measured.
 type Header struct {
 	report.Host
-	MTU   int               `json:"mtu"`   // of the veth pair, bytes
-	Date  string            `json:"date"`  // start of the run, RFC 3339
-	Modes map[string]string `json:"modes"` // what each system ran with
-	// Config is the options the run used.
-	Config Config `json:"config"`
+	MTU    int               // of the veth pair, bytes
+	Queues int               // per veth end
+	Date   string            // start of the run, RFC 3339
+	Modes  map[string]string // what each system ran with
+	// Config is the options the run used (the Document's params).
+	Config Config
 	// Goals are the goal ratios, evaluated.
-	Goals []Goal `json:"goals"`
+	Goals []Goal
 	// Notes are definitions and anything unusual (failures start with "FAILED:").
-	Notes []string `json:"notes"`
+	Notes []string
 }
 
-// Config is the part of Options that shapes the figures.
+// Config is the part of Options that shapes the figures (its JSON is the Document's
+// params).
 type Config struct {
 	Runs               int      `json:"runs"`
 	Modes              []string `json:"modes"`
@@ -113,6 +124,7 @@ type Config struct {
 	GoodputOutstanding int      `json:"goodput_outstanding"`
 	Baselines          bool     `json:"baselines"`
 	IdleMS             int64    `json:"idle_ms"`
+	AllQueues          bool     `json:"all_queues"`
 }
 
 // Record is one figure: the median over the repetitions of one metric.
@@ -121,16 +133,16 @@ type Record struct {
 	report.Figure
 	// Reps holds the repetition (0-based) each value of Runs comes from, so that figures
 	// of one repetition can be paired even when a repetition failed for one system.
-	Reps []int `json:"reps"`
+	Reps []int
 }
 
 // Ref names a figure: a Record without its values.
 type Ref struct {
-	Benchmark string `json:"benchmark"`
-	System    string `json:"system"`
-	Op        string `json:"op"`
-	Size      int    `json:"size"`
-	Metric    string `json:"metric"`
+	Benchmark string
+	System    string
+	Op        string
+	Size      int
+	Metric    string
 }
 
 // String names the figure: system, benchmark, operation, size and metric.
@@ -205,11 +217,54 @@ func findRecord(recs []Record, ref Ref) *Record {
 	return nil
 }
 
-// WriteJSON writes r as indented JSON to path, creating its directory.
-func (r *Results) WriteJSON(path string) error { return report.WriteJSON(path, r) }
+// Document returns r in the shared results schema: tool ndkbench, the veth bed, the
+// options as params, every record (with the repetitions of its runs) and every goal.
+func (r *Results) Document() *report.Document {
+	h := report.NewHeader(Tool)
+	h.Time, h.Host = r.Header.Date, r.Header.Host
+	detail := "two network namespaces, static neighbours; the ndk adapters serve queue 0"
+	if r.Header.Config.AllQueues {
+		detail = "two network namespaces, static neighbours; the ndk adapters serve every queue"
+	}
+	h.Bed = report.Bed{Link: "veth", MTU: r.Header.MTU, Queues: r.Header.Queues, Detail: detail}
+	h.Modes = maps.Clone(r.Header.Modes)
+	h.Params = report.ParamsOf(r.Header.Config)
+	h.Notes = slices.Clone(r.Header.Notes)
+	d := report.NewDocument(h)
+	for _, rec := range r.Records {
+		dr := report.ToRecord(Tool, rec.Subject, nil, rec.Figure)
+		if len(rec.Reps) > 0 {
+			dr.Reps = slices.Clone(rec.Reps)
+		}
+		if dr.Note == "" {
+			dr.Note = recordNote(rec)
+		}
+		d.Records = append(d.Records, dr)
+	}
+	for _, g := range r.Header.Goals {
+		d.Goals = append(d.Goals, g.report())
+	}
+	return d.Canonical()
+}
 
-// ReadJSON reads results written by WriteJSON.
-func ReadJSON(path string) (*Results, error) { return report.ReadJSON[Results](path) }
+// recordNote is what a reader of a figure needs to know beside it.
+func recordNote(rec Record) string {
+	switch {
+	case rec.Metric == MetricCPUOp || rec.Metric == MetricCore && rec.Benchmark != BenchIdle:
+		return "process CPU (user+system, both hosts in one process) over the window; with inline progress both loops poll, a whole core each when they get one"
+	case rec.Benchmark == BenchOneWay && rec.Metric == MetricGbps:
+		return "IP packet bytes"
+	case rec.Benchmark == BenchGoodput && rec.Metric == MetricGbps:
+		return "payload bytes"
+	}
+	return ""
+}
+
+// WriteJSON writes r's Document as indented JSON to path, creating its directory.
+func (r *Results) WriteJSON(path string) error { return r.Document().WriteJSON(path) }
+
+// ReadJSON reads a Document written by WriteJSON.
+func ReadJSON(path string) (*report.Document, error) { return report.ReadDocument(path) }
 
 // column is one column of a table section: a metric shown with a scale and precision.
 type column struct {
@@ -222,10 +277,11 @@ type column struct {
 var (
 	latencyCols = []column{{"p50", MetricP50, 1, 2}, {"p90", MetricP90, 1, 2}, {"p99", MetricP99, 1, 2},
 		{"mean", MetricMean, 1, 2}, {"samples", MetricSamples, 1, 0}, {"lost", MetricLost, 1, 0}}
-	rateCols    = []column{{"Mop/s", MetricOps, 1e-6, 3}, {"CQE M/s", MetricCQEs, 1e-6, 3}, {"allocs/op", MetricAllocs, 1, 3}}
+	rateCols    = []column{{"Mop/s", MetricOps, 1e-6, 3}, {"CQE M/s", MetricCQEs, 1e-6, 3}, {"allocs/op", MetricAllocs, 1, 3}, cpuCols[0], cpuCols[1]}
 	onewayCols  = []column{{"Mpps", MetricPPS, 1e-6, 3}, {"Gbit/s", MetricGbps, 1, 2}}
-	goodputCols = []column{{"Gbit/s", MetricGbps, 1, 2}, {"Mop/s", MetricOps, 1e-6, 4}, {"allocs/op", MetricAllocs, 1, 3}}
+	goodputCols = []column{{"Gbit/s", MetricGbps, 1, 2}, {"Mop/s", MetricOps, 1e-6, 4}, {"allocs/op", MetricAllocs, 1, 3}, cpuCols[0], cpuCols[1]}
 	idleCols    = []column{{"CPU s", MetricCPU, 1, 4}, {"wall s", MetricWall, 1, 2}, {"% core", MetricCore, 100, 3}}
+	cpuCols     = []column{{"CPU us/op", MetricCPUOp, 1, 3}, {"cores", MetricCore, 1, 2}}
 )
 
 // WriteTable prints the figures, one section per benchmark, then the goals.

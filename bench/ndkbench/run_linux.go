@@ -38,13 +38,14 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 		return nil, err
 	}
 	res := &Results{Header: Header{
-		Host: report.ThisHost(), MTU: bed.MTU(), Date: time.Now().Format(time.RFC3339),
+		Host: report.ThisHost(), MTU: bed.MTU(), Queues: BedOptions("").Queues, Date: time.Now().UTC().Format(time.RFC3339),
 		Modes: map[string]string{}, Notes: definitionNotes(o),
 		Config: Config{
 			Runs: o.Runs, Modes: o.Modes, PingPongN: o.PingPongN, PingPongWarmup: o.PingPongWarmup,
 			LatencyN: o.LatencyN, BoundMS: o.Bound.Milliseconds(), DurationMS: o.Duration.Milliseconds(),
 			WarmupMS: o.Warmup.Milliseconds(), Outstanding: o.Outstanding, SignalEvery: o.SignalEvery,
 			GoodputOutstanding: o.GoodputOutstanding, Baselines: o.Baselines, IdleMS: o.Idle.Milliseconds(),
+			AllQueues: o.AllQueues,
 		},
 	}}
 	r := &runner{bed: bed, o: o, res: res, col: newCollector()}
@@ -154,7 +155,7 @@ func (r *runner) raw(ctx context.Context, rep int) error {
 	p50, _ := get(linkbench.BenchPingPong, linkbench.PingSize, linkbench.MetricRTTP50)
 	pps, _ := get(linkbench.BenchOneWay, 64, linkbench.MetricPPS)
 	gbps, _ := get(linkbench.BenchOneWay, 9000, linkbench.MetricGbps)
-	r.progress("rep %d %-13s ping-pong p50 %.2f us; one-way 64 B %.3f Mpps; 9000 B %.2f Gbit/s", rep+1, SystemRaw, p50, pps/1e6, gbps)
+	r.progress("rep %d %-15s ping-pong p50 %.2f us; one-way 64 B %.3f Mpps; 9000 B %.2f Gbit/s", rep+1, SystemRaw, p50, pps/1e6, gbps)
 	for _, n := range lres.Header.Notes {
 		if report.IsFailed(n) {
 			r.res.Header.Notes = append(r.res.Header.Notes, "raw-xdp (linkbench) "+n)
@@ -169,7 +170,7 @@ func (r *runner) tcp(ctx context.Context, rep int) error {
 	if len(rtts) > 0 {
 		st := report.Summarize(rtts)
 		r.col.addLatency(BenchPingPong, SystemTCP, OpRTT, MsgSize, rep, st, 0)
-		r.progress("rep %d %-13s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, SystemTCP, st.P50, st.P99, st.N)
+		r.progress("rep %d %-15s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, SystemTCP, st.P50, st.P99, st.N)
 	}
 	r.res.Header.Modes[SystemTCP] = "net.TCPConn A->B, TCP_NODELAY, blocking reads through the Go netpoller (goroutines not locked), no XDP program"
 	return err
@@ -198,7 +199,7 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 		st := report.Summarize(rtts)
 		r.col.addLatency(BenchPingPong, sys, OpSendRecv, MsgSize, rep, st, 0)
 		r.col.add(Ref{BenchPingPong, sys, OpSendRecv, MsgSize, MetricAllocs}, UnitObjects, rep, allocs)
-		r.progress("rep %d %-13s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, st.P50, st.P99, st.N)
+		r.progress("rep %d %-15s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, st.P50, st.P99, st.N)
 	}
 	if err != nil {
 		return fmt.Errorf("ping-pong: %w", err)
@@ -225,7 +226,7 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 		if len(lat) > 0 {
 			st := report.Summarize(lat)
 			r.col.addLatency(BenchLatency, sys, op, MsgSize, rep, st, 0)
-			r.progress("rep %d %-13s %-5s latency p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, op, st.P50, st.P99, st.N)
+			r.progress("rep %d %-15s %-5s latency p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, op, st.P50, st.P99, st.N)
 		}
 		if err != nil {
 			return fmt.Errorf("%s latency: %w", op, err)
@@ -248,7 +249,8 @@ func (r *runner) ndk(ctx context.Context, rep int, mode string) (err error) {
 		r.col.add(ref(MetricOps), UnitPerSec, rep, float64(m.ops)/m.secs)
 		r.col.add(ref(MetricCQEs), UnitPerSec, rep, float64(m.cqes)/m.secs)
 		r.col.add(ref(MetricAllocs), UnitObjects, rep, float64(m.allocs)/float64(max(m.ops, 1)))
-		r.progress("rep %d %-13s %-12s rate %.3f Mop/s, %.3f M CQE/s%s", rep+1, sys, v.op, float64(m.ops)/m.secs/1e6, float64(m.cqes)/m.secs/1e6, r.counters(p))
+		r.addCPU(ref, rep, m)
+		r.progress("rep %d %-15s %-12s rate %.3f Mop/s, %.3f M CQE/s%s", rep+1, sys, v.op, float64(m.ops)/m.secs/1e6, float64(m.cqes)/m.secs/1e6, r.counters(p))
 	}
 	return r.goodput(ctx, rep, p)
 }
@@ -282,7 +284,7 @@ func (r *runner) waitPingPongs(ctx context.Context, rep int, p *ndkPair) error {
 			st := report.Summarize(rtts)
 			r.col.addLatency(BenchPingPong, sys, v.op, MsgSize, rep, st, 0)
 			r.col.add(Ref{BenchPingPong, sys, v.op, MsgSize, MetricAllocs}, UnitObjects, rep, allocs)
-			r.progress("rep %d %-13s %s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, v.op, st.P50, st.P99, st.N)
+			r.progress("rep %d %-15s %s ping-pong p50 %.2f us, p99 %.2f us (%d samples)", rep+1, sys, v.op, st.P50, st.P99, st.N)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.op, err)
@@ -308,8 +310,8 @@ func (r *runner) idle(ctx context.Context, rep int, p *ndkPair) error {
 	ref := func(m string) Ref { return Ref{BenchIdle, sys, OpIdleWait, 0, m} }
 	r.col.add(ref(MetricCPU), UnitSeconds, rep, cpu.Seconds())
 	r.col.add(ref(MetricWall), UnitSeconds, rep, wall.Seconds())
-	r.col.add(ref(MetricCore), UnitRatio, rep, cpu.Seconds()/wall.Seconds())
-	r.progress("rep %d %-13s idle %v, B in CQ.Wait: process CPU %v, %.3f%% of a core", rep+1, sys, wall.Round(time.Millisecond), cpu, 100*cpu.Seconds()/wall.Seconds())
+	r.col.add(ref(MetricCore), UnitCores, rep, cpu.Seconds()/wall.Seconds())
+	r.progress("rep %d %-15s idle %v, B in CQ.Wait: process CPU %v, %.3f%% of a core", rep+1, sys, wall.Round(time.Millisecond), cpu, 100*cpu.Seconds()/wall.Seconds())
 	return nil
 }
 
@@ -351,9 +353,19 @@ func (r *runner) goodput(ctx context.Context, rep int, p *ndkPair) error {
 		r.col.add(ref(MetricGbps), UnitGbps, rep, gbps)
 		r.col.add(ref(MetricOps), UnitPerSec, rep, float64(m.ops)/m.secs)
 		r.col.add(ref(MetricAllocs), UnitObjects, rep, float64(m.allocs)/float64(max(m.ops, 1)))
-		r.progress("rep %d %-13s %-12s goodput %.2f Gbit/s%s", rep+1, sys, v.op, gbps, r.counters(p))
+		r.addCPU(ref, rep, m)
+		r.progress("rep %d %-15s %-12s goodput %.2f Gbit/s%s", rep+1, sys, v.op, gbps, r.counters(p))
 	}
 	return nil
+}
+
+// addCPU records the process's CPU over a pipelined window: per completed request (in µs)
+// and in cores.
+func (r *runner) addCPU(ref func(metric string) Ref, rep int, m rateResult) {
+	if m.ops > 0 {
+		r.col.add(ref(MetricCPUOp), UnitCPUOp, rep, m.cpu.Seconds()*1e6/float64(m.ops))
+	}
+	r.col.add(ref(MetricCore), UnitCores, rep, m.cpu.Seconds()/m.secs)
 }
 
 // labeled runs fn with the profiler label figure=name on this goroutine and the ones it
@@ -378,7 +390,8 @@ func definitionNotes(o Options) []string {
 		fmt.Sprintf("ndk msgrate: %d outstanding %d-byte Writes on one QP, reposted as they complete, %v window after %v warm-up; ops = Writes completed per second, cqes = completions taken per second (write-silent: only every %d-th Write is signaled)",
 			o.Outstanding, MsgSize, o.Duration, o.Warmup, o.SignalEvery),
 		fmt.Sprintf("ndk goodput: %d outstanding %d-byte Writes, payload bytes completed x 8 / window, in Gbit/s; write-umem sources from Adapter.Alloc (zero-copy transmit path), write-heap from the Go heap (copied)", o.GoodputOutstanding, GoodputSize),
-		"raw-xdp: bench/linkbench's xdpndk system on the same bed in the same repetition (64 = IP packet length; Gbit/s counts IP packet bytes); kernel-tcp: 64-byte messages, TCP_NODELAY",
+		"raw-xdpndk: bench/linkbench's raw-xdpndk system on the same bed in the same repetition (64 = IP packet length; Gbit/s counts IP packet bytes); kernel-tcp: 64-byte messages, TCP_NODELAY",
+		"cpu_us_per_msg and cpu_cores (msgrate, goodput): the process's user+system CPU (getrusage; both hosts, their loops and the kernel work of their system calls) over the window, per Write completed and per second of the window",
 		"allocs_per_op: heap objects the whole process allocated in the window per completed request (or round trip)",
 		fmt.Sprintf("value is the median of %d repetitions; goal ratios pair figures of the same repetition", o.Runs),
 	}

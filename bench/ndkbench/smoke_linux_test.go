@@ -42,6 +42,8 @@ func TestSmokeQuick(t *testing.T) {
 		{BenchMsgRate, inline, OpWriteSilent, MsgSize, MetricOps},
 		{BenchGoodput, inline, OpWriteUMEM, GoodputSize, MetricGbps},
 		{BenchGoodput, inline, OpWriteHeap, GoodputSize, MetricGbps},
+		{BenchGoodput, inline, OpWriteUMEM, GoodputSize, MetricCPUOp},
+		{BenchMsgRate, inline, OpWrite, MsgSize, MetricCore},
 		{BenchOneWay, SystemRaw, OpSend, 64, MetricPPS},
 		{BenchOneWay, SystemRaw, OpSend, 9000, MetricGbps},
 	} {
@@ -69,8 +71,8 @@ func TestSmokeQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Records) != len(res.Records) || len(back.Header.Goals) != len(res.Header.Goals) {
-		t.Errorf("JSON round trip: %d records, %d goals", len(back.Records), len(back.Header.Goals))
+	if len(back.Records) != len(res.Records) || len(back.Goals) != len(res.Header.Goals) {
+		t.Errorf("JSON round trip: %d records, %d goals", len(back.Records), len(back.Goals))
 	}
 
 	// Run removed its bed.

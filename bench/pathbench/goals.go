@@ -11,25 +11,25 @@ import (
 // Goal is one of the issue's targets on one figure. Evaluate fills in its outcome.
 type Goal struct {
 	// Name says what is compared, for people.
-	Name string `json:"name"`
+	Name string
 	// Figure is the record the goal is about.
-	Figure Ref `json:"figure"`
+	Figure Ref
 	// Cmp is ">=" (the value must reach Limit) or "<" (it must stay below).
-	Cmp   string  `json:"cmp"`
-	Limit float64 `json:"limit"`
+	Cmp   string
+	Limit float64
 
 	// Evaluated is false when the figure is missing (a failed measurement).
-	Evaluated bool `json:"evaluated"`
+	Evaluated bool
 	// Value is the figure's value.
-	Value float64 `json:"value"`
+	Value float64
 	// Met says whether Value satisfies Cmp Limit.
-	Met bool `json:"met"`
+	Met bool
 }
 
 // Comparisons of a Goal.
 const (
-	AtLeast = ">="
-	Below   = "<"
+	AtLeast = report.AtLeast
+	Below   = report.Below
 )
 
 // pct converts a probability to the percent the records carry, rounded so that 0.01

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
 func TestJain(t *testing.T) {
@@ -126,11 +128,19 @@ func TestResultsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back.Records, res.Records) || len(back.Header.Goals) != len(res.Header.Goals) {
-		t.Errorf("round trip: %+v, want %+v", back, res)
+	if want := res.Document(); !reflect.DeepEqual(back, want) || len(back.Goals) != len(res.Header.Goals) {
+		t.Errorf("round trip: %+v, want %+v", back, want)
+	}
+	if r := back.Records[0]; r.Bench != Tool || r.Params[ParamLoss] != 0 || r.Metric != report.MetricGbps || back.Header.Bed.MTU != MTU {
+		t.Errorf("document record %+v, bed %+v", r, back.Header.Bed)
+	}
+	for _, g := range back.Goals {
+		if g.Bench != Tool || !g.Required || g.Evaluated || g.Compared == "" || (g.Comparison != AtLeast && g.Comparison != Below) {
+			t.Errorf("document goal %+v", g)
+		}
 	}
 	var b strings.Builder
-	if err := back.WriteTable(&b); err != nil || !strings.Contains(b.String(), "ndk-qp1") || !strings.Contains(b.String(), "not evaluated") {
+	if err := res.WriteTable(&b); err != nil || !strings.Contains(b.String(), "ndk-qp1") || !strings.Contains(b.String(), "not evaluated") {
 		t.Errorf("WriteTable: %v\n%s", err, b.String())
 	}
 }

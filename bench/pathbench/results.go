@@ -3,16 +3,21 @@ package pathbench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 )
 
+// Tool is the bench's name in its Document (report.Header.Tool, report.Record.Bench).
+const Tool = "pathbench"
+
 // Systems of Records.
 const (
-	SystemNDK        = "ndk"        // the QP of a one-QP scenario
-	SystemTCP        = "kernel-tcp" // the iperf3 flow
+	SystemNDK        = "xdpndk"     // the QP of a one-QP scenario
+	SystemTCP        = "iperf3-tcp" // the iperf3 flow
 	SystemBottleneck = "bottleneck" // the router's tbf (its counters)
 	SystemPath       = "path"       // the loss injected on the path (its counters)
 	SystemLinks      = "links"      // both adapters' links (their receive drops)
@@ -20,8 +25,8 @@ const (
 	SystemAll        = "all"        // figures over every flow of a scenario (Jain's index)
 )
 
-// SystemQP returns the system name of QP i (1-based) of a multi-QP scenario: "ndk-qp1".
-func SystemQP(i int) string { return fmt.Sprintf("ndk-qp%d", i) }
+// SystemQP returns the system name of QP i (1-based) of a multi-QP scenario: "xdpndk-qp1".
+func SystemQP(i int) string { return fmt.Sprintf("xdpndk-qp%d", i) }
 
 // Operations of Records.
 const (
@@ -31,46 +36,48 @@ const (
 
 // Metrics and units of Records.
 const (
-	MetricGoodput    = "goodput"     // payload bytes delivered x 8 / window, Gbit/s
-	MetricShare      = "share"       // goodput / bottleneck rate
-	MetricJain       = "jain"        // Jain's fairness index of the flows' goodputs
-	MetricRatio      = "ratio"       // goodput under loss / lossless goodput
-	MetricTxPackets  = "tx_pkts"     // data packets the QP sent, retransmissions included
-	MetricRetransmit = "retransmits" // data packets the QP sent again
-	MetricTimeouts   = "timeouts"    // the QP's retransmission-timer expiries
-	MetricRTOShare   = "rto_share"   // retransmissions the timer sent / retransmissions
-	MetricDrops      = "drops"       // packets dropped (tbf queue full, random loss)
-	MetricSRTT       = "srtt"        // the QP's smoothed RTT at the end of the window, us
-	MetricCwnd       = "cwnd"        // the QP's congestion window at the end of the window, bytes
+	MetricGoodput    = report.MetricGbps // payload bytes delivered x 8 / window, Gbit/s
+	MetricShare      = "share"           // goodput / bottleneck rate
+	MetricJain       = "jain"            // Jain's fairness index of the flows' goodputs
+	MetricRatio      = "ratio"           // goodput under loss / lossless goodput
+	MetricTxPackets  = "tx_pkts"         // data packets the QP sent, retransmissions included
+	MetricRetransmit = "retransmits"     // data packets the QP sent again
+	MetricTimeouts   = "timeouts"        // the QP's retransmission-timer expiries
+	MetricRTOShare   = "rto_share"       // retransmissions the timer sent / retransmissions
+	MetricDrops      = "drops"           // packets dropped (tbf queue full, random loss)
+	MetricSRTT       = "srtt_us"         // the QP's smoothed RTT at the end of the window, us
+	MetricCwnd       = "cwnd_bytes"      // the QP's congestion window at the end of the window, bytes
 
-	UnitGbps  = "Gbit/s"
-	UnitRatio = "1"
-	UnitCount = "count"
-	UnitMicro = "us"
+	UnitGbps  = report.UnitGbps
+	UnitRatio = report.UnitRatio
+	UnitCount = report.UnitCount
+	UnitMicro = report.UnitMicros
 	UnitBytes = "bytes"
 )
 
-// Results is what a run measured: the JSON document WriteJSON writes.
+// Results is what a run measured. Document turns it into the report.Document that
+// WriteJSON writes.
 type Results struct {
-	Header  Header   `json:"header"`
-	Records []Record `json:"records"`
+	Header  Header
+	Records []Record
 }
 
 // Header describes where and how the figures were measured.
 type Header struct {
 	report.Host
-	MTU   int               `json:"mtu"`
-	Date  string            `json:"date"`  // start of the run, RFC 3339
-	Modes map[string]string `json:"modes"` // what each system ran with
-	// Config is the options the run used.
-	Config Config `json:"config"`
+	MTU   int
+	Date  string            // start of the run, RFC 3339
+	Modes map[string]string // what each system ran with
+	// Config is the options the run used (the Document's params).
+	Config Config
 	// Goals are the issue's goals for the scenarios run, each with met or not.
-	Goals []Goal `json:"goals"`
+	Goals []Goal
 	// Notes are definitions and anything unusual (failures start with "FAILED:").
-	Notes []string `json:"notes"`
+	Notes []string
 }
 
-// Config is the part of Options that shapes the figures.
+// Config is the part of Options that shapes the figures (its JSON is the Document's
+// params).
 type Config struct {
 	Scenarios   []string  `json:"scenarios"`
 	Runs        int       `json:"runs"`
@@ -90,18 +97,18 @@ type Config struct {
 // percent, each direction, in effect while it was measured (0 for none).
 type Record struct {
 	report.Subject
-	Loss float64 `json:"loss"`
+	Loss float64
 	report.Figure
 }
 
 // Ref names a figure: a Record without its values.
 type Ref struct {
-	Benchmark string  `json:"benchmark"`
-	System    string  `json:"system"`
-	Op        string  `json:"op"`
-	Size      int     `json:"size"`
-	Loss      float64 `json:"loss"`
-	Metric    string  `json:"metric"`
+	Benchmark string
+	System    string
+	Op        string
+	Size      int
+	Loss      float64
+	Metric    string
 }
 
 // String names the figure.
@@ -142,11 +149,39 @@ func (r *Results) add(ref Ref, unit string, v float64) {
 	})
 }
 
-// WriteJSON writes r as indented JSON to path, creating its directory.
-func (r *Results) WriteJSON(path string) error { return report.WriteJSON(path, r) }
+// Document returns r in the shared results schema: tool pathbench, the veth beds, the
+// options as params, every record (its loss as the param loss_pct) and every goal.
+func (r *Results) Document() *report.Document {
+	h := report.NewHeader(Tool)
+	h.Time, h.Host = r.Header.Date, r.Header.Host
+	h.Bed = report.Bed{Link: "veth", MTU: r.Header.MTU, Queues: 1,
+		Detail: "single, two, tcp, loss: A - router - B, tc tbf bottleneck on the router; xdp: A - B, the XDP programs dropping"}
+	h.Modes = maps.Clone(r.Header.Modes)
+	h.Params = report.ParamsOf(r.Header.Config)
+	h.Notes = slices.Clone(r.Header.Notes)
+	d := report.NewDocument(h)
+	for _, rec := range r.Records {
+		d.Records = append(d.Records, report.ToRecord(Tool, rec.Subject, map[string]float64{ParamLoss: rec.Loss}, rec.Figure))
+	}
+	for _, g := range r.Header.Goals {
+		d.Goals = append(d.Goals, report.Goal{
+			Bench: Tool, Scenario: g.Figure.Benchmark, Name: g.Name, Compared: g.Figure.String(),
+			Comparison: g.Cmp, Limit: g.Limit, Unit: report.UnitRatio,
+			Evaluated: g.Evaluated, Value: g.Value, Met: g.Met, Required: true,
+		})
+	}
+	return d.Canonical()
+}
 
-// ReadJSON reads results written by WriteJSON.
-func ReadJSON(path string) (*Results, error) { return report.ReadJSON[Results](path) }
+// ParamLoss is the record param that holds a figure's random loss, in percent of each
+// direction.
+const ParamLoss = "loss_pct"
+
+// WriteJSON writes r's Document as indented JSON to path, creating its directory.
+func (r *Results) WriteJSON(path string) error { return r.Document().WriteJSON(path) }
+
+// ReadJSON reads a Document written by WriteJSON.
+func ReadJSON(path string) (*report.Document, error) { return report.ReadDocument(path) }
 
 // WriteTable prints the figures, one section per scenario, then the goals.
 func (r *Results) WriteTable(w io.Writer) error {

@@ -36,7 +36,7 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 		return nil, err
 	}
 	res := &Results{Header: Header{
-		Host: report.ThisHost(), MTU: MTU, Date: time.Now().Format(time.RFC3339),
+		Host: report.ThisHost(), MTU: MTU, Date: time.Now().UTC().Format(time.RFC3339),
 		Modes: map[string]string{}, Notes: definitionNotes(o),
 		Config: Config{
 			Scenarios: o.Scenarios, Runs: o.Runs, DurationMS: o.Duration.Milliseconds(), WarmupMS: o.Warmup.Milliseconds(),
@@ -427,9 +427,9 @@ func vethDrops(bed *testbed.Bed) uint64 {
 // definitionNotes are the header notes that define the figures.
 func definitionNotes(o Options) []string {
 	return []string{
-		"host A writes to host B: 64 KiB RDMA Writes from A's UMEM into a 1 MiB region of B's, Outstanding per QP reposted as they complete; goodput = Write bytes completed in the window x 8 / window",
+		"host A writes to host B: 64 KiB RDMA Writes from A's UMEM into a 1 MiB region of B's, Outstanding per QP reposted as they complete; goodput (gbit_per_s) = Write bytes completed in the window x 8 / window",
 		fmt.Sprintf("every scenario runs %d times on the same bed, the scenarios interleaved; value = median of the runs, a ratio's runs are ratios within a run", o.Runs),
-		fmt.Sprintf("every scenario: %v warm-up, then the %v window; counters (tx_pkts, retransmits, timeouts) are A's QP's over the window, srtt and cwnd its estimates at the window's end", o.Warmup, o.Duration),
+		fmt.Sprintf("every scenario: %v warm-up, then the %v window; counters (tx_pkts, retransmits, timeouts) are A's QP's over the window, srtt_us and cwnd_bytes its estimates at the window's end", o.Warmup, o.Duration),
 		"share = goodput / bottleneck rate; jain = (sum x)^2 / (n sum x^2) of the QPs' goodputs over the second half of the two-QP window",
 		"loss: the router's tc BPF classifiers (internal/tcloss) drop at random on its egress in both directions (data towards B, acknowledgements towards A); ratio = lossy / lossless goodput, measured one after the other on the same QP",
 		"xdp: both hosts' XDP programs drop each of our datagrams they receive at random (both directions); rto_share = QPStats.RTORetransmits / Retransmits: the share of retransmissions the timer caused (the rest: SACK/RACK loss detection, tail probes, RNR)",

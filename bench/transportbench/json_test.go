@@ -9,13 +9,12 @@ import (
 	"testing"
 )
 
-// goalKeys are the keys of every benchmark's JSON goals (bench/ndkbench's and
-// bench/pathbench's Goal have them too): what is compared, the limit, whether it was
-// evaluated, and whether it was met, as booleans even when nothing was measured.
-var goalKeys = []string{"name", "cmp", "limit", "evaluated", "met"}
+// goalKeys are the keys of every goal of a Document (bench/internal/report's Goal; the
+// omitempty ones, runs, reason and note, left out when empty).
+var goalKeys = []string{"bench", "scenario", "name", "compared", "comparison", "limit", "unit", "evaluated", "value", "met", "required"}
 
-// readGoals writes v with write, reads the file back as generic JSON and returns
-// header.goals, failing unless it is a list of objects.
+// readGoals writes a document with write, reads the file back as generic JSON and returns
+// its goals, failing unless they are a list of objects with booleans where booleans belong.
 func readGoals(t *testing.T, write func(path string) error) (doc map[string]any, goals []map[string]any) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "out.json")
@@ -29,25 +28,19 @@ func readGoals(t *testing.T, write func(path string) error) (doc map[string]any,
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	header, ok := doc["header"].(map[string]any)
+	list, ok := doc["goals"].([]any)
 	if !ok {
-		t.Fatalf("no header object: %s", b)
-	}
-	list, ok := header["goals"].([]any)
-	if !ok {
-		t.Fatalf("header.goals is %T, want a list: %s", header["goals"], b)
+		t.Fatalf("goals is %T, want a list: %s", doc["goals"], b)
 	}
 	for i, g := range list {
 		obj, ok := g.(map[string]any)
 		if !ok {
 			t.Fatalf("goal %d is %T, want an object", i, g)
 		}
-		for _, k := range goalKeys {
-			if _, ok := obj[k]; !ok {
-				t.Errorf("goal %d lacks %q: %v", i, k, obj)
-			}
+		if keys := slices.Sorted(maps.Keys(obj)); !slices.Equal(keys, slices.Sorted(slices.Values(goalKeys))) {
+			t.Errorf("goal %d keys %v, want %v", i, keys, goalKeys)
 		}
-		for _, k := range []string{"evaluated", "met"} {
+		for _, k := range []string{"evaluated", "met", "required"} {
 			if _, ok := obj[k].(bool); !ok {
 				t.Errorf("goal %d: %s is %v (%T), want a boolean", i, k, obj[k], obj[k])
 			}
@@ -58,9 +51,9 @@ func readGoals(t *testing.T, write func(path string) error) (doc map[string]any,
 }
 
 // TestGoalsJSON: the goodput-under-loss Results and the command's Suite both write every
-// goal into header.goals with name, cmp, limit, evaluated, value and met, as
-// bench/ndkbench does: a goal whose ratio was not measured is listed with evaluated and met
-// false (not null), one that was measured with its value and verdict.
+// goal into the document's goals in the shared schema: a goal whose ratio was not measured
+// is listed with evaluated and met false (not null), one that was measured with its value
+// and verdict; the Suite's goals include the loss goals, and its records the loss records.
 func TestGoalsJSON(t *testing.T) {
 	o := DefaultOptions()
 	o.Seeds = []uint64{1}
@@ -77,13 +70,13 @@ func TestGoalsJSON(t *testing.T) {
 		t.Fatalf("%d goals in the JSON, want all %d", len(goals), len(Goals))
 	}
 	want := []map[string]any{
-		{"name": Goals[0].Name, "system": RatioLossless, "loss": 1.0, "cmp": AtLeast, "limit": 0.7, "evaluated": true, "value": 0.8, "met": true},
-		{"name": Goals[1].Name, "system": RatioGoBackN, "loss": 1.0, "cmp": AtLeast, "limit": 2.0, "evaluated": true, "value": 1.6, "met": false},
-		{"name": Goals[2].Name, "system": RatioLossless, "loss": 0.1, "cmp": AtLeast, "limit": 0.9, "evaluated": false, "value": 0.0, "met": false},
+		{"name": Goals[0].Name, "scenario": ScenarioLoss, "comparison": AtLeast, "limit": 0.7, "evaluated": true, "value": 0.8, "met": true},
+		{"name": Goals[1].Name, "scenario": ScenarioLoss, "comparison": AtLeast, "limit": 2.0, "evaluated": true, "value": 1.6, "met": false},
+		{"name": Goals[2].Name, "scenario": ScenarioLoss, "comparison": AtLeast, "limit": 0.9, "evaluated": false, "value": 0.0, "met": false},
 	}
 	for i, g := range goals {
-		if !slices.Equal(slices.Sorted(maps.Keys(g)), slices.Sorted(maps.Keys(want[i]))) {
-			t.Errorf("goal %d keys %v, want %v", i, slices.Sorted(maps.Keys(g)), slices.Sorted(maps.Keys(want[i])))
+		if g["bench"] != Tool || g["required"] != true || g["unit"] != UnitRatio || g["compared"] != Goals[i].compared(o.MsgSize) {
+			t.Errorf("goal %d: %v", i, g)
 		}
 		for k, v := range want[i] {
 			if f, ok := v.(float64); ok {
@@ -96,8 +89,8 @@ func TestGoalsJSON(t *testing.T) {
 		}
 	}
 
-	// The command writes a Suite: its header.goals holds the loss goals (converted) beside
-	// the scenarios', in the same shape, and the loss Results under "loss".
+	// The command writes a Suite: its goals hold the loss goals beside the scenarios', in
+	// the same shape, and its records the loss records.
 	su := &Suite{Header: SuiteHeader{Goals: []ScenarioGoal{}, Notes: []string{}}, Records: []ScenarioRecord{}}
 	su.AddLoss(res)
 	doc, sgoals := readGoals(t, su.WriteJSON)
@@ -109,7 +102,7 @@ func TestGoalsJSON(t *testing.T) {
 			t.Errorf("suite goal %d: %v, want scenario %q and evaluated, met as %v", i, g, ScenarioLoss, want[i])
 		}
 	}
-	if _, ok := doc["loss"].(map[string]any); !ok {
-		t.Errorf("suite: no loss object: %v", doc["loss"])
+	if recs, ok := doc["records"].([]any); !ok || len(recs) != len(res.Records) {
+		t.Errorf("suite: records %v, want the %d loss records", doc["records"], len(res.Records))
 	}
 }

@@ -3,6 +3,7 @@ package transportbench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -10,6 +11,16 @@ import (
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/transport/wire"
+)
+
+// Tool is the bench's name in its Document (report.Header.Tool, report.Record.Bench).
+const Tool = "transportbench"
+
+// Record params of the Document (report.Record.Params).
+const (
+	ParamLoss  = "loss_pct" // random loss of each direction, %
+	ParamRTT   = "rtt_us"   // base round trip, µs
+	ParamFlows = "flows"    // QPs sharing the bottleneck
 )
 
 // Benchmark names, operations, metrics and units used in Records.
@@ -23,7 +34,7 @@ const (
 	// OpWrite: the traffic is RDMA Writes of Size bytes.
 	OpWrite = "write"
 
-	MetricGoodput     = "goodput"           // completed Write bytes per virtual second, in Gbit/s
+	MetricGoodput     = report.MetricGbps   // completed Write bytes per virtual second, in Gbit/s
 	MetricRetxPerPkt  = "retx_per_pkt"      // retransmitted data packets / data packets sent
 	MetricTxPackets   = "tx_pkts"           // data packets sent (retransmissions included)
 	MetricTimeouts    = "timeouts"          // retransmission timer expiries
@@ -44,39 +55,40 @@ const (
 	MetricRealSeconds = "real_s"            // real time the run took
 	MetricFailed      = "failed"            // 1 if the run stopped early (a Write failed, a limit), else 0
 	MetricRatio       = "ratio"             // BenchRatio records
-	UnitGbps          = "Gbit/s"
-	UnitRatio         = "1"
-	UnitCount         = "count"
+	UnitGbps          = report.UnitGbps
+	UnitRatio         = report.UnitRatio
+	UnitCount         = report.UnitCount
 	UnitBytes         = "bytes"
-	UnitMicros        = "us"
+	UnitMicros        = report.UnitMicros
 	UnitPercent       = "%"
 	UnitSeconds       = "s"
 	RatioLossless     = "selective/lossless" // selective at a loss rate / selective at 0
 	RatioGoBackN      = "selective/gobackn"  // selective / go-back-N at the same loss rate
 )
 
-// Results is what a run measured: a header and one Record per figure. It is the JSON
-// document WriteJSON writes, in the format of bench/linkbench plus a loss field.
+// Results is what a run of the goodput-under-loss benchmark measured: a header and one
+// Record per figure. Document turns it into the report.Document that WriteJSON writes.
 type Results struct {
-	Header  Header   `json:"header"`
-	Records []Record `json:"records"`
+	Header  Header
+	Records []Record
 }
 
 // Header describes where and how the figures were measured.
 type Header struct {
-	report.Host        // kernel, cpu, cpus, go
-	Date        string `json:"date"` // start of the run, RFC 3339
+	report.Host        // host, kernel, cpu, cpus, go
+	Date        string // start of the run, RFC 3339
 	// Modes maps each mode to what it means.
-	Modes map[string]string `json:"modes"`
-	// Config is the options the run used.
-	Config Config `json:"config"`
+	Modes map[string]string
+	// Config is the options the run used (the Document's params).
+	Config Config
 	// Goals are the issue's goals, every one listed, and whether the medians meet them.
-	Goals []Goal `json:"goals"`
+	Goals []Goal
 	// Notes are definitions and anything unusual that happened.
-	Notes []string `json:"notes"`
+	Notes []string
 }
 
-// Config is the part of Options that shapes the figures, as recorded in the header.
+// Config is the part of Options that shapes the figures, as recorded in the header (its
+// JSON is the Document's params).
 type Config struct {
 	DurationMS  float64   `json:"duration_ms"` // virtual
 	WarmupMS    float64   `json:"warmup_ms"`   // virtual
@@ -99,40 +111,43 @@ type Record struct {
 	// Benchmark is BenchGoodput or BenchRatio, System a mode or a ratio's name, Op OpWrite,
 	// Size the Write length in bytes.
 	report.Subject
-	Loss float64 `json:"loss"` // random loss of each direction, in %
+	Loss float64 // random loss of each direction, in % (the Document's param loss_pct)
 	// Value is the median of Runs (a ratio: the ratio of the medians), one value per seed in
 	// seed order.
 	report.Figure
 }
 
-// Goal is one of the issue's goals for the ratios. Its JSON is that of every benchmark's
-// goals (bench/ndkbench, bench/pathbench, the scenarios' ScenarioGoal): name, cmp, limit,
-// evaluated, value and met, every goal listed, with evaluated and met false when its ratio
-// was not measured.
+// Goal is one of the issue's goals for the ratios. Every goal is listed, with Evaluated
+// and Met false when its ratio was not measured; the Document holds it as a report.Goal.
 type Goal struct {
 	// Name says what is compared, for people.
-	Name string `json:"name"`
+	Name string
 	// System is the ratio record's system (RatioLossless or RatioGoBackN), Loss its loss
 	// rate in %.
-	System string  `json:"system"`
-	Loss   float64 `json:"loss"`
+	System string
+	Loss   float64
 	// Cmp is AtLeast (the ratio must reach Limit) or AtMost (must not exceed it).
-	Cmp   string  `json:"cmp"`
-	Limit float64 `json:"limit"`
+	Cmp   string
+	Limit float64
 
 	// Evaluated is false when the ratio was not measured (its loss rate or a mode not run).
-	Evaluated bool `json:"evaluated"`
+	Evaluated bool
 	// Value is the measured ratio of medians (0 when not evaluated).
-	Value float64 `json:"value"`
+	Value float64
 	// Met says whether Value satisfies Cmp Limit.
-	Met bool `json:"met"`
+	Met bool
 }
 
 // Comparisons of a goal (Goal.Cmp, ScenarioGoal.Cmp).
 const (
-	AtLeast = ">="
-	AtMost  = "<="
+	AtLeast = report.AtLeast
+	AtMost  = report.AtMost
 )
+
+// compared names the ratio record g is about, as report.Goal.Compared does.
+func (g Goal) compared(size int) string {
+	return fmt.Sprintf("%s %s %s %d B %s [%s=%g]", g.System, BenchRatio, OpWrite, size, MetricRatio, ParamLoss, g.Loss)
+}
 
 // meets reports whether v satisfies cmp limit.
 func meets(v float64, cmp string, limit float64) bool {
@@ -352,12 +367,50 @@ func (r *Results) Find(bench, system string, loss float64, metric string) *Recor
 	return nil
 }
 
-// WriteJSON writes r as indented JSON to path, creating its directory. It writes a
-// temporary file first and renames it, so a reader never sees half a document.
-func (r *Results) WriteJSON(path string) error { return report.WriteJSON(path, r) }
+// Document returns r in the shared results schema: tool transportbench, the simulated
+// path as the bed, the options as params, every record (its loss as the param loss_pct)
+// and every goal.
+func (r *Results) Document() *report.Document {
+	h := report.NewHeader(Tool)
+	h.Time, h.Host = r.Header.Date, r.Header.Host
+	c := r.Header.Config
+	h.Bed = simBed(c.MaxPayload, fmt.Sprintf("virtual time; one path: %g us one way, %g Gbit/s, %d-byte tail-drop queue, random loss both ways", c.LatencyUS, c.Gbps, c.QueueBytes))
+	h.Modes = maps.Clone(r.Header.Modes)
+	h.Params = report.ParamsOf(c)
+	h.Notes = slices.Clone(r.Header.Notes)
+	d := report.NewDocument(h)
+	d.Records = r.records()
+	for _, g := range r.Header.Goals {
+		d.Goals = append(d.Goals, report.Goal{
+			Bench: Tool, Scenario: ScenarioLoss, Name: g.Name, Compared: g.compared(c.MsgSize),
+			Comparison: g.Cmp, Limit: g.Limit, Unit: UnitRatio,
+			Evaluated: g.Evaluated, Value: g.Value, Met: g.Met, Required: true,
+		})
+	}
+	return d.Canonical()
+}
 
-// ReadJSON reads results written by WriteJSON.
-func ReadJSON(path string) (*Results, error) { return report.ReadJSON[Results](path) }
+// records returns r's records as the Document's.
+func (r *Results) records() []report.Record {
+	out := make([]report.Record, 0, len(r.Records))
+	for _, rec := range r.Records {
+		out = append(out, report.ToRecord(Tool, rec.Subject, map[string]float64{ParamLoss: rec.Loss}, rec.Figure))
+	}
+	return out
+}
+
+// simBed is the bed of the simulated network: datagrams of up to maxPayload bytes (an MTU
+// 28 bytes more), one queue.
+func simBed(maxPayload int, detail string) report.Bed {
+	return report.Bed{Link: "simlink", MTU: maxPayload + 28, Queues: 1, Detail: detail}
+}
+
+// WriteJSON writes r's Document as indented JSON to path, creating its directory. It
+// writes a temporary file first and renames it, so a reader never sees half a document.
+func (r *Results) WriteJSON(path string) error { return r.Document().WriteJSON(path) }
+
+// ReadJSON reads a Document written by WriteJSON (of a Results or a Suite).
+func ReadJSON(path string) (*report.Document, error) { return report.ReadDocument(path) }
 
 // losses returns the loss rates that have goodput records, ascending.
 func (r *Results) losses() []float64 {

@@ -140,13 +140,14 @@ func (o *ScenarioOptions) specs() []scenarioRun {
 	return out
 }
 
-// ScenarioRecord is one figure of a scenario run (median over the seeds).
+// ScenarioRecord is one figure of a scenario run (median over the seeds). Its RTT, flows
+// and loss are the Document record's params rtt_us, flows and loss_pct.
 type ScenarioRecord struct {
 	// Benchmark is the scenario, System the mode, Op OpWrite, Size the Write length.
 	report.Subject
-	RTTUS float64 `json:"rtt_us"` // base round trip
-	Flows int     `json:"flows"`  // QPs sharing the bottleneck
-	Loss  float64 `json:"loss"`   // random loss of each direction, %
+	RTTUS float64 // base round trip
+	Flows int     // QPs sharing the bottleneck
+	Loss  float64 // random loss of each direction, %
 	report.Figure
 }
 
@@ -154,15 +155,27 @@ type ScenarioRecord struct {
 // bench/ndkbench reports its goals: every goal is listed, Evaluated false (and Met false)
 // when its figures are missing.
 type ScenarioGoal struct {
-	Scenario  string  `json:"scenario"`
-	Name      string  `json:"name"`
-	Value     float64 `json:"value"`
-	Cmp       string  `json:"cmp"` // AtLeast or AtMost
-	Limit     float64 `json:"limit"`
-	Unit      string  `json:"unit"`
-	Evaluated bool    `json:"evaluated"`
-	Met       bool    `json:"met"`
-	Note      string  `json:"note,omitempty"`
+	Scenario string
+	Name     string
+	// Compared names the figure, or the ratio of figures, the goal is about
+	// (report.Goal.Compared).
+	Compared  string
+	Value     float64
+	Cmp       string // AtLeast or AtMost
+	Limit     float64
+	Unit      string
+	Evaluated bool
+	Met       bool
+	Note      string
+}
+
+// report returns g as a goal of the shared results schema.
+func (g *ScenarioGoal) report() report.Goal {
+	return report.Goal{
+		Bench: Tool, Scenario: g.Scenario, Name: g.Name, Compared: g.Compared,
+		Comparison: g.Cmp, Limit: g.Limit, Unit: g.Unit,
+		Evaluated: g.Evaluated, Value: g.Value, Met: g.Met, Required: true, Note: g.Note,
+	}
 }
 
 // Verdict is "met", "NOT met", or "not evaluated".
@@ -179,26 +192,72 @@ func (g *ScenarioGoal) eval(v float64, ok bool) {
 	g.Met = meets(v, g.Cmp, g.Limit)
 }
 
-// Suite is the JSON document of the command: the scenarios' records and goals, and the
-// goodput-under-loss benchmark's own Results when it ran.
+// Suite is what the command measured: the scenarios' records and goals, and the
+// goodput-under-loss benchmark's own Results when it ran. Document turns it into the
+// report.Document that WriteJSON writes.
 type Suite struct {
-	Header  SuiteHeader      `json:"header"`
-	Records []ScenarioRecord `json:"records"`
-	Loss    *Results         `json:"loss,omitempty"`
+	Header  SuiteHeader
+	Records []ScenarioRecord
+	Loss    *Results
 }
 
 // SuiteHeader describes the run. Goals holds every goal of every scenario that ran (those
 // of ScenarioLoss converted), met or not.
 type SuiteHeader struct {
 	report.Host
-	Date      string         `json:"date"`
-	Scenarios []string       `json:"scenarios"`
-	Seeds     []uint64       `json:"seeds"`
-	Gbps      float64        `json:"bandwidth_gbps"`
-	Quick     bool           `json:"quick"`
-	Overrides string         `json:"engine_overrides"`
-	Goals     []ScenarioGoal `json:"goals"`
-	Notes     []string       `json:"notes"`
+	Date       string
+	Scenarios  []string
+	Seeds      []uint64
+	Gbps       float64
+	MaxPayload int // datagram bytes (MTU - 28)
+	Quick      bool
+	Overrides  string
+	Goals      []ScenarioGoal
+	Notes      []string
+}
+
+// suiteParams are the Document's params of a Suite.
+type suiteParams struct {
+	Scenarios  []string `json:"scenarios"`
+	Seeds      []uint64 `json:"scenario_seeds"`
+	Gbps       float64  `json:"bandwidth_gbps"`
+	MaxPayload int      `json:"max_payload"`
+	Quick      bool     `json:"quick"`
+	Overrides  string   `json:"engine_overrides"`
+	Loss       *Config  `json:"loss,omitempty"` // the goodput-under-loss options, when it ran
+}
+
+// Document returns the suite in the shared results schema: tool transportbench, the
+// simulated network as the bed, the options as params (the loss benchmark's under "loss"),
+// the loss benchmark's records then the scenarios' (their RTT, flows and loss as the params
+// rtt_us, flows and loss_pct), and every goal.
+func (su *Suite) Document() *report.Document {
+	h := report.NewHeader(Tool)
+	h.Time, h.Host = su.Header.Date, su.Header.Host
+	h.Bed = simBed(su.Header.MaxPayload, "virtual time; scenarios: every sender's path feeds one bottleneck (bandwidth, tail-drop queue) at the receiver's ingress")
+	p := suiteParams{Scenarios: su.Header.Scenarios, Seeds: su.Header.Seeds, Gbps: su.Header.Gbps,
+		MaxPayload: su.Header.MaxPayload, Quick: su.Header.Quick, Overrides: su.Header.Overrides}
+	d := report.NewDocument(h)
+	if su.Loss != nil {
+		ld := su.Loss.Document()
+		d.Header.Modes = ld.Header.Modes
+		d.Header.Notes = append(d.Header.Notes, ld.Header.Notes...)
+		d.Records = append(d.Records, ld.Records...)
+		p.Loss = &su.Loss.Header.Config
+		if len(su.Header.Scenarios) == 0 {
+			d.Header.Bed = ld.Header.Bed
+		}
+	}
+	d.Header.Params = report.ParamsOf(p)
+	d.Header.Notes = append(d.Header.Notes, su.Header.Notes...)
+	for _, rec := range su.Records {
+		params := map[string]float64{ParamRTT: rec.RTTUS, ParamFlows: float64(rec.Flows), ParamLoss: rec.Loss}
+		d.Records = append(d.Records, report.ToRecord(Tool, rec.Subject, params, rec.Figure))
+	}
+	for i := range su.Header.Goals {
+		d.Goals = append(d.Goals, su.Header.Goals[i].report())
+	}
+	return d.Canonical()
 }
 
 // RunScenarios runs every run of o, Parallel at a time, and collects the Suite. The error
@@ -286,7 +345,7 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 	h := report.ThisHost()
 	su := &Suite{Header: SuiteHeader{
 		Host: h, Date: time.Now().UTC().Format(time.RFC3339), Scenarios: o.Scenarios,
-		Seeds: o.Seeds, Gbps: float64(o.Bandwidth) / 1e9, Quick: o.Quick, Overrides: o.Overrides,
+		Seeds: o.Seeds, Gbps: float64(o.Bandwidth) / 1e9, MaxPayload: o.MaxPayload, Quick: o.Quick, Overrides: o.Overrides,
 		Goals: []ScenarioGoal{}, Notes: []string{},
 	}, Records: []ScenarioRecord{}}
 	su.Header.Notes = append(su.Header.Notes,
@@ -392,19 +451,27 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 	goal := func(sc, name, cmp string, limit float64, unit string) ScenarioGoal {
 		return ScenarioGoal{Scenario: sc, Name: name, Cmp: cmp, Limit: limit, Unit: unit}
 	}
+	// figName names a record as report.Goal.Compared does.
+	figName := func(sc string, flows int, rtt time.Duration, loss float64, mode, metric string) string {
+		return fmt.Sprintf("%s %s %s %d B %s [%s=%d %s=%g %s=%g]", mode, sc, OpWrite, o.MsgSize, metric,
+			ParamFlows, flows, ParamLoss, pct(loss), ParamRTT, us(rtt))
+	}
 	bw := float64(o.Bandwidth) / 1e9
 	if has(ScenarioRTT) {
 		for _, rtt := range o.RTTs {
 			g := goal(ScenarioRTT, fmt.Sprintf("rtt %v: 1 QP goodput / bottleneck at 0 loss", rtt), AtLeast, goalUtilization, UnitRatio)
+			g.Compared = figName(ScenarioRTT, 1, rtt, 0, ModeSelective, MetricGoodput) + " / bottleneck bandwidth"
 			v, ok := get(ScenarioRTT, 1, rtt, 0, ModeSelective, MetricGoodput)
 			g.eval(v/bw, ok)
 			su.Header.Goals = append(su.Header.Goals, g)
 			g = goal(ScenarioRTT, fmt.Sprintf("rtt %v: goodput at %g%% loss / lossless", rtt, pct(o.Loss)), AtLeast, goalLossRetention, UnitRatio)
+			g.Compared = figName(ScenarioRTT, 1, rtt, o.Loss, ModeSelective, MetricGoodput) + " / " + figName(ScenarioRTT, 1, rtt, 0, ModeSelective, MetricGoodput)
 			l, okl := get(ScenarioRTT, 1, rtt, o.Loss, ModeSelective, MetricGoodput)
 			g.eval(ratio(l, v), ok && okl && v > 0)
 			su.Header.Goals = append(su.Header.Goals, g)
 			if rtt >= 100*time.Microsecond {
 				g = goal(ScenarioRTT, fmt.Sprintf("rtt %v: selective / go-back-N at %g%% loss", rtt, pct(o.Loss)), AtLeast, goalSelectiveRatio, UnitRatio)
+				g.Compared = figName(ScenarioRTT, 1, rtt, o.Loss, ModeSelective, MetricGoodput) + " / " + figName(ScenarioRTT, 1, rtt, o.Loss, ModeGoBackN, MetricGoodput)
 				gb, okg := get(ScenarioRTT, 1, rtt, o.Loss, ModeGoBackN, MetricGoodput)
 				g.eval(ratio(l, gb), okl && okg && gb > 0)
 				if okl && okg && gb == 0 && l > 0 {
@@ -420,6 +487,7 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 			for _, n := range o.FairFlows {
 				pre := fmt.Sprintf("%d QPs rtt %v: ", n, rtt)
 				g := goal(ScenarioFairness, pre+fmt.Sprintf("RTTs after the last start until Jain stays >= %g", JainConverged), AtMost, goalConvergeLimit, UnitRTTs)
+				g.Compared = figName(ScenarioFairness, n, rtt, 0, ModeSelective, MetricConverge)
 				v, ok := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricConverge)
 				g.eval(v, ok)
 				if ok && v < 0 {
@@ -427,6 +495,7 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 				}
 				su.Header.Goals = append(su.Header.Goals, g)
 				g = goal(ScenarioFairness, pre+"base RTT + p99 queueing delay (limit: base RTT + target)", AtMost, 0, UnitMicros)
+				g.Compared = "base RTT + " + figName(ScenarioFairness, n, rtt, 0, ModeSelective, MetricQueueP99) + " (limit: base RTT + " + MetricTarget + ")"
 				q, okq := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricQueueP99)
 				t, okt := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricTarget)
 				g.Limit = us(rtt) + t
@@ -436,6 +505,7 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 				}
 				su.Header.Goals = append(su.Header.Goals, g)
 				g = goal(ScenarioFairness, pre+"bottleneck drops in steady state (queue >= 1 BDP)", AtMost, 0, UnitCount)
+				g.Compared = figName(ScenarioFairness, n, rtt, 0, ModeSelective, MetricDrops)
 				d, okd := get(ScenarioFairness, n, rtt, 0, ModeSelective, MetricDrops)
 				g.eval(d, okd)
 				su.Header.Goals = append(su.Header.Goals, g)
@@ -446,14 +516,17 @@ func collectScenarios(o *ScenarioOptions, runs []scenarioRun, res []FlowResult) 
 		n, rtt := o.IncastSenders, o.IncastRTT
 		pre := fmt.Sprintf("incast %d:1 rtt %v: ", n, rtt)
 		g := goal(ScenarioIncast, pre+"aggregate goodput / bottleneck", AtLeast, goalUtilization, UnitRatio)
+		g.Compared = figName(ScenarioIncast, n, rtt, 0, ModeSelective, MetricGoodput) + " / bottleneck bandwidth"
 		v, ok := get(ScenarioIncast, n, rtt, 0, ModeSelective, MetricGoodput)
 		g.eval(v/bw, ok)
 		su.Header.Goals = append(su.Header.Goals, g)
 		g = goal(ScenarioIncast, pre+"no RTO storm: RTO expiries since the start, all QPs", AtMost, float64(n), UnitCount)
+		g.Compared = figName(ScenarioIncast, n, rtt, 0, ModeSelective, MetricTimeoutsRun)
 		v, ok = get(ScenarioIncast, n, rtt, 0, ModeSelective, MetricTimeoutsRun)
 		g.eval(v, ok)
 		su.Header.Goals = append(su.Header.Goals, g)
 		g = goal(ScenarioIncast, pre+"Jain index of per-QP goodput", AtLeast, goalJainIncast, UnitRatio)
+		g.Compared = figName(ScenarioIncast, n, rtt, 0, ModeSelective, MetricJain)
 		v, ok = get(ScenarioIncast, n, rtt, 0, ModeSelective, MetricJain)
 		g.eval(v, ok)
 		su.Header.Goals = append(su.Header.Goals, g)
@@ -472,7 +545,7 @@ func ratio(a, b float64) float64 {
 func (su *Suite) AddLoss(r *Results) {
 	su.Loss = r
 	for _, g := range r.Header.Goals {
-		sg := ScenarioGoal{Scenario: ScenarioLoss, Name: g.Name, Cmp: g.Cmp, Limit: g.Limit, Unit: UnitRatio}
+		sg := ScenarioGoal{Scenario: ScenarioLoss, Name: g.Name, Compared: g.compared(r.Header.Config.MsgSize), Cmp: g.Cmp, Limit: g.Limit, Unit: UnitRatio}
 		sg.eval(g.Value, g.Evaluated)
 		su.Header.Goals = append(su.Header.Goals, sg)
 	}
@@ -490,11 +563,8 @@ func (su *Suite) Find(scenario string, flows int, rttUS, loss float64, mode, met
 	return nil
 }
 
-// WriteJSON writes the suite as indented JSON to path (report.WriteJSON).
-func (su *Suite) WriteJSON(path string) error { return report.WriteJSON(path, su) }
-
-// ReadSuite reads a suite written by WriteJSON.
-func ReadSuite(path string) (*Suite, error) { return report.ReadJSON[Suite](path) }
+// WriteJSON writes the suite's Document as indented JSON to path (report.WriteJSON).
+func (su *Suite) WriteJSON(path string) error { return su.Document().WriteJSON(path) }
 
 // WriteTable prints the goodput-under-loss table (if it ran), one line per scenario run
 // (medians over the seeds), and every goal.

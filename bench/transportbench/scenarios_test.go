@@ -3,6 +3,7 @@ package transportbench
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -84,9 +85,22 @@ func TestRunScenarios(t *testing.T) {
 	if err := su.WriteJSON(path); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ReadSuite(path)
-	if err != nil || len(back.Records) != len(su.Records) || len(back.Header.Goals) != len(su.Header.Goals) {
+	back, err := ReadJSON(path)
+	if err != nil || len(back.Records) != len(su.Records) || len(back.Goals) != len(su.Header.Goals) {
 		t.Fatalf("round trip: %v", err)
+	}
+	if want := su.Document(); !reflect.DeepEqual(back, want) {
+		t.Errorf("the document changed in the JSON round trip:\n got %+v\nwant %+v", back, want)
+	}
+	for _, r := range back.Records {
+		if _, ok := r.Params[ParamRTT]; !ok || r.Params[ParamFlows] < 1 {
+			t.Fatalf("scenario record without rtt_us and flows: %+v", r)
+		}
+	}
+	for _, g := range back.Goals {
+		if g.Compared == "" || !g.Required {
+			t.Errorf("goal %+v: nothing compared, or not required", g)
+		}
 	}
 	var b strings.Builder
 	if err := su.WriteTable(&b); err != nil {

@@ -150,8 +150,11 @@ func TestRunCollectJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back.Records, res.Records) {
-		t.Error("records changed in the JSON round trip")
+	if want := res.Document(); !reflect.DeepEqual(back, want) {
+		t.Errorf("the document changed in the JSON round trip:\n got %+v\nwant %+v", back, want)
+	}
+	if len(back.Records) != len(res.Records) || back.Records[0].Params[ParamLoss] != 0 || back.Header.Bed.Link != "simlink" || back.Header.Bed.MTU != o.MaxPayload+28 {
+		t.Errorf("document: %d records (want %d), first %+v, bed %+v", len(back.Records), len(res.Records), back.Records[0], back.Header.Bed)
 	}
 	var b strings.Builder
 	if err := res.WriteTable(&b); err != nil {

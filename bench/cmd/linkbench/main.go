@@ -26,7 +26,7 @@ func main() {
 func run() int {
 	def := linkbench.DefaultOptions()
 	cf := report.Flags{Name: "linkbench"}
-	cf.Define("bench/out/results.json", "short run (300 ms windows, 1 run, 2000 round trips); explicit flags still win")
+	cf.Define("bench/out/link.json", "short run (300 ms windows, 1 run, 2000 round trips); explicit flags still win")
 	var (
 		duration  = flag.Duration("duration", def.Duration, "measured window of each one-way measurement")
 		warmup    = flag.Duration("warmup", def.Warmup, "warm-up before each one-way window")
@@ -34,7 +34,7 @@ func run() int {
 		pingN     = flag.Int("pingpong-n", def.PingPongN, "round trips per ping-pong measurement (0 skips it)")
 		pingWarm  = flag.Int("pingpong-warmup", def.PingPongWarmup, "first round trips left out of the statistics")
 		sizes     = flag.String("sizes", "64,1500,9000", "one-way `sizes` (IP packet length in bytes, comma-separated; empty skips one-way)")
-		systems   = flag.String("systems", "all", "systems to measure: comma-separated from xdpndk,xdpndk-no-wakeup,asavie,kernel-udp, or all")
+		systems   = flag.String("systems", "all", "systems to measure: comma-separated from raw-xdpndk,raw-xdpndk-no-wakeup,raw-asavie,kernel-udp (or xdpndk,xdpndk-no-wakeup,asavie), or all")
 		batch     = flag.Int("batch", def.Batch, "datagrams per send call")
 		attach    = flag.String("attach", "auto", "XDP attach mode of the steering program: auto (native, then generic), native or generic")
 		verbose   = flag.Bool("v", false, "log what the xdp package got from the kernel")
@@ -106,7 +106,7 @@ func run() int {
 		fmt.Println()
 		for _, sys := range linkbench.AllSystems {
 			if m, ok := res.Header.Modes[sys]; ok {
-				fmt.Printf("mode %-16s %s\n", sys, m)
+				fmt.Printf("mode %-20s %s\n", sys, m)
 			}
 		}
 		fmt.Printf("kernel %s, %s, %d CPUs, %s, MTU %d, %v\n", res.Header.Kernel, res.Header.CPU, res.Header.CPUs,

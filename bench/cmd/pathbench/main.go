@@ -37,6 +37,7 @@ func run() int {
 		quiet     = flag.Bool("q", false, "do not print progress lines")
 	)
 	flag.Parse()
+	report.ThisBuild() // the commit at the start of the run (git may be asked), not at its end
 	o := def
 	o.Scenarios = pathbench.ParseScenarios(*scenarios)
 	o.Runs, o.Duration, o.Warmup = *runs, *duration, *warmup
@@ -85,12 +86,12 @@ func besideNDK(path string, res *pathbench.Results) {
 	if err != nil {
 		return
 	}
-	rec := nres.Find(ndkbench.Ref{Benchmark: ndkbench.BenchGoodput, System: ndkbench.SystemNDK(ndkbench.ModeInline),
-		Op: ndkbench.OpWriteUMEM, Size: ndkbench.GoodputSize, Metric: ndkbench.MetricGbps})
+	rec := nres.Find(report.Key{Bench: ndkbench.Tool, Scenario: ndkbench.BenchGoodput, System: ndkbench.SystemNDK(ndkbench.ModeInline),
+		Operation: ndkbench.OpWriteUMEM, Size: ndkbench.GoodputSize, Metric: ndkbench.MetricGbps})
 	if rec == nil {
 		return
 	}
-	fmt.Printf("\nbeside ndkbench (%s, %s): 64 KiB Write goodput, plain bed, no loss: %.2f Gbit/s\n", path, nres.Header.Date, rec.Value)
+	fmt.Printf("\nbeside ndkbench (%s, %s): 64 KiB Write goodput, plain bed, no loss: %.2f Gbit/s\n", path, nres.Header.Time, rec.Value)
 	w := func(sc string) *pathbench.Record {
 		return res.Find(pathbench.Ref{Benchmark: sc, System: pathbench.SystemNDK, Op: pathbench.OpWrite, Size: pathbench.WriteSize, Metric: pathbench.MetricGoodput})
 	}

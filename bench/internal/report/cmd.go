@@ -25,10 +25,12 @@ func (f *Flags) Define(out, quickUsage string) {
 	flag.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this `file` (go tool pprof)")
 }
 
-// Parse parses the command line and starts the CPU profile if -cpuprofile asks for one.
+// Parse parses the command line and starts the CPU profile if -cpuprofile asks for one;
+// it also fixes the run's Build (ThisBuild) before the run starts.
 // It returns the function that ends the profile, and the names of the flags the command
 // line set (to tell an explicit flag from a default that -quick replaces).
 func (f *Flags) Parse() (stop func(), set map[string]bool, err error) {
+	ThisBuild() // the commit at the start of the run (git may be asked), not at its end
 	flag.Parse()
 	set = map[string]bool{}
 	flag.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -36,27 +38,36 @@ func (f *Flags) Parse() (stop func(), set map[string]bool, err error) {
 	return stop, set, err
 }
 
-// Results is what Finish needs of a benchmark's results.
+// Results is what Finish needs of a benchmark's results: its own table, and the Document
+// it writes.
 type Results interface {
 	WriteTable(w io.Writer) error
-	WriteJSON(path string) error
+	Document() *Document
 }
 
-// Finish prints res as a table on stdout, then what trailer prints, then, unless ctx (the
-// run's) was cancelled, writes res as JSON to f.Out. It reports failures on stderr, runErr (the
-// run's error, which may come with partial results) included, and returns the exit code:
-// 130 when interrupted, 1 on a failure, else 0.
+// Finish prints res on stdout as the bench's table, then as the Markdown table of its
+// Document's headline metrics and goals (WriteMarkdown), then what trailer prints; then,
+// unless ctx (the run's) was cancelled, it writes the Document as JSON to f.Out. It reports
+// failures on stderr, runErr (the run's error, which may come with partial results)
+// included, and returns the exit code: 130 when interrupted, 1 on a failure, else 0.
 func (f *Flags) Finish(ctx context.Context, res Results, trailer func(), runErr error) int {
 	fmt.Println()
 	if err := res.WriteTable(os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: print table: %v\n", f.Name, err)
+	}
+	doc := res.Document()
+	fmt.Println()
+	fmt.Println("Headline figures and goals (Markdown; every figure is in the JSON):")
+	fmt.Println()
+	if err := WriteMarkdown(os.Stdout, doc, MarkdownOptions{Metrics: HeadlineMetrics}); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: print Markdown: %v\n", f.Name, err)
 	}
 	trailer()
 	if ctx.Err() != nil {
 		fmt.Fprintf(os.Stderr, "%s: interrupted; results not written\n", f.Name)
 		return 130
 	}
-	if err := res.WriteJSON(f.Out); err != nil {
+	if err := doc.WriteJSON(f.Out); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", f.Name, err)
 		return 1
 	}

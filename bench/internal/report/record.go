@@ -2,25 +2,42 @@ package report
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 )
 
-// Subject says what a figure is about: the first fields of every benchmark's JSON record.
-// A benchmark's Record embeds it, then its own fields, then a Figure.
+// Subject says what a figure is about: the first fields of a benchmark's in-memory record
+// (its Record embeds a Subject, its own fields, then a Figure). ToRecord turns it into the
+// Record of a Document.
 type Subject struct {
-	Benchmark string `json:"benchmark"` // the benchmark's name
-	System    string `json:"system"`    // what was measured (a link, a mode, a ratio)
-	Op        string `json:"op"`        // the operation timed
-	Size      int    `json:"size"`      // bytes; what of is the benchmark's to say
+	Benchmark string // the scenario of the bench (Record.Scenario)
+	System    string // what was measured (a link, a mode, a ratio)
+	Op        string // the operation timed
+	Size      int    // bytes; what of is the benchmark's to say
 }
 
-// Figure is one metric's values: the last fields of every benchmark's JSON record.
+// Figure is one metric's values: the last fields of a benchmark's in-memory record.
 type Figure struct {
-	Metric string    `json:"metric"` // the benchmark's Metric* constants
-	Value  float64   `json:"value"`  // normally the median of Runs
-	Unit   string    `json:"unit"`   // the benchmark's Unit* constants
-	Runs   []float64 `json:"runs"`   // every run's value, in run order
-	Note   string    `json:"note,omitempty"`
+	Metric string    // the benchmark's Metric* constants
+	Value  float64   // normally the median of Runs
+	Unit   string    // the benchmark's Unit* constants
+	Runs   []float64 // every run's value, in run order
+	Note   string
+}
+
+// ToRecord returns the Document record of figure f about s, measured by bench under params
+// (nil for none). It copies Runs (never nil in the record) and params.
+func ToRecord(bench string, s Subject, params map[string]float64, f Figure) Record {
+	runs := make([]float64, len(f.Runs))
+	copy(runs, f.Runs)
+	var p map[string]float64
+	if len(params) > 0 {
+		p = maps.Clone(params)
+	}
+	return Record{
+		Bench: bench, Scenario: s.Benchmark, System: s.System, Operation: s.Op, Size: s.Size,
+		Params: p, Metric: f.Metric, Unit: f.Unit, Value: f.Value, Runs: runs, Note: f.Note,
+	}
 }
 
 // NewFigure returns the Figure of metric over runs (which it keeps), valued at their median.

@@ -1,6 +1,7 @@
-// Package report holds what the benchmarks under bench/ share: the description of the
-// machine in their JSON headers, the figure record, medians, writing and reading the JSON
-// document, table cells and the -cpuprofile flag's profile.
+// Package report holds what the benchmarks under bench/ share: the results schema every
+// bench writes (Document: a header describing the build, the machine and the test bed,
+// one Record per figure, the Goals), merging documents, the Markdown table of a document,
+// medians and percentiles, the commands' flags and the -cpuprofile flag's profile.
 package report
 
 import (
@@ -16,18 +17,24 @@ import (
 	"strings"
 )
 
-// Host describes the machine a benchmark ran on. Each benchmark's JSON header embeds it,
-// so its fields are the header's first keys.
+// Host describes the machine a benchmark ran on. A Document's Header embeds it.
 type Host struct {
+	Name   string `json:"host"`   // the host name, or "unknown"
 	Kernel string `json:"kernel"` // uname -r, or "unknown"
 	CPU    string `json:"cpu"`    // "model name" from /proc/cpuinfo, or "unknown"
 	CPUs   int    `json:"cpus"`   // logical CPUs the Go runtime sees
 	Go     string `json:"go"`     // runtime.Version()
 }
 
+// String describes h: "vm (AMD EPYC, 2 CPUs, Linux 6.18.44, go1.26.8)".
+func (h Host) String() string {
+	return fmt.Sprintf("%s (%s, %d CPUs, Linux %s, %s)", h.Name, h.CPU, h.CPUs, h.Kernel, h.Go)
+}
+
 // ThisHost returns the Host this process runs on.
 func ThisHost() Host {
 	return Host{
+		Name:   hostname(),
 		Kernel: kernelRelease(),
 		CPU:    cpuModel(),
 		CPUs:   runtime.NumCPU(),
