@@ -23,6 +23,10 @@ const (
 	MaxFrame = 65535 + 14
 	// unlimitedRate is the rate used to size the storage of a line without a rate limit.
 	unlimitedRate = 10_000_000_000
+	// lateAllowance is how late the forwarder may run (descheduled on a busy machine)
+	// before frames that are due but not yet sent overflow the storage: the storage holds
+	// what the rate brings in during Delay plus this.
+	lateAllowance = 10 * time.Millisecond
 )
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
@@ -71,8 +75,8 @@ func (c Config) Validate() error {
 }
 
 // storageBytes is the byte ring one direction needs: its queue, what the line holds in
-// flight during Delay (at Rate, or at 10 Gbit/s without a limit) and two largest frames
-// (one being serialized, one wasted at the ring's end).
+// flight during Delay plus lateAllowance (at Rate, or at 10 Gbit/s without a limit) and
+// two largest frames (one being serialized, one wasted at the ring's end).
 func (c Config) storageBytes() int64 {
 	q := int64(c.QueueBytes)
 	if q == 0 {
@@ -82,7 +86,7 @@ func (c Config) storageBytes() int64 {
 	if r == 0 {
 		r, q = unlimitedRate, 0
 	}
-	return q + bdpBytes(r, c.Delay) + 2*MaxFrame
+	return q + bdpBytes(r, c.Delay+lateAllowance) + 2*MaxFrame
 }
 
 // bdpBytes is rate x d / 8, rounded up.

@@ -37,6 +37,6 @@
 // (recvmmsg), and sends what is due in batches (sendmmsg). How late a frame left against
 // its due time is measured per frame ([DirStats].Late). Nothing is allocated per frame: a
 // frame is copied into a byte ring sized at Open for the queue plus what the line holds in
-// flight (Rate x Delay), and a descriptor ring of fixed size; both are bounded, and a
+// flight (Rate x (Delay + 10 ms), the 10 ms for a forwarder descheduled for that long), and a descriptor ring of fixed size; both are bounded, and a
 // frame that finds either full is dropped and counted ([DirStats].Overflow).
 package delayline

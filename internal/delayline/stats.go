@@ -68,6 +68,12 @@ type DirStats struct {
 	// late, the last bucket those later. LateSum and LateMax are in nanoseconds.
 	Late             [LateBuckets]uint64
 	LateSum, LateMax uint64
+	// BadStamps counts frames whose kernel receive timestamp was unusable (from another
+	// clock, or too old), queued as arriving when read.
+	BadStamps uint64
+	// Realtime says whether the direction's thread runs at real-time priority
+	// (SCHED_FIFO; refused without CAP_SYS_NICE, and then it runs as a normal thread).
+	Realtime bool
 }
 
 // LateQuantile returns an upper bound of the q-quantile (0 < q <= 1) of the lateness
@@ -121,6 +127,8 @@ type dirCounters struct {
 	forwarded, forwardedBytes, sendErrors         atomic.Uint64
 	held, heldBytes, backlog, maxBacklog, lateSum atomic.Uint64
 	lateMax                                       atomic.Uint64
+	realtime                                      atomic.Bool
+	badStamps                                     atomic.Uint64
 	late                                          [LateBuckets]atomic.Uint64
 }
 
@@ -129,7 +137,7 @@ func (c *dirCounters) snapshot() DirStats {
 		Dropped: c.dropped.Load(), Overflow: c.overflow.Load(), Forwarded: c.forwarded.Load(),
 		ForwardedBytes: c.forwardedBytes.Load(), SendErrors: c.sendErrors.Load(), Held: c.held.Load(),
 		HeldBytes: c.heldBytes.Load(), Backlog: c.backlog.Load(), MaxBacklog: c.maxBacklog.Load(),
-		LateSum: c.lateSum.Load(), LateMax: c.lateMax.Load()}
+		LateSum: c.lateSum.Load(), LateMax: c.lateMax.Load(), Realtime: c.realtime.Load(), BadStamps: c.badStamps.Load()}
 	for i := range c.late {
 		s.Late[i] = c.late[i].Load()
 	}
