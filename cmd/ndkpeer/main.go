@@ -58,10 +58,15 @@
 // (a round trip, as bench/ndkbench's ping-pong); for write-lat and read-lat, from the post
 // to the Write's or Read's completion (bench/ndkbench's latency figure). The first -w
 // operations of each size are a warm-up and are not counted. Percentiles are nearest-rank
-// over every sample. Bandwidth tests keep -t operations outstanding per QP (without -t: 128,
-// fewer for large messages so that at most 1 MiB is outstanding, which is bench/ndkbench's
-// 128 outstanding 64-byte Writes of its message rate and 16 outstanding 64 KiB Writes of
-// its goodput) and report payload bytes × 8 / time from the first measured post to the last
+// over every sample. Bandwidth tests keep -t operations outstanding per QP. Without -t
+// the warm-up keeps 128, fewer for large messages so that at most 1 MiB is outstanding
+// (bench/ndkbench's 128 outstanding 64-byte Writes of its message rate and 16 outstanding
+// 64 KiB Writes of its goodput); then the measured phase keeps enough to cover twice the
+// path's bandwidth-delay product: the QPs' smoothed round trip after the warm-up times the
+// interface's speed (/sys/class/net/IFACE/speed; 10 Gbit/s when it reports none), at most
+// 64 MiB and 1024 operations per QP, never fewer than the warm-up's. 1 MiB outstanding
+// over a 10 ms round trip cannot exceed 0.84 Gbit/s; on a short path nothing changes. The
+// result's "outstanding" is the depth measured with. Bandwidth tests report payload bytes × 8 / time from the first measured post to the last
 // completion (-n), or over the -D window (operations completed in it); Gbit/s is payload
 // only, 10^9 bits. A result line is followed by the packets the client's QPs retransmitted,
 // when there were any.
