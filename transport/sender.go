@@ -111,6 +111,13 @@ func (s *sender) connect(initial wire.PSN, cc congestion.Controller) {
 	s.cc = cc
 }
 
+// seedRTO gives the retransmission timer a round trip measured before any sample (the
+// connection handshake, ns): ack.RTO.Seed.
+func (s *sender) seedRTO(rtt int64) {
+	s.rto.Seed(rtt)
+	s.publishStats()
+}
+
 // NextPSN is the PSN the next new packet takes.
 func (s *sender) NextPSN() wire.PSN { return s.sent.NextPSN() }
 
