@@ -226,6 +226,7 @@ type ndkResult struct {
 	gbps        float64 // over the window
 	outstanding int
 	retransmits uint64
+	lineDrops   uint64 // the delay line's drops during the run (set by the runner)
 }
 
 // parseNDK decodes ndkpeer's --json and averages its intervals within [from, to] s.

@@ -102,15 +102,18 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 			if err != nil {
 				return fmt.Errorf("run %d, tcp %s alone: %w", run+1, op, err)
 			}
+			d0 := lineDrops(bed)
 			n, err := runNDK(ctx, o, bed, op, from, to)
 			if err != nil {
 				return fmt.Errorf("run %d, ndk %s alone: %w", run+1, op, err)
 			}
+			n.lineDrops = lineDrops(bed) - d0
 			res.add(rtt, op, "alone", "tcp", "gbps", t.gbps)
 			res.add(rtt, op, "alone", "tcp", "retransmits", float64(t.retransmits))
 			res.add(rtt, op, "alone", "ndk", "gbps", n.gbps)
 			res.add(rtt, op, "alone", "ndk", "retransmits", float64(n.retransmits))
 			res.add(rtt, op, "alone", "ndk", "outstanding", float64(n.outstanding))
+			res.add(rtt, op, "alone", "ndk", "line_drops", float64(n.lineDrops))
 			res.add(rtt, op, "alone", "ndk", "ratio_to_tcp", n.gbps/t.gbps)
 			var wg sync.WaitGroup
 			var st iperfResult
@@ -125,8 +128,8 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 			res.add(rtt, op, "shared", "tcp", "gbps", st.gbps)
 			res.add(rtt, op, "shared", "ndk", "gbps", sn.gbps)
 			res.add(rtt, op, "shared", "ndk", "retransmits", float64(sn.retransmits))
-			o.progress("%v %-5s run %d: alone tcp %.3f ndk %.3f Gbit/s (ratio %.2f, ndk %d outstanding, %d retransmits; tcp %d); shared tcp %.3f ndk %.3f",
-				rtt, op, run+1, t.gbps, n.gbps, n.gbps/t.gbps, n.outstanding, n.retransmits, t.retransmits, st.gbps, sn.gbps)
+			o.progress("%v %-5s run %d: alone tcp %.3f ndk %.3f Gbit/s (ratio %.2f, ndk %d outstanding, %d retransmits, %d line drops; tcp %d); shared tcp %.3f ndk %.3f",
+				rtt, op, run+1, t.gbps, n.gbps, n.gbps/t.gbps, n.outstanding, n.retransmits, n.lineDrops, t.retransmits, st.gbps, sn.gbps)
 		}
 	}
 	if st, err := bed.PathStats(); err == nil {
@@ -136,6 +139,15 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 	}
 	res.Paths = append(res.Paths, doc)
 	return nil
+}
+
+// lineDrops returns what the delay line's queues have dropped so far, both directions.
+func lineDrops(bed *testbed.Bed) uint64 {
+	st, err := bed.PathStats()
+	if err != nil {
+		return 0
+	}
+	return st.Dir[delayline.AtoB].Dropped + st.Dir[delayline.BtoA].Dropped + st.Dir[delayline.AtoB].Overflow + st.Dir[delayline.BtoA].Overflow
 }
 
 // runIperf runs one iperf3 client on A for o.Duration: A to B, or B to A for read.
