@@ -17,6 +17,9 @@ type longPathRun struct {
 	writes        int // 64 KiB Writes
 	depth         int // kept outstanding (0: all posted at the start)
 	stall, period time.Duration
+	// timeouts: the stall outlasts the RTO, so timer expiries are expected; every
+	// retransmission must still be the timer's or a tail probe's.
+	timeouts bool
 }
 
 // run returns the sender QP's counters once every Write completed, and the bottleneck's
@@ -147,7 +150,10 @@ func (c longPathRun) run(t *testing.T) (transport.QPStats, uint64) {
 // timeouts at 10 ms, 9 and 1 at 2 ms); before the RTO's variance term was at least SRTT/2,
 // a receiver descheduled for 3 or 5 ms in the ack gap of an application-limited flow fired
 // it (one spurious timeout each at 10 ms), as a loaded machine did on the delay line's bed
-// (bench/longpath: 19 expiries, 18 proven spurious, in 5 s of ndkpeer write-bw).
+// (bench/longpath: 19 expiries, 18 proven spurious, in 5 s of ndkpeer write-bw). A stall
+// longer than any RTO fires the timer whatever it is; before RACK checked the timestamp
+// echo, the late acks of the originals made it resend the whole flight (12 retransmissions
+// for 3 timeouts and a probe; now 4).
 func TestLongPathSpurious(t *testing.T) {
 	for _, c := range []longPathRun{
 		{rtt: 10 * time.Millisecond, writes: 100},
@@ -156,6 +162,9 @@ func TestLongPathSpurious(t *testing.T) {
 		// in a burst and its acks return in one, then nothing for most of a round trip.
 		{rtt: 10 * time.Millisecond, writes: 60, depth: 2, stall: 3 * time.Millisecond, period: 97 * time.Millisecond},
 		{rtt: 10 * time.Millisecond, writes: 60, depth: 2, stall: 5 * time.Millisecond, period: 131 * time.Millisecond},
+		// A stall longer than any RTO: the timer fires (spuriously), and only the timed-out
+		// packet and the tail probe may go again, not the flight the late acks cover.
+		{rtt: 10 * time.Millisecond, writes: 30, stall: 40 * time.Millisecond, period: 97 * time.Millisecond, timeouts: true},
 	} {
 		start := time.Now()
 		st, drops := c.run(t)
@@ -165,6 +174,13 @@ func TestLongPathSpurious(t *testing.T) {
 			time.Duration(st.SRTT), time.Duration(st.RTO))
 		if drops != 0 {
 			t.Fatalf("rtt %v: the bottleneck dropped %d packets: the path is meant to be lossless", c.rtt, drops)
+		}
+		if c.timeouts {
+			if st.Retransmits > st.RTORetransmits+st.TailProbes || st.Timeouts == 0 || st.SpuriousTimeouts == 0 {
+				t.Errorf("rtt %v stall %v every %v: %d retransmissions for %d timer expiries (%d spurious) and %d tail probes",
+					c.rtt, c.stall, c.period, st.Retransmits, st.Timeouts, st.SpuriousTimeouts, st.TailProbes)
+			}
+			continue
 		}
 		if st.Retransmits != 0 || st.Timeouts != 0 {
 			t.Errorf("rtt %v depth %d stall %v every %v: %d retransmissions, %d timeouts on a lossless path",
