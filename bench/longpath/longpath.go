@@ -221,12 +221,60 @@ type ndkDoc struct {
 	} `json:"intervals"`
 }
 
+// ival is one interval report of a tool: [start, end) seconds and its rate in Gbit/s.
+type ival struct{ start, end, gbps float64 }
+
+// average returns the time-weighted mean rate of the intervals that lie within [from, to]
+// (10 ms of slack at each end).
+func average(ivs []ival, from, to float64) (float64, bool) {
+	var sum, span float64
+	for _, iv := range ivs {
+		if iv.start+0.01 < from || iv.end-0.01 > to || iv.end <= iv.start {
+			continue
+		}
+		sum += iv.gbps * (iv.end - iv.start)
+		span += iv.end - iv.start
+	}
+	if span == 0 {
+		return 0, false
+	}
+	return sum / span, true
+}
+
+// shift returns ivs moved by d seconds.
+func shift(ivs []ival, d float64) []ival {
+	out := make([]ival, len(ivs))
+	for i, iv := range ivs {
+		out[i] = ival{iv.start + d, iv.end + d, iv.gbps}
+	}
+	return out
+}
+
+// sharedWindow puts two tools' intervals on one clock and averages each over the same
+// window: ends are when each process exited (seconds on a common clock), which is taken
+// as the end of its last interval; the window is the span both reported, less skip at its
+// start. It returns the two rates and the window's length.
+func sharedWindow(a []ival, aEnd float64, b []ival, bEnd float64, skip float64) (ga, gb, span float64, ok bool) {
+	if len(a) == 0 || len(b) == 0 {
+		return 0, 0, 0, false
+	}
+	a = shift(a, aEnd-a[len(a)-1].end)
+	b = shift(b, bEnd-b[len(b)-1].end)
+	from := max(a[0].start, b[0].start) + skip
+	to := min(a[len(a)-1].end, b[len(b)-1].end)
+	ga, oka := average(a, from, to)
+	gb, okb := average(b, from, to)
+	return ga, gb, to - from, oka && okb
+}
+
 // ndkResult is what one ndkpeer run gave.
 type ndkResult struct {
 	gbps        float64 // over the window
 	outstanding int
 	retransmits uint64
 	lineDrops   uint64 // the delay line's drops during the run (set by the runner)
+	ivs         []ival
+	end         float64 // when the process exited, s on the runner's clock (set by the runner)
 }
 
 // parseNDK decodes ndkpeer's --json and averages its intervals within [from, to] s.
@@ -238,25 +286,25 @@ func parseNDK(out []byte, from, to float64) (ndkResult, error) {
 	if len(d.Bandwidth) != 1 {
 		return ndkResult{}, fmt.Errorf("ndkpeer reported %d bandwidth results, want 1", len(d.Bandwidth))
 	}
-	var sum, span float64
+	b := d.Bandwidth[0]
+	r := ndkResult{outstanding: b.Outstanding, retransmits: b.Retransmits}
 	for _, iv := range d.Intervals {
-		if iv.StartS+0.01 < from || iv.EndS-0.01 > to || iv.EndS <= iv.StartS {
-			continue
-		}
-		sum += iv.Gbps * (iv.EndS - iv.StartS)
-		span += iv.EndS - iv.StartS
+		r.ivs = append(r.ivs, ival{iv.StartS, iv.EndS, iv.Gbps})
 	}
-	if span == 0 {
+	g, ok := average(r.ivs, from, to)
+	if !ok {
 		return ndkResult{}, fmt.Errorf("ndkpeer reported no interval within [%g, %g] s", from, to)
 	}
-	b := d.Bandwidth[0]
-	return ndkResult{gbps: sum / span, outstanding: b.Outstanding, retransmits: b.Retransmits}, nil
+	r.gbps = g
+	return r, nil
 }
 
 // iperfResult is what one iperf3 client run gave.
 type iperfResult struct {
 	gbps        float64 // over the window
 	retransmits uint64  // the sender's (iperf3's sum_sent.retransmits)
+	ivs         []ival
+	end         float64 // when the process exited, s on the runner's clock (set by the runner)
 }
 
 // parseIperf decodes an iperf3 client's -J output and averages its intervals within
@@ -283,18 +331,16 @@ func parseIperf(out []byte, from, to float64) (iperfResult, error) {
 	if v.Error != "" {
 		return iperfResult{}, fmt.Errorf("iperf3: %s", v.Error)
 	}
-	var bytes uint64
-	var span float64
+	r := iperfResult{retransmits: v.End.SumSent.Retransmits}
 	for _, iv := range v.Intervals {
-		s := iv.Sum
-		if s.Start+0.01 < from || s.End-0.01 > to || s.End <= s.Start {
-			continue
+		if s := iv.Sum; s.End > s.Start {
+			r.ivs = append(r.ivs, ival{s.Start, s.End, float64(s.Bytes) * 8 / (s.End - s.Start) / 1e9})
 		}
-		bytes += s.Bytes
-		span += s.End - s.Start
 	}
-	if span == 0 {
+	g, ok := average(r.ivs, from, to)
+	if !ok {
 		return iperfResult{}, fmt.Errorf("iperf3 reported no interval within [%g, %g] s", from, to)
 	}
-	return iperfResult{gbps: float64(bytes) * 8 / span / 1e9, retransmits: v.End.SumSent.Retransmits}, nil
+	r.gbps = g
+	return r, nil
 }

@@ -81,3 +81,22 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// The shared window is the span both tools reported, on one clock, less skip: ndkpeer
+// started a second after iperf3 (its warm-up) and ended a second later.
+func TestSharedWindow(t *testing.T) {
+	var tcp, ndk []ival
+	for i := range 8 {
+		g := 0.9
+		if i >= 1 {
+			g = 0.6 // ndk runs from the tcp clock's second 1 on
+		}
+		tcp = append(tcp, ival{float64(i), float64(i + 1), g})
+		ndk = append(ndk, ival{float64(i), float64(i + 1), 0.35})
+	}
+	// tcp exits at 108 s, ndk at 109 s of the common clock.
+	gn, gt, span, ok := sharedWindow(ndk, 109, tcp, 108, 2)
+	if !ok || math.Abs(span-5) > 1e-9 || math.Abs(gt-0.6) > 1e-9 || math.Abs(gn-0.35) > 1e-9 {
+		t.Errorf("sharedWindow = %v %v %v %v, want ndk 0.35, tcp 0.6 over 5 s", gn, gt, span, ok)
+	}
+}
