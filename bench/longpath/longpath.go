@@ -241,32 +241,6 @@ func average(ivs []ival, from, to float64) (float64, bool) {
 	return sum / span, true
 }
 
-// shift returns ivs moved by d seconds.
-func shift(ivs []ival, d float64) []ival {
-	out := make([]ival, len(ivs))
-	for i, iv := range ivs {
-		out[i] = ival{iv.start + d, iv.end + d, iv.gbps}
-	}
-	return out
-}
-
-// sharedWindow puts two tools' intervals on one clock and averages each over the same
-// window: ends are when each process exited (seconds on a common clock), which is taken
-// as the end of its last interval; the window is the span both reported, less skip at its
-// start. It returns the two rates and the window's length.
-func sharedWindow(a []ival, aEnd float64, b []ival, bEnd float64, skip float64) (ga, gb, span float64, ok bool) {
-	if len(a) == 0 || len(b) == 0 {
-		return 0, 0, 0, false
-	}
-	a = shift(a, aEnd-a[len(a)-1].end)
-	b = shift(b, bEnd-b[len(b)-1].end)
-	from := max(a[0].start, b[0].start) + skip
-	to := min(a[len(a)-1].end, b[len(b)-1].end)
-	ga, oka := average(a, from, to)
-	gb, okb := average(b, from, to)
-	return ga, gb, to - from, oka && okb
-}
-
 // ndkResult is what one ndkpeer run gave.
 type ndkResult struct {
 	gbps        float64 // over the window
@@ -274,7 +248,6 @@ type ndkResult struct {
 	retransmits uint64
 	lineDrops   uint64 // the delay line's drops during the run (set by the runner)
 	ivs         []ival
-	end         float64 // when the process exited, s on the runner's clock (set by the runner)
 }
 
 // parseNDK decodes ndkpeer's --json and averages its intervals within [from, to] s.
@@ -304,7 +277,6 @@ type iperfResult struct {
 	gbps        float64 // over the window
 	retransmits uint64  // the sender's (iperf3's sum_sent.retransmits)
 	ivs         []ival
-	end         float64 // when the process exited, s on the runner's clock (set by the runner)
 }
 
 // parseIperf decodes an iperf3 client's -J output and averages its intervals within
@@ -343,4 +315,37 @@ func parseIperf(out []byte, from, to float64) (iperfResult, error) {
 	}
 	r.gbps = g
 	return r, nil
+}
+
+// lineSample is the delay line's TCP and UDP bytes forwarded in one direction at t.
+type lineSample struct {
+	t        time.Time
+	tcp, udp uint64
+}
+
+// sharedRates returns the rates (Gbit/s of Ethernet frames) of TCP and UDP over the
+// window from the first sample after which both were carried, plus skip, to the last
+// sample before either stopped, and the window's length in seconds.
+func sharedRates(s []lineSample, skip time.Duration) (tcp, udp, span float64, ok bool) {
+	first, last := -1, -1
+	for i := 1; i < len(s); i++ {
+		if s[i].tcp > s[i-1].tcp && s[i].udp > s[i-1].udp {
+			if first < 0 {
+				first = i - 1
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return 0, 0, 0, false
+	}
+	from := first
+	for from < last && s[from].t.Sub(s[first].t) < skip {
+		from++
+	}
+	if from >= last {
+		return 0, 0, 0, false
+	}
+	dt := s[last].t.Sub(s[from].t).Seconds()
+	return float64(s[last].tcp-s[from].tcp) * 8 / dt / 1e9, float64(s[last].udp-s[from].udp) * 8 / dt / 1e9, dt, true
 }

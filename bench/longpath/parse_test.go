@@ -82,21 +82,26 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The shared window is the span both tools reported, on one clock, less skip: ndkpeer
-// started a second after iperf3 (its warm-up) and ended a second later.
-func TestSharedWindow(t *testing.T) {
-	var tcp, ndk []ival
-	for i := range 8 {
-		g := 0.9
-		if i >= 1 {
-			g = 0.6 // ndk runs from the tcp clock's second 1 on
+// The shared window runs from when the line carried both flows, plus skip, until either
+// stopped.
+func TestSharedRates(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	var s []lineSample
+	var tcp, udp uint64
+	for i := range 100 { // 10 s, 100 ms apart
+		if i < 90 {
+			tcp += 8_000_000 // 0.64 Gbit/s
 		}
-		tcp = append(tcp, ival{float64(i), float64(i + 1), g})
-		ndk = append(ndk, ival{float64(i), float64(i + 1), 0.35})
+		if i >= 10 {
+			udp += 3_000_000 // 0.24 Gbit/s, from 1 s on
+		}
+		s = append(s, lineSample{t0.Add(time.Duration(i) * 100 * time.Millisecond), tcp, udp})
 	}
-	// tcp exits at 108 s, ndk at 109 s of the common clock.
-	gn, gt, span, ok := sharedWindow(ndk, 109, tcp, 108, 2)
-	if !ok || math.Abs(span-5) > 1e-9 || math.Abs(gt-0.6) > 1e-9 || math.Abs(gn-0.35) > 1e-9 {
-		t.Errorf("sharedWindow = %v %v %v %v, want ndk 0.35, tcp 0.6 over 5 s", gn, gt, span, ok)
+	gt, gu, span, ok := sharedRates(s, 2*time.Second)
+	if !ok || math.Abs(gt-0.64) > 1e-9 || math.Abs(gu-0.24) > 1e-9 || math.Abs(span-6) > 1e-9 {
+		t.Errorf("sharedRates = %v %v %v %v, want 0.64, 0.24 over 6 s", gt, gu, span, ok)
+	}
+	if _, _, _, ok := sharedRates(s[:5], time.Second); ok {
+		t.Error("never both: ok")
 	}
 }

@@ -29,7 +29,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		Notes: []string{
 			"gbps: payload bits per second over [skip, duration] of each tool's own one-second intervals (ndkpeer --json intervals, from the end of its warm-up; iperf3 -J client intervals: bytes written, or received with -R)",
 			"write: ndkpeer write-bw (A client -> B serve) and iperf3 A -> B; read: ndkpeer read-bw (data B -> A) and iperf3 -R (B -> A); one TCP stream, the kernel's default congestion control (CUBIC)",
-			"ratio_to_tcp: ndk alone / tcp alone within each run; shared: both started together, each tool's intervals put on one clock (each process's exit taken as the end of its last interval) and averaged over the span both reported less skip (window_s)",
+			"ratio_to_tcp: ndk alone / tcp alone within each run; shared: both started together; gbps = what the delay line forwarded of each (TCP, and our UDP) in the data's direction, Ethernet frames, sampled every 100 ms, over one window: from when it carried both, plus skip, until either stopped (window_s); own_gbps = each tool's own intervals over [skip, duration] of its own clock, which start at different times",
 			"retransmits: ndkpeer's client QPs' (the data's sender for write-bw; for read-bw the server sends the data and the client's figure counts only its requests) and iperf3's sender's",
 		}}
 	var errs []error
@@ -120,6 +120,9 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 				dir = delayline.BtoA
 			}
 			f0, t0 := lineForwarded(bed, dir), time.Now()
+			stop := make(chan struct{})
+			samples := make(chan []lineSample, 1)
+			go func() { samples <- sampleLine(bed, dir, 100*time.Millisecond, stop) }()
 			var wg sync.WaitGroup
 			var st iperfResult
 			var sn ndkResult
@@ -127,24 +130,27 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 			wg.Go(func() { st, terr = runIperf(ctx, o, bed, op, from, to) })
 			wg.Go(func() { sn, nerr = runNDK(ctx, o, bed, op, from, to) })
 			wg.Wait()
+			close(stop)
+			ls := <-samples
 			if err := errors.Join(terr, nerr); err != nil {
 				return fmt.Errorf("run %d, %s shared: %w", run+1, op, err)
 			}
-			// What the line carried in the data's direction over the whole shared run
-			// (Ethernet frames: start, warm-up and end included): a check on the tools'
-			// windows, whose sum cannot exceed the rate.
 			lineGbps := float64(lineForwarded(bed, dir)-f0) * 8 / time.Since(t0).Seconds() / 1e9
-			res.add(rtt, op, "shared", "line", "gbps", lineGbps)
-			// Both over the same window: the span both reported on one clock, less Skip.
-			gn, gt, span, ok := sharedWindow(sn.ivs, sn.end, st.ivs, st.end, o.Skip.Seconds())
+			// Both over the same window, measured where they share the path: the delay
+			// line's TCP and UDP bytes (Ethernet frames) from when both flows run, less
+			// Skip, until either stops.
+			gt, gn, span, ok := sharedRates(ls, o.Skip)
 			if !ok {
-				return fmt.Errorf("run %d, %s shared: no common window (ndk %d intervals, tcp %d)", run+1, op, len(sn.ivs), len(st.ivs))
+				return fmt.Errorf("run %d, %s shared: the line never carried both flows for longer than %v", run+1, op, o.Skip)
 			}
-			st.gbps, sn.gbps = gt, gn
+			res.add(rtt, op, "shared", "line", "gbps", lineGbps)
 			res.add(rtt, op, "shared", "all", "window_s", span)
-			res.add(rtt, op, "shared", "tcp", "gbps", st.gbps)
-			res.add(rtt, op, "shared", "ndk", "gbps", sn.gbps)
+			res.add(rtt, op, "shared", "tcp", "gbps", gt)
+			res.add(rtt, op, "shared", "ndk", "gbps", gn)
+			res.add(rtt, op, "shared", "tcp", "own_gbps", st.gbps)
+			res.add(rtt, op, "shared", "ndk", "own_gbps", sn.gbps)
 			res.add(rtt, op, "shared", "ndk", "retransmits", float64(sn.retransmits))
+			st.gbps, sn.gbps = gt, gn
 			o.progress("%v %-5s run %d: alone tcp %.3f ndk %.3f Gbit/s (ratio %.2f, ndk %d outstanding, %d retransmits, %d line drops; tcp %d); shared tcp %.3f ndk %.3f (line %.3f)",
 				rtt, op, run+1, t.gbps, n.gbps, n.gbps/t.gbps, n.outstanding, n.retransmits, n.lineDrops, t.retransmits, st.gbps, sn.gbps, lineGbps)
 		}
@@ -167,6 +173,27 @@ func lineDrops(bed *testbed.Bed) uint64 {
 	return st.Dir[delayline.AtoB].Dropped + st.Dir[delayline.BtoA].Dropped + st.Dir[delayline.AtoB].Overflow + st.Dir[delayline.BtoA].Overflow
 }
 
+// sampleLine samples the line's direction d every interval until stop is closed (at most
+// 10 minutes).
+func sampleLine(bed *testbed.Bed, d delayline.Dir, interval time.Duration, stop <-chan struct{}) []lineSample {
+	var out []lineSample
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	limit := time.After(10 * time.Minute)
+	for {
+		if st, err := bed.PathStats(); err == nil {
+			out = append(out, lineSample{time.Now(), st.Dir[d].ForwardedTCP, st.Dir[d].ForwardedUDP})
+		}
+		select {
+		case <-stop:
+			return out
+		case <-limit:
+			return out
+		case <-tk.C:
+		}
+	}
+}
+
 // lineForwarded returns the bytes the delay line forwarded so far in direction d.
 func lineForwarded(bed *testbed.Bed, d delayline.Dir) uint64 {
 	st, err := bed.PathStats()
@@ -184,13 +211,10 @@ func runIperf(ctx context.Context, o Options, bed *testbed.Bed, op string, from,
 		args = append(args, "-R")
 	}
 	out, err := runClient(ctx, bed.A, o.Duration+20*time.Second, "iperf3", args...)
-	end := clock()
 	if err != nil {
 		return iperfResult{}, err
 	}
-	r, err := parseIperf(out, from, to)
-	r.end = end
-	return r, err
+	return parseIperf(out, from, to)
 }
 
 // runNDK runs one ndkpeer bandwidth test on A against B's server for o.Duration.
@@ -202,20 +226,11 @@ func runNDK(ctx context.Context, o Options, bed *testbed.Bed, op string, from, t
 	}
 	args = append(args, bed.B.Addr.String())
 	out, err := runClient(ctx, bed.A, o.Duration+30*time.Second, o.Ndkpeer, args...)
-	end := clock()
 	if err != nil {
 		return ndkResult{}, err
 	}
-	r, err := parseNDK(out, from, to)
-	r.end = end
-	return r, err
+	return parseNDK(out, from, to)
 }
-
-// clockBase anchors clock.
-var clockBase = time.Now()
-
-// clock returns monotonic seconds: the common clock of the shared runs' windows.
-func clock() float64 { return time.Since(clockBase).Seconds() }
 
 // runClient runs a program on h, bounded by limit, and returns its standard output.
 func runClient(ctx context.Context, h *testbed.Host, limit time.Duration, name string, args ...string) ([]byte, error) {

@@ -14,6 +14,9 @@ const (
 	ipTTLOff   = ethLen + 8
 	ipCsumOff  = ethLen + 10
 	ipDstOff   = ethLen + 16
+	ipProtoOff = ethLen + 9
+	protoTCP   = 6
+	protoUDP   = 17
 )
 
 // forwardable reports whether frame, read from port in, is to be forwarded out of port

@@ -296,6 +296,12 @@ func (d *direction) release() time.Duration {
 		for i := range sent {
 			f, due := d.path.At(i)
 			d.c.forwardedBytes.Add(uint64(len(f)))
+			switch f[ipProtoOff] { // forwardable checked the header's length
+			case protoTCP:
+				d.c.forwardedTCP.Add(uint64(len(f)))
+			case protoUDP:
+				d.c.forwardedUDP.Add(uint64(len(f)))
+			}
 			late := t - due
 			d.c.late[lateBucket(late)].Add(1)
 			if late > 0 {

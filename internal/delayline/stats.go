@@ -60,6 +60,9 @@ type DirStats struct {
 	// Forwarded counts the frames sent out of the egress port, ForwardedBytes their bytes
 	// (Ethernet header included); SendErrors those the egress socket refused (dropped).
 	Forwarded, ForwardedBytes, SendErrors uint64
+	// ForwardedTCP and ForwardedUDP are the bytes of ForwardedBytes that carried TCP and
+	// UDP (IPv4 protocol 6 and 17): what each kind of flow got of the line.
+	ForwardedTCP, ForwardedUDP uint64
 	// Held and HeldBytes are what the direction holds now (queued or in flight), Backlog
 	// the bytes waiting for serialization now, MaxBacklog the most seen at an arrival.
 	Held, HeldBytes, Backlog, MaxBacklog uint64
@@ -125,6 +128,7 @@ func lateBucket(ns int64) int {
 type dirCounters struct {
 	received, ignored, queued, dropped, overflow  atomic.Uint64
 	forwarded, forwardedBytes, sendErrors         atomic.Uint64
+	forwardedTCP, forwardedUDP                    atomic.Uint64
 	held, heldBytes, backlog, maxBacklog, lateSum atomic.Uint64
 	lateMax                                       atomic.Uint64
 	realtime                                      atomic.Bool
@@ -135,7 +139,8 @@ type dirCounters struct {
 func (c *dirCounters) snapshot() DirStats {
 	s := DirStats{Received: c.received.Load(), Ignored: c.ignored.Load(), Queued: c.queued.Load(),
 		Dropped: c.dropped.Load(), Overflow: c.overflow.Load(), Forwarded: c.forwarded.Load(),
-		ForwardedBytes: c.forwardedBytes.Load(), SendErrors: c.sendErrors.Load(), Held: c.held.Load(),
+		ForwardedBytes: c.forwardedBytes.Load(), SendErrors: c.sendErrors.Load(),
+		ForwardedTCP: c.forwardedTCP.Load(), ForwardedUDP: c.forwardedUDP.Load(), Held: c.held.Load(),
 		HeldBytes: c.heldBytes.Load(), Backlog: c.backlog.Load(), MaxBacklog: c.maxBacklog.Load(),
 		LateSum: c.lateSum.Load(), LateMax: c.lateMax.Load(), Realtime: c.realtime.Load(), BadStamps: c.badStamps.Load()}
 	for i := range c.late {
