@@ -246,7 +246,6 @@ type ndkResult struct {
 	gbps        float64 // over the window
 	outstanding int
 	retransmits uint64
-	lineDrops   uint64 // the delay line's drops during the run (set by the runner)
 	ivs         []ival
 }
 

@@ -107,13 +107,13 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 			if err != nil {
 				return fmt.Errorf("run %d, ndk %s alone: %w", run+1, op, err)
 			}
-			n.lineDrops = lineDrops(bed) - d0
+			drops := lineDrops(bed) - d0
 			res.add(rtt, op, "alone", "tcp", "gbps", t.gbps)
 			res.add(rtt, op, "alone", "tcp", "retransmits", float64(t.retransmits))
 			res.add(rtt, op, "alone", "ndk", "gbps", n.gbps)
 			res.add(rtt, op, "alone", "ndk", "retransmits", float64(n.retransmits))
 			res.add(rtt, op, "alone", "ndk", "outstanding", float64(n.outstanding))
-			res.add(rtt, op, "alone", "ndk", "line_drops", float64(n.lineDrops))
+			res.add(rtt, op, "alone", "ndk", "line_drops", float64(drops))
 			res.add(rtt, op, "alone", "ndk", "ratio_to_tcp", n.gbps/t.gbps)
 			dir := delayline.AtoB
 			if op == "read" {
@@ -152,7 +152,7 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 			res.add(rtt, op, "shared", "ndk", "retransmits", float64(sn.retransmits))
 			st.gbps, sn.gbps = gt, gn
 			o.progress("%v %-5s run %d: alone tcp %.3f ndk %.3f Gbit/s (ratio %.2f, ndk %d outstanding, %d retransmits, %d line drops; tcp %d); shared tcp %.3f ndk %.3f (line %.3f)",
-				rtt, op, run+1, t.gbps, n.gbps, n.gbps/t.gbps, n.outstanding, n.retransmits, n.lineDrops, t.retransmits, st.gbps, sn.gbps, lineGbps)
+				rtt, op, run+1, t.gbps, n.gbps, n.gbps/t.gbps, n.outstanding, n.retransmits, drops, t.retransmits, st.gbps, sn.gbps, lineGbps)
 		}
 	}
 	if st, err := bed.PathStats(); err == nil {

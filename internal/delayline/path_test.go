@@ -62,8 +62,12 @@ func TestPathDropTail(t *testing.T) {
 		t.Fatalf("accepted %d dropped %d, want 6 and 14", acc, p.Dropped)
 	}
 	// Two frame times later two frames left the queue: two more fit.
-	if !p.Push(2*12112, frame) || !p.Push(2*12112, frame) || p.Push(2*12112, frame) {
-		t.Errorf("after two frame times: want two more admitted, the third dropped")
+	var got [3]bool
+	for i := range got {
+		got[i] = p.Push(2*12112, frame)
+	}
+	if got != [3]bool{true, true, false} {
+		t.Errorf("after two frame times: admitted %v, want two more admitted and the third dropped", got)
 	}
 	if p.MaxBacklog < 9084 {
 		t.Errorf("MaxBacklog %d, want at least 9084", p.MaxBacklog)
