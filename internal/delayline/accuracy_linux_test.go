@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -208,4 +209,38 @@ func blast(bed *testbed.Bed, port, payload int, offer float64, d time.Duration, 
 	}
 	res.rate = float64((res.frames-1)*(payload+frame)*8) / res.span.Seconds()
 	return res, nil
+}
+
+// TestDelayLineNoAllocs forwards a flood of pings (1000, each waiting for its reply: about
+// 2 s) and checks that the process allocated far fewer objects than the frames forwarded:
+// the forwarder allocates nothing per frame (the few left are exec's and the test's).
+func TestDelayLineNoAllocs(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{Routed: true, Name: "dlallocs", StaticNeighbors: true,
+		Path: &testbed.PathConfig{Delay: 500 * time.Microsecond, Rate: 1e9}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := bed.A.Ping(ctx, bed.B.Addr, 3, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	cmd := bed.A.Command(ctx, "ping", "-n", "-q", "-f", "-c", "1000", "-W", "2", bed.B.Addr.String())
+	s0, err := bed.PathStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ping -f: %v: %s", err, out)
+	}
+	runtime.ReadMemStats(&m1)
+	s1, _ := bed.PathStats()
+	frames := s1.Dir[0].Forwarded + s1.Dir[1].Forwarded - s0.Dir[0].Forwarded - s0.Dir[1].Forwarded
+	mallocs := m1.Mallocs - m0.Mallocs
+	t.Logf("forwarded %d frames; the process allocated %d objects meanwhile", frames, mallocs)
+	if frames < 1900 {
+		t.Fatalf("forwarded %d frames, want about 2000", frames)
+	}
+	if mallocs > frames/10 {
+		t.Errorf("%d allocations for %d frames forwarded", mallocs, frames)
+	}
 }
