@@ -30,9 +30,9 @@ var requirements = map[string]Requirement{
 	"ip": {Name: "ip", Command: "ip", Packages: []string{"iproute2"},
 		Why: "network namespaces, veth pairs, addresses and neighbours of the test bed (internal/testbed)"},
 	"ping": {Name: "ping", Command: "ping", Packages: []string{"iputils-ping"},
-		Why: "reachability checks of the test bed (plain and routed) and the xdp kernel-path tests"},
+		Why: "reachability checks of the test bed (plain and routed), the xdp kernel-path tests, the delay line's round trip (internal/delayline, bench/longpath)"},
 	"ethtool": {Name: "ethtool", Command: "ethtool", Packages: []string{"ethtool"},
-		Why: "xdp/frame tests switch a veth's transmit checksum offload off"},
+		Why: "xdp/frame tests switch a veth's transmit checksum offload off; the delay line's bed turns the veth offloads off (internal/testbed Options.Path)"},
 	"tshark": {Name: "tshark", Command: "tshark", Packages: []string{"tshark"},
 		Why: "xdp kernel-path tests capture our datagrams and check their checksums"},
 	"sysctl": {Name: "sysctl", Command: "sysctl", Packages: []string{"procps"},
@@ -63,7 +63,7 @@ var requirements = map[string]Requirement{
 	"iperf3": {Name: "iperf3", Command: "iperf3", Packages: []string{"iperf3"},
 		Why: "the kernel TCP flow beside a QP through the bottleneck (bench/pathbench's smoke test, make bench-path)"},
 	"git": {Name: "git", Command: "git", Packages: []string{"git"},
-		Why: "make check-generate compares bpf/ with git"},
+		Why: "make check-generate compares bpf/ with git; the benches' results name the commit they measured (their smoke tests too)"},
 	"qperf": {Name: "qperf", Command: "qperf", Packages: []string{"qperf"},
 		Why: "the reference TCP/UDP latency and bandwidth tool (bench/tools, its smoke test too)"},
 	"sockperf": {Name: "sockperf", Command: "sockperf", Packages: []string{"sockperf"},
@@ -81,10 +81,10 @@ var requirements = map[string]Requirement{
 // check-generate, and make.
 var targets = map[string][]string{
 	"test": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "qperf", "sockperf", "fi_pingpong",
-		"fi_info", "cat", "sleep", "true", "gcc", "libc-headers", "go"},
+		"fi_info", "cat", "sleep", "true", "gcc", "libc-headers", "go", "git"},
 	"demo":     {"ip", "go"},
 	"generate": {"clang", "llvm-strip", "bpf-headers"},
-	"bench":    {"ip", "tc", "iperf3", "qperf", "sockperf", "fi_pingpong", "fi_info", "go"},
+	"bench":    {"ip", "tc", "iperf3", "ping", "ethtool", "qperf", "sockperf", "fi_pingpong", "fi_info", "go", "git"},
 	"ci": {"ip", "tc", "ping", "ethtool", "tshark", "sysctl", "iperf3", "qperf", "sockperf", "fi_pingpong",
 		"fi_info", "cat", "sleep", "true", "gcc", "libc-headers", "go", "clang", "llvm-strip", "bpf-headers", "make", "git"},
 }
