@@ -20,7 +20,7 @@ STATICCHECK := $(GOPATH_BIN)/staticcheck
 # machine-unique names); each test binary gets TEST_TIMEOUT.
 RACE_DIRS ?= internal memreg transport xdp ndk
 RACE_PKGS := $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/.),./$(d)/...))
-TEST_TIMEOUT ?= 5m
+TEST_TIMEOUT ?= 10m
 TEST_FLAGS ?=
 
 # Fuzzing: every fuzz target of every package, FUZZTIME each (CI runs them all briefly; a
