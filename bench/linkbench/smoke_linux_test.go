@@ -54,12 +54,16 @@ func TestSmokeQuick(t *testing.T) {
 		if p50 != nil && p99 != nil && p99.Value < p50.Value {
 			t.Errorf("%s: rtt p99 %v below p50 %v", sys, p99.Value, p50.Value)
 		}
-		// Not a speed goal: allocating per packet would show as one object per datagram.
+		// Not a speed goal: allocating per packet would show as one object per datagram. The
+		// count is the whole process's: its other goroutines allocate a few thousand objects
+		// in the window, which is a sizeable share of the datagrams when a loaded machine
+		// slows the window's traffic (seen: 4,513 for 69,788), so the bound is a quarter.
+		// (xdp's AllocsPerRun tests hold the datapath to zero exactly.)
 		pps := res.Find(BenchOneWay, sys, 64, MetricPPS)
 		allocs := res.Find(BenchOneWay, sys, 64, MetricAllocs)
 		if pps != nil && allocs != nil {
 			pkts := pps.Value * o.Duration.Seconds()
-			if allocs.Value > pkts/100 {
+			if allocs.Value > pkts/4 {
 				t.Errorf("%s: %v heap objects allocated while about %.0f datagrams were received", sys, allocs.Value, pkts)
 			}
 		}
