@@ -105,7 +105,14 @@ func TestDelayLineRate(t *testing.T) {
 			attempt+1, got.sent, got.offered/1e9, got.frames, got.span, got.rate/1e9, ab.Queued, ab.Dropped, ab.Overflow, ab.SendErrors,
 			ab.LateQuantile(0.5), ab.LateQuantile(0.99), time.Duration(ab.LateMax), ab.Realtime, ab.BadStamps, ab.MaxBacklog)
 		if got.offered < 1.1*rate {
-			worst = errBusy
+			// A busy machine could not offer more than the rate: then the line must carry
+			// what was offered, no less (it may not limit below its rate), and this attempt
+			// says nothing of the rate itself: try again.
+			if d := got.rate/got.offered - 1; d < -rateTolerance {
+				worst = fmt.Errorf("offered %.3f Gbit/s below the rate, received %.3f", got.offered/1e9, got.rate/1e9)
+			} else if worst == nil {
+				worst = errBusy
+			}
 			continue
 		}
 		if d := got.rate/rate - 1; d < -rateTolerance || d > rateTolerance {
@@ -118,7 +125,10 @@ func TestDelayLineRate(t *testing.T) {
 		return
 	}
 	if worst == errBusy {
-		t.Skip("the sender could not offer 1.1 times the rate in any attempt (a busy machine): the rate cannot be judged")
+		// Every attempt offered less than the rate, and the line carried it: it did not
+		// limit below its rate, which is all that can be judged then. Said, not skipped.
+		t.Log("the sender could not offer 1.1 times the rate in any attempt (a busy machine): only that the line carries less than its rate whole was checked")
+		return
 	}
 	t.Error(worst)
 }
