@@ -188,6 +188,65 @@ func TestConnConnectCancelled(t *testing.T) {
 	})
 }
 
+// An Accept whose context ends before the requester completes the connection leaves no
+// connection behind: the passive QP fails at once, so the requester's late ready-to-use
+// and first Send cannot connect it (they would have, while the engine still waited for its
+// own timeout), and that Send fails instead of waiting for a receive. The requester's
+// disconnect callback runs: its connection aborted.
+func TestConnAcceptCancelled(t *testing.T) {
+	forEachLink(t, func(t *testing.T, k linkKind) {
+		a, b := idleSides(t, k, DefaultOptions())
+		actx, acancel := context.WithCancel(bg)
+		defer acancel()
+		accepted := make(chan error, 1)
+		b.listen(t, func(c *Connector) {
+			go func() { accepted <- c.Accept(actx, b.qp, 8, 8, nil, nil) }()
+		})
+		c, err := a.dial(t, b, servicePort, 8, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acancel()
+		select {
+		case err := <-accepted:
+			status(t, "accept abandoned by its context", err, StatusCancelled)
+		case <-time.After(10 * time.Second):
+			t.Fatal("accept did not return")
+		}
+		if st := b.qp.tq.State(); st != transport.QPError {
+			t.Fatalf("passive QP %v after its Accept was cancelled, want %v", st, transport.QPError)
+		}
+		if !errors.Is(b.qp.tq.Cause(), transport.ErrConnectCancelled) {
+			t.Fatalf("passive QP's cause %v, want ErrConnectCancelled", b.qp.tq.Cause())
+		}
+		var disc atomic.Int32
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		if err := c.CompleteConnect(ctx, func() { disc.Add(1) }); err != nil {
+			t.Fatalf("complete connect: %v", err)
+		}
+		buf, mr := a.region(t, 64, 0)
+		if err := a.qp.Send("late", []SGE{mr.SGE(buf)}, 0); err != nil {
+			t.Fatal(err)
+		}
+		r := results(t, a.icq, 1)[0]
+		if r.Status == StatusSuccess {
+			t.Fatal("a Send to the cancelled acceptor succeeded")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for disc.Load() == 0 && time.Now().Before(deadline) {
+			a.a.Poll()
+			time.Sleep(100 * time.Microsecond)
+		}
+		if n := disc.Load(); n != 1 {
+			t.Fatalf("Send ended %v; the requester's disconnect callback ran %d times, want 1", r.Status, n)
+		}
+		if st := b.qp.tq.State(); st != transport.QPError {
+			t.Fatalf("passive QP %v after the requester's Send, want %v", st, transport.QPError)
+		}
+	})
+}
+
 // Closing a connector whose Connect is pending (NDKPI Work Request Posting Requirements
 // allows it) ends that Connect with STATUS_CANCELLED, and the QP is idle again.
 func TestConnCloseWhileConnecting(t *testing.T) {

@@ -270,8 +270,22 @@ func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []
 		return connectError(err)
 	}
 	req := c.req
-	if err := c.a.await(ctx, func() bool { done, _ := req.Established(); return done }); err != nil {
-		return connectError(deadlineError(err))
+	established := func() bool { done, _ := req.Established(); return done }
+	if err := c.a.await(ctx, established); err != nil {
+		// The caller stops waiting: the engine must stop too, or the requester's first
+		// packet would still establish a connection reported as failed here.
+		err = deadlineError(err)
+		if errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w: %w", transport.ErrConnectCancelled, err)
+		}
+		req.Cancel(err)
+		actx, cancel := context.WithTimeout(context.Background(), abandonWait)
+		_ = c.a.await(actx, established)
+		cancel()
+		if done, werr := req.Established(); !done || werr != nil {
+			return connectError(err)
+		}
+		// Established before the cancel ran: the connection exists.
 	}
 	if _, err := req.Established(); err != nil {
 		c.a.logEvent(slog.LevelInfo, "accepted connection failed", "qpn", qp.tq.QPN(), "peer", req.Peer, "err", err)

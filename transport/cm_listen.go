@@ -151,6 +151,25 @@ func (r *ConnRequest) Reject(private []byte) error {
 	return nil
 }
 
+// Cancel abandons an accepted connection that is not established yet, as when the caller
+// stops waiting for it: qp fails with cause (QP.Cause reports it) and Wait reports cause, so
+// that a data packet arriving later cannot establish a connection the caller was told had
+// failed. It does not wait for the engine: Wait then tells whether the connection was
+// established before the cancel ran (nil) or the cancel took effect (cause). A request not
+// accepted, or no longer half-open, is left as it is.
+func (r *ConnRequest) Cancel(cause error) {
+	e := r.l.e
+	e.command(func(now int64) {
+		for _, x := range e.cm.halfOpen {
+			if x == r && r.replied {
+				r.qp.abort(now, cause)
+				e.cm.dropHalfOpen(r, cause)
+				return
+			}
+		}
+	})
+}
+
 // Wait waits until an accepted connection is established (nil), fails, or ctx ends.
 func (r *ConnRequest) Wait(ctx context.Context) error { return waitResult(ctx, r.done) }
 
