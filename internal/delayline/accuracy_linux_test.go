@@ -84,11 +84,18 @@ func TestDelayLineRTT(t *testing.T) {
 // TestDelayLineRate blasts UDP from A to B through a 1 Gbit/s line (1 ms delay, a 4 MiB
 // queue: 33 ms, which a sender descheduled for a while does not drain) at 1.3 times its
 // rate and checks the rate of what B receives (Ethernet frames: payload + 42
-// bytes of headers) within ±10% of 1 Gbit/s, and that the queue dropped the excess.
+// bytes of headers) within ±10% of the line's rate, and that the queue dropped the excess.
+// Under the race detector the forwarder costs several times more per frame and stalls for
+// tens of milliseconds (81 ms seen in CI, where the 4 MiB queue overflowed at 0.95 Gbit/s
+// offered): the line runs at 200 Mbit/s there, a rate the instrumented forwarder carries,
+// with the same queue (168 ms).
 func TestDelayLineRate(t *testing.T) {
-	const rate = 1e9
+	rate := 1e9
+	if raceEnabled {
+		rate = 2e8
+	}
 	bed := testbed.NewT(t, testbed.Options{Routed: true, Name: "dlrate", StaticNeighbors: true,
-		Path: &testbed.PathConfig{Delay: time.Millisecond, Rate: rate, QueueBytes: 4 << 20}})
+		Path: &testbed.PathConfig{Delay: time.Millisecond, Rate: uint64(rate), QueueBytes: 4 << 20}})
 	const payload, port = 1472, 9
 	// The machine is shared: a forwarder descheduled for milliseconds reads a burst late
 	// and its queue drops it. Up to three attempts; one within the tolerance passes, as a
@@ -116,7 +123,7 @@ func TestDelayLineRate(t *testing.T) {
 			continue
 		}
 		if d := got.rate/rate - 1; d < -rateTolerance || d > rateTolerance {
-			worst = fmt.Errorf("received %.3f Gbit/s, want 1 ± %.0f%%", got.rate/1e9, 100*rateTolerance)
+			worst = fmt.Errorf("received %.3f Gbit/s, want %.3f ± %.0f%%", got.rate/1e9, rate/1e9, 100*rateTolerance)
 			continue
 		}
 		if ab.Dropped == 0 {
