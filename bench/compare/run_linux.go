@@ -10,10 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bench/linkbench"
@@ -30,19 +31,36 @@ func BedOptions(runs int) testbed.Options {
 }
 
 // Run measures every system of o on a bed of its own (BedOptions), which it removes at
-// the end, also when ctx is cancelled or a measurement fails. It needs root. Without
-// Options.Ndkpeer it first builds cmd/ndkpeer (go build) into a temporary directory.
-//
-// It returns the results gathered even when err is not nil: a failed measurement is
-// recorded in the header's notes (report.FailedNote) and its figures stay without runs
-// where no repetition gave them; the others are still measured.
+// the end, also when ctx is cancelled or a measurement fails. It needs root. See RunBed.
 func Run(ctx context.Context, opts Options) (*Results, error) {
 	o, err := opts.normalize()
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	r := &runner{o: o, start: start, col: newCollector(), modes: map[string]string{}, rtt: map[rttKey]float64{}}
+	return testbed.With(BedOptions(o.Runs), func(bed *testbed.Bed) (*Results, error) { return RunBed(ctx, bed, o) })
+}
+
+// RunBed measures every system of o on bed, which the caller owns and closes: a plain bed
+// with MTU 9000, no XDP program attached, and at least 1 + Runs queues per veth end
+// (BedOptions). Without Options.Ndkpeer it first builds cmd/ndkpeer (go build) into a
+// temporary directory, removed at the end. Everything it starts is stopped before it
+// returns; the asavie/xdp sockets stay bound to their queues until the process exits
+// (bench/linkbench).
+//
+// It returns the results gathered even when err is not nil: a failed measurement is
+// recorded in the header's notes (report.FailedNote) and its figures stay without runs
+// where no repetition gave them; the others are still measured.
+func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) {
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if q, err := queueCount(bed); err != nil {
+		return nil, err
+	} else if q < 1+o.Runs {
+		return nil, fmt.Errorf("%w: the bed has %d queues per veth end, %d repetitions need %d (BedOptions)", ErrInvalidOptions, q, o.Runs, 1+o.Runs)
+	}
+	r := &runner{o: o, bed: bed, start: time.Now(), col: newCollector(), modes: map[string]string{}, rtt: map[rttKey]float64{}}
 	r.bin = o.Ndkpeer
 	if r.bin == "" {
 		dir, err := os.MkdirTemp("", "compare-ndkpeer-")
@@ -55,19 +73,31 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 			return nil, err
 		}
 	}
-	return testbed.With(BedOptions(o.Runs), func(bed *testbed.Bed) (*Results, error) {
-		r.bed = bed
-		return r.run(ctx)
+	return r.run(ctx)
+}
+
+// queueCount returns the RX queues of B's veth end.
+func queueCount(bed *testbed.Bed) (int, error) {
+	n := 0
+	err := bed.B.Do(func() error {
+		l, err := netlink.LinkByName(bed.B.Ifname)
+		if err != nil {
+			return err
+		}
+		n = l.Attrs().NumRxQueues
+		return nil
 	})
+	if err != nil {
+		return 0, fmt.Errorf("read the queue count of %s: %w", bed.B.Ifname, err)
+	}
+	return n, nil
 }
 
 // buildNdkpeer builds cmd/ndkpeer (statically, as its tests do) into dir.
 func buildNdkpeer(ctx context.Context, dir string) (string, error) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("build ndkpeer: the go command is not found (give -ndkpeer BINARY): %w", err)
-		}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("build ndkpeer: the go command is not on PATH (give -ndkpeer BINARY): %w", err)
 	}
 	bin := filepath.Join(dir, "ndkpeer")
 	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, "github.com/xdpndk/xdpndk/cmd/ndkpeer")
@@ -185,6 +215,10 @@ func (r *runner) measure(ctx context.Context, what string, expect []figure, fn f
 		r.notes = append(r.notes, report.FailedNote(err))
 		r.errs = append(r.errs, err)
 		r.progress("%s: FAILED after %v: %s", what, took, firstLine(err.Error()))
+		return
+	}
+	if len(figs) == 0 {
+		r.progress("%s (%v)", what, took)
 		return
 	}
 	r.progress("%s (%v): %s", what, took, summarize(figs))
@@ -436,35 +470,16 @@ func (r *runner) fabricTurn(ctx context.Context, rep int, sys string) {
 		r.version("libfabric"), fab.Provider, fab.Endpoint, r.o.FabricTarget, r.o.FabricCPUTarget)
 }
 
-// Bounds of fi_pingpong's iterations.
-const (
-	fabricMinIters = 10
-	fabricMaxIters = 20000
-	// fabricGuessUS is the round trip assumed before any was measured, in µs.
-	fabricGuessUS = 300.0
-	// fabricSlowBytesPerUS is the bandwidth assumed to grow a round trip from one size to
-	// the next (1 Gbit/s, below what any provider did here): a larger size gets fewer
-	// iterations rather than too many.
-	fabricSlowBytesPerUS = 125.0
-)
-
-// fabricIterations returns the iterations of fi_pingpong at size: about the target time
-// over the round trip measured at that size in an earlier repetition, or else the
-// previous size's grown by the time the extra bytes take both ways at 1 Gbit/s.
+// fabricIterations returns the iterations of fi_pingpong of sys at size (fabricIters):
+// its target time over the round trip measured at that size in an earlier repetition,
+// else over the previous size's (prev µs at prevSize) grown.
 func (r *runner) fabricIterations(sys string, size int, prev float64, prevSize int) int {
 	target := r.o.FabricTarget
 	if wantCPU(size, CPUSizes) {
 		target = r.o.FabricCPUTarget
 	}
-	guess, ok := r.rtt[rttKey{sys, size}]
-	if !ok {
-		guess = fabricGuessUS
-		if prev > 0 {
-			guess = prev + 2*float64(max(size-prevSize, 0))/fabricSlowBytesPerUS
-		}
-	}
-	n := int(float64(target.Microseconds()) / max(guess, 1))
-	return min(max(n, fabricMinIters), fabricMaxIters)
+	known, ok := r.rtt[rttKey{sys, size}]
+	return fabricIters(target, size, known, ok, prev, prevSize)
 }
 
 // version returns a tool's version as ToolVersions reported it at the start.

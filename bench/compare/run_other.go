@@ -19,3 +19,8 @@ func BedOptions(runs int) testbed.Options {
 
 // Run returns ErrNotSupported.
 func Run(ctx context.Context, opts Options) (*Results, error) { return nil, ErrNotSupported }
+
+// RunBed returns ErrNotSupported.
+func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, error) {
+	return nil, ErrNotSupported
+}
