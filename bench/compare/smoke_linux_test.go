@@ -43,7 +43,9 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("RunBed: %v", err)
 	}
 	pp := func(sys, metric string) Ref { return Ref{ScenarioPingPong, sys, OpPingPong, 64, metric, ""} }
-	st := func(sys, op string, size int, metric string) Ref { return Ref{ScenarioStream, sys, op, size, metric, ""} }
+	st := func(sys, op string, size int, metric string) Ref {
+		return Ref{ScenarioStream, sys, op, size, metric, ""}
+	}
 	lp := paramsKey(loadParams(LoadSize))
 	var want []Ref
 	for _, sys := range []string{SystemXDPNDK, SystemXDPNDKEvents} {
