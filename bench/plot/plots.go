@@ -44,6 +44,7 @@ type point struct {
 type series struct {
 	key    seriesKey
 	label  string
+	suffix string  // appended to the label: " (mean)" for a fallback metric's series
 	note   string  // the records' note, if any (footnoted)
 	points []point // ascending size
 }
@@ -51,10 +52,25 @@ type series struct {
 // selection says which records a plot draws.
 type selection struct {
 	metric string
-	// sizes, when not empty, are the only sizes drawn.
+	// fallback, when set, is drawn for the series that have no record of metric, their
+	// label saying so (suffix): the mean round trip of a tool that reports no median.
+	fallback, suffix string
+	// sizes, when not empty, are the only sizes drawn (a size within 0.2% of one counts:
+	// UDP's largest payload, 65507 B, stands for 64 KiB).
 	sizes []int
 	// skip leaves out the records whose "bench/scenario/system/operation" it matches.
 	skip *regexp.Regexp
+}
+
+// near reports whether size is size want, or within 0.2% of it.
+func near(size, want int) bool {
+	d := size - want
+	return d == 0 || (want > 0 && 500*max(d, -d) <= want)
+}
+
+// nearAny reports whether size is near one of sizes.
+func nearAny(size int, sizes []int) bool {
+	return slices.ContainsFunc(sizes, func(w int) bool { return near(size, w) })
 }
 
 // selectSeries returns the series of d that s selects, in the order of their first
@@ -65,12 +81,19 @@ type selection struct {
 func selectSeries(d *document, s selection) []series {
 	var out []series
 	index := map[seriesKey]int{}
+	primary := map[seriesKey]bool{}
 	for _, r := range d.Records {
-		if r.Metric != s.metric || len(r.Params) > 0 || len(r.Runs) == 0 || math.IsNaN(r.Value) ||
-			(len(s.sizes) > 0 && !slices.Contains(s.sizes, r.Size)) {
+		if r.Metric == s.metric {
+			primary[seriesKey{r.Bench, r.Scenario, r.System, r.Operation}] = true
+		}
+	}
+	for _, r := range d.Records {
+		k := seriesKey{r.Bench, r.Scenario, r.System, r.Operation}
+		fallback := s.fallback != "" && r.Metric == s.fallback && !primary[k]
+		if (r.Metric != s.metric && !fallback) || len(r.Params) > 0 || len(r.Runs) == 0 || math.IsNaN(r.Value) ||
+			(len(s.sizes) > 0 && !nearAny(r.Size, s.sizes)) {
 			continue
 		}
-		k := seriesKey{r.Bench, r.Scenario, r.System, r.Operation}
 		if s.skip != nil && s.skip.MatchString(strings.Join([]string{k.bench, k.scenario, k.system, k.op}, "/")) {
 			continue
 		}
@@ -79,6 +102,9 @@ func selectSeries(d *document, s selection) []series {
 			i = len(out)
 			index[k] = i
 			out = append(out, series{key: k, note: r.Note})
+			if fallback {
+				out[i].suffix = s.suffix
+			}
 		}
 		out[i].points = append(out[i].points, point{r.Size, r.Value})
 	}
@@ -130,7 +156,7 @@ func label(ss []series) {
 		if len(qual) > 0 {
 			l += " (" + strings.Join(qual, " ") + ")"
 		}
-		ss[i].label = l
+		ss[i].label = l + ss[i].suffix
 	}
 }
 
@@ -393,7 +419,7 @@ func barPlot(quantity string, ss []series, labels []string, styles []style, size
 	for i := range ss {
 		v := math.NaN()
 		for _, pt := range ss[i].points {
-			if size == 0 || pt.size == size {
+			if size == 0 || near(pt.size, size) {
 				v = pt.value
 			}
 		}
@@ -443,12 +469,13 @@ func barWidth(n int) vg.Length {
 	return min(vg.Points(26), bodyH*0.55/vg.Length(max(n, 1)))
 }
 
-// cpuFigure returns the figure of the CPU per message: a panel of bars per size.
+// cpuFigure returns the figure of the CPU per message: a panel of bars per size, where a
+// series measured near the size (within 0.2%: sockperf's 65507 B for 64 KiB) says its own.
 func cpuFigure(title, subtitle string, ss []series, sizes []int, st *styler) (*figure, error) {
 	var have []int
 	for _, size := range sizes {
 		for _, s := range ss {
-			if slices.ContainsFunc(s.points, func(p point) bool { return p.size == size }) && !slices.Contains(have, size) {
+			if slices.ContainsFunc(s.points, func(p point) bool { return near(p.size, size) }) && !slices.Contains(have, size) {
 				have = append(have, size)
 			}
 		}
@@ -468,11 +495,17 @@ func cpuFigure(title, subtitle string, ss []series, sizes []int, st *styler) (*f
 	for _, size := range have {
 		pn := panel{size: size}
 		for i, s := range ss {
-			if slices.ContainsFunc(s.points, func(p point) bool { return p.size == size }) {
-				pn.series = append(pn.series, s)
-				pn.labels = append(pn.labels, s.label+f.footnote(s.note))
-				pn.styles = append(pn.styles, styles[i])
+			j := slices.IndexFunc(s.points, func(p point) bool { return near(p.size, size) })
+			if j < 0 {
+				continue
 			}
+			l := s.label
+			if at := s.points[j].size; at != size {
+				l += " (" + bytesName(at) + ")"
+			}
+			pn.series = append(pn.series, s)
+			pn.labels = append(pn.labels, l+f.footnote(s.note))
+			pn.styles = append(pn.styles, styles[i])
 		}
 		panels = append(panels, pn)
 	}
