@@ -162,7 +162,7 @@ func (r *runner) ndkpeerTurn(ctx context.Context, rep int, sys string) {
 		}
 	}()
 	for _, t := range ndkpeerTests {
-		for _, sizes := range consecutive(r.o.Sizes) {
+		run := func(sizes []int, quiet bool) error {
 			what := fmt.Sprintf("%s %s", t.command, sizeName(sizes[0]))
 			if len(sizes) > 1 {
 				what += ".." + sizeName(sizes[len(sizes)-1])
@@ -171,14 +171,39 @@ func (r *runner) ndkpeerTurn(ctx context.Context, rep int, sys string) {
 				sc, op, _ := ndkpeerWhere(t.command)
 				return f.ref.Scenario == sc && f.ref.Op == op && containsInt(sizes, f.ref.Size)
 			})
-			r.measure(ctx, what, exp, func() ([]figure, error) {
+			fn := func() ([]figure, error) {
 				d, err := r.ndkpeerClient(ctx, t.command, sizes, events, r.o.NdkpeerWindow, "--cpu-util")
 				if err != nil {
 					return nil, err
 				}
 				r.ndkpeerMode(sys, d, events)
 				return ndkpeerFigures(sys, d, CPUSizes)
-			})
+			}
+			if quiet {
+				figs, err := fn()
+				if err == nil {
+					r.col.add(r.rep, figs...)
+					r.progress("%s: %s", what, summarize(figs))
+				}
+				return err
+			}
+			r.measure(ctx, what, exp, fn)
+			return nil
+		}
+		for _, sizes := range consecutive(r.o.Sizes) {
+			if len(sizes) == 1 {
+				_ = run(sizes, false)
+				continue
+			}
+			// One process measures a run of sizes (-a); if it fails, each size is measured
+			// again by a process of its own, so that one size's failure loses that size
+			// only (ndkpeer reports nothing of a run that failed).
+			if err := run(sizes, true); err != nil && ctx.Err() == nil {
+				r.progress("%s %s..%s failed (%s): each size again, one process each", t.command, sizeName(sizes[0]), sizeName(sizes[len(sizes)-1]), firstLine(err.Error()))
+				for _, s := range sizes {
+					_ = run([]int{s}, false)
+				}
+			}
 		}
 	}
 	r.measure(ctx, fmt.Sprintf("send-lat %d B --load write:%s", PingSize, sizeName(LoadSize)), loadExp, func() ([]figure, error) {
