@@ -546,7 +546,7 @@ func TestResults(t *testing.T) {
 	add := func(rep int, ref Ref, v float64) {
 		c.add(rep, figure{ref: ref, unit: unitOf(ref.Metric), value: v})
 	}
-	// Measured in a rotated order: the records come out by scenario, then system.
+	// Measured in a rotated order: the records come out by system, then scenario.
 	add(0, Ref{ScenarioStream, SystemQperfTCP, OpSend, 64, report.MetricMsgRate, ""}, 1e6)
 	add(0, pp(SystemSockperfUDP, report.MetricRTTP50), 40)
 	add(0, pp(SystemXDPNDK, report.MetricRTTP50), 8)
@@ -561,7 +561,7 @@ func TestResults(t *testing.T) {
 	for _, r := range res.Records {
 		order = append(order, r.Scenario+"/"+r.System)
 	}
-	if want := []string{"pingpong/xdpndk", "pingpong/sockperf-udp", "stream/xdpndk", "stream/qperf-tcp"}; !slices.Equal(order, want) {
+	if want := []string{"pingpong/xdpndk", "stream/xdpndk", "stream/qperf-tcp", "pingpong/sockperf-udp"}; !slices.Equal(order, want) {
 		t.Errorf("record order %v, want %v", order, want)
 	}
 	if res.Header.Tool != Tool || res.Header.Bed.MTU != 9000 || res.Header.Bed.Queues != 3 || res.Header.Time != "2026-11-28T01:00:00Z" ||
@@ -602,7 +602,7 @@ func TestResults(t *testing.T) {
 	if err := report.WriteMarkdown(&md, res.Document(), report.MarkdownOptions{Metrics: report.HeadlineMetrics}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(md.String(), "| scenario | operation | size | metric | xdpndk | sockperf-udp | qperf-tcp |") {
+	if !strings.Contains(md.String(), "| scenario | operation | size | metric | xdpndk | qperf-tcp | sockperf-udp |") {
 		t.Errorf("Markdown columns:\n%s", md.String())
 	}
 }

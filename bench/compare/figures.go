@@ -15,21 +15,16 @@ import (
 // This file turns what each tool reported (its own output, parsed) into figures: one
 // function per result type, so that the mapping is tested with fabricated results.
 
-// Notes beside the figures.
-const (
-	// notePolls is the note of every CPU figure of a system whose sides spin.
-	notePolls = "polls: a whole core per side whatever the rate"
-	noteCPU   = "CPU of both processes (user+system) per message delivered, each way (a round trip is two)"
-)
+// notePolls is the note of every CPU figure of a system whose sides spin.
+const notePolls = "polls: a whole core per side whatever the rate"
 
-// cpuNote is the note of a CPU figure: how it was measured, and for a polling system that
-// it polls.
+// cpuNote is the note of a CPU figure (both processes' CPU per message each way, as the
+// header's notes define it): how it was measured, and for a polling system that it polls.
 func cpuNote(how string, polls bool) string {
-	n := noteCPU + "; " + how
 	if polls {
-		n += "; " + notePolls
+		return how + "; " + notePolls
 	}
-	return n
+	return how
 }
 
 // ndkpeerDoc is the part of an ndkpeer client's --json document (schema 2, `go doc
@@ -159,8 +154,9 @@ func ndkpeerWhere(command string) (scenario, op string, ok bool) {
 // ndkpeerFigures returns the figures of an ndkpeer run of system: per size, the round trip
 // (send-lat) or post-to-completion time (write-lat, read-lat) p50, p99 and mean, or the
 // message rate and Gbit/s of payload (the bandwidth tests); both sides' CPU at the sizes
-// of cpuSizes. The CPU of a send-lat iteration (a round trip) is shared by its two
-// messages.
+// of cpuSizes, for send-lat (the ping-pong every system has; a round trip's CPU is shared
+// by its two messages) and the bandwidth tests: the CPU of write-lat and read-lat, which
+// ndkpeer measures too, is left out of the records.
 func ndkpeerFigures(system string, d *ndkpeerDoc, cpuSizes []int) ([]figure, error) {
 	scenario, op, ok := ndkpeerWhere(d.Command)
 	if !ok {
@@ -168,14 +164,14 @@ func ndkpeerFigures(system string, d *ndkpeerDoc, cpuSizes []int) ([]figure, err
 	}
 	var out []figure
 	cpu := func(size int, c ndkpeerCPU, perMsgDiv float64) error {
-		if !slices.Contains(cpuSizes, size) {
+		if !slices.Contains(cpuSizes, size) || scenario == ScenarioLatency {
 			return nil
 		}
 		if !c.Measured || c.Messages <= 0 {
 			return fmt.Errorf("ndkpeer %s %d B: no CPU figures (--cpu-util)", d.Command, size)
 		}
 		total := c.ClientUserS + c.ClientSysS + c.ServerUserS + c.ServerSysS
-		how := "ndkpeer --cpu-util: getrusage of each process over the measured window"
+		how := "ndkpeer --cpu-util (getrusage of each process over the measured window)"
 		if perMsgDiv != 1 {
 			how += ", a round trip's CPU over its two messages"
 		}
@@ -253,7 +249,7 @@ func ndkpeerLoadedFigures(system string, d *ndkpeerDoc) ([]figure, error) {
 // the size. Size is the IP packet length.
 func linkFigures(system string, res *linkbench.Results) ([]figure, error) {
 	var out []figure
-	cpuHow := "the harness's process (both hosts) over the window, getrusage"
+	cpuHow := "getrusage of the harness's process (both hosts) over the window"
 	for _, r := range res.Records {
 		if r.System != system {
 			continue
@@ -301,7 +297,7 @@ func wantCPU(size int, cpuSizes []int) bool {
 // usageFigures returns the CPU figures of a tool's run from its Usage: both processes
 // over their whole lives, or over the test window when the tool says when that is.
 func usageFigures(scenario, system, op string, size int, u tools.Usage, polls bool) []figure {
-	how := "getrusage of both processes at exit, over their whole lives"
+	how := "rusage of both processes at exit, over their whole lives"
 	per, cores := u.PerMessageUS(), u.Cores()
 	if w := u.Window; w != nil {
 		how = "/proc/PID/stat of both processes over the tool's test phase"

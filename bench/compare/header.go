@@ -65,9 +65,9 @@ func newResults(o Options, start time.Time, elapsed time.Duration, queues int, m
 // scenarioOrder is the order of the scenarios in the records (and so in the tables).
 var scenarioOrder = []string{ScenarioPingPong, ScenarioLatency, ScenarioStream, ScenarioLoaded}
 
-// sortRecords orders records by scenario (scenarioOrder), then system (AllSystems), each
-// system's records in the order they were measured: the Markdown table's rows and columns
-// follow, whatever order the rotation measured the systems in.
+// sortRecords orders records by system (AllSystems), then scenario (scenarioOrder), each
+// system's records of a scenario in the order they were measured: the Markdown table's
+// columns and rows follow, whatever order the rotation measured the systems in.
 func sortRecords(records []report.Record) []report.Record {
 	rank := func(list []string, s string) int {
 		if i := slices.Index(list, s); i >= 0 {
@@ -77,10 +77,10 @@ func sortRecords(records []report.Record) []report.Record {
 	}
 	out := slices.Clone(records)
 	slices.SortStableFunc(out, func(a, b report.Record) int {
-		if c := rank(scenarioOrder, a.Scenario) - rank(scenarioOrder, b.Scenario); c != 0 {
+		if c := rank(AllSystems, a.System) - rank(AllSystems, b.System); c != 0 {
 			return c
 		}
-		return rank(AllSystems, a.System) - rank(AllSystems, b.System)
+		return rank(scenarioOrder, a.Scenario) - rank(scenarioOrder, b.Scenario)
 	})
 	return out
 }
@@ -111,9 +111,9 @@ func definitionNotes(o Options) []string {
 		fmt.Sprintf("loaded: a %d B ping-pong while a %s stream runs beside it between the same hosts: xdpndk's Sends while 64 KiB Writes stream on another QP of the same adapters "+
 			"(ndkpeer send-lat --load write:64K: one client process, whose one loop polls both QPs), TCP's qperf tcp_lat while iperf3 -l 64K streams over another connection",
 			PingSize, sizeName(LoadSize)),
-		"cpu_us_per_msg and cpu_cores (at " + sizes(CPUSizes) + "; sockperf at 65507 B for 64 KiB; the raw link at 64 and 9000 B): user+system CPU of both processes " +
+		"cpu_us_per_msg and cpu_cores (pingpong and stream, at " + sizes(CPUSizes) + "; sockperf at 65507 B for 64 KiB; the raw link at 64 and 9000 B): user+system CPU of both processes " +
 			"(the raw link: of the one process that runs both hosts) per message delivered, each way (a round trip is two messages), and in cores; " +
-			"a polling system spends a whole core per side whatever the rate",
+			"each record's note says how it was measured; a polling system spends a whole core per side whatever the rate",
 		fmt.Sprintf("sizes: xdpndk and qperf %s; iperf3 %s; sockperf %s (about 2 s of warm-up idle per run); fi_pingpong %s (about 0.1 s of CPU per process to start)",
 			sizes(o.Sizes), sizes(o.Iperf3Sizes), sizes(o.SockperfSizes), sizes(o.FabricSizes)),
 		"ndkpeer serve runs in B only during each xdpndk system's turn, not for the whole run: an XDP program on B's veth end put iperf3 at 10.6-20.5 Gbit/s against " +

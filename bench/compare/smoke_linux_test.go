@@ -52,7 +52,6 @@ func TestSmoke(t *testing.T) {
 		want = append(want,
 			pp(sys, report.MetricRTTP50), pp(sys, report.MetricRTTP99), pp(sys, report.MetricRTTMean), pp(sys, report.MetricCPUMsg), pp(sys, report.MetricCores),
 			Ref{ScenarioLatency, sys, OpWrite, 64, report.MetricRTTP50, ""}, Ref{ScenarioLatency, sys, OpRead, 64, report.MetricRTTP99, ""},
-			Ref{ScenarioLatency, sys, OpWrite, 64, report.MetricCPUMsg, ""},
 			st(sys, OpSend, 64, report.MetricMsgRate), st(sys, OpWrite, 64, report.MetricGbps), st(sys, OpRead, 64, report.MetricMsgRate),
 			st(sys, OpWrite, 64, report.MetricCPUMsg), st(sys, OpWrite, 64, report.MetricCores),
 			Ref{ScenarioLoaded, sys, OpPingPong, 64, report.MetricRTTP50, lp}, Ref{ScenarioLoaded, sys, OpPingPong, 64, report.MetricRTTP99, lp},

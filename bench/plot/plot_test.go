@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot"
 )
 
 // samplePath is the sample document the main module's bench/internal/report writes and
@@ -315,5 +317,28 @@ func TestTicksAndFormats(t *testing.T) {
 	}
 	if got := (sizeTicks{64, 1500, 65536}).Ticks(100, 70000); len(got) != 2 || got[0].Label != "1500" || got[1].Label != "64 KiB" {
 		t.Errorf("size ticks %+v", got)
+	}
+	// Labels do not collide: 65507 beside 64 KiB and 9000 beside 8 KiB go unlabelled (a
+	// tick still), 9000 between 4 KiB and 64 KiB is labelled; of 23 powers of two every
+	// other one is.
+	tickLabels := func(tk []plot.Tick) []string {
+		var l []string
+		for _, x := range tk {
+			l = append(l, x.Label)
+		}
+		return l
+	}
+	if got := tickLabels((sizeTicks{64, 4096, 9000, 65507, 65536}).Ticks(1, 1e9)); !slices.Equal(got, []string{"64", "4 KiB", "9000", "", "64 KiB"}) {
+		t.Errorf("near sizes: %q", got)
+	}
+	var full sizeTicks
+	for s := 2; s <= 8<<20; s *= 2 {
+		full = append(full, s)
+	}
+	full = append(full, 9000)
+	slices.Sort(full)
+	got = tickLabels(full.Ticks(1, 1e9))
+	if len(got) != 24 || got[0] != "" || got[1] != "4" || got[5] != "64" || got[13] != "" || got[23] != "" || got[22] != "4 MiB" {
+		t.Errorf("23 powers of two and 9000: %q", got)
 	}
 }

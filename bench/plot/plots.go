@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"math/bits"
 	"os"
 	"regexp"
 	"slices"
@@ -543,13 +544,42 @@ func (linearTicks) Ticks(min, max float64) []plot.Tick {
 // sizeTicks marks the sizes on a log axis.
 type sizeTicks []int
 
-// Ticks returns a labelled tick at every size within [min, max].
-func (t sizeTicks) Ticks(min, max float64) []plot.Tick {
-	var out []plot.Tick
+// Ticks returns a tick at every size within [lo, hi], labelled so that labels do not
+// collide: every power of two (only every other one, 4, 16, 64, ..., when there are more
+// than 12 of them), and another size (1500, 9000, 65507) only when no labelled power of two
+// is within a factor of 1.6 of it (3 when the labels are every other power of two).
+func (t sizeTicks) Ticks(lo, hi float64) []plot.Tick {
+	pow2 := func(s int) bool { return s > 0 && s&(s-1) == 0 }
+	var in []int
+	n := 0
 	for _, s := range t {
-		if v := float64(s); v >= min && v <= max {
-			out = append(out, plot.Tick{Value: v, Label: sizeName(s)})
+		if v := float64(s); v >= lo && v <= hi {
+			in = append(in, s)
+			if pow2(s) {
+				n++
+			}
 		}
+	}
+	var labelled []int
+	for _, s := range in {
+		if pow2(s) && (n <= 12 || bits.TrailingZeros(uint(s))%2 == 0) {
+			labelled = append(labelled, s)
+		}
+	}
+	var out []plot.Tick
+	for _, s := range in {
+		label := slices.Contains(labelled, s)
+		if !pow2(s) {
+			label = !slices.ContainsFunc(labelled, func(l int) bool {
+				r := float64(max(s, l)) / float64(min(s, l))
+				return r < 1.6 || (n > 12 && r < 3)
+			})
+		}
+		tk := plot.Tick{Value: float64(s)}
+		if label {
+			tk.Label = sizeName(s)
+		}
+		out = append(out, tk)
 	}
 	return out
 }
