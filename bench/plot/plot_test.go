@@ -338,7 +338,7 @@ func TestTicksAndFormats(t *testing.T) {
 	full = append(full, 9000)
 	slices.Sort(full)
 	got = tickLabels(full.Ticks(1, 1e9))
-	if len(got) != 24 || got[0] != "" || got[1] != "4" || got[5] != "64" || got[13] != "" || got[23] != "" || got[22] != "4 MiB" {
+	if len(got) != 24 || got[0] != "" || got[1] != "4" || got[5] != "64" || got[13] != "" || got[23] != "" || got[22] != "4M" || got[16] != "64K" {
 		t.Errorf("23 powers of two and 9000: %q", got)
 	}
 }

@@ -545,8 +545,8 @@ func (linearTicks) Ticks(min, max float64) []plot.Tick {
 type sizeTicks []int
 
 // Ticks returns a tick at every size within [lo, hi], labelled so that labels do not
-// collide: every power of two (only every other one, 4, 16, 64, ..., when there are more
-// than 12 of them), and another size (1500, 9000, 65507) only when no labelled power of two
+// collide: every power of two (only every other one, 4, 16, 64, ..., in short form, 1K,
+// 64K, 1M, when there are more than 12 of them), and another size (1500, 9000, 65507) only when no labelled power of two
 // is within a factor of 1.6 of it (3 when the labels are every other power of two).
 func (t sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	pow2 := func(s int) bool { return s > 0 && s&(s-1) == 0 }
@@ -576,7 +576,10 @@ func (t sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 			})
 		}
 		tk := plot.Tick{Value: float64(s)}
-		if label {
+		switch {
+		case label && n > 12:
+			tk.Label = shortSizeName(s)
+		case label:
 			tk.Label = sizeName(s)
 		}
 		out = append(out, tk)
@@ -621,6 +624,17 @@ func sizeName(n int) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	case n >= 1<<10 && n%(1<<10) == 0:
 		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return strconv.Itoa(n)
+}
+
+// shortSizeName formats a size in bytes in a few characters: 64, 4K, 1M (powers of 1024).
+func shortSizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
 	}
 	return strconv.Itoa(n)
 }
