@@ -195,13 +195,28 @@ func section(d *report.Document, in string, figs []string, sizes sizesFlag) ([]b
 	}
 	for _, tool := range d.Tools() {
 		if s, ok := sizes[tool]; ok {
-			fmt.Fprintf(&b, "The %s table shows the sizes %s; the figures and the JSON have every size measured.\n\n", tool, sizes.list(s))
+			var names []string
+			for _, n := range s {
+				names = append(names, sizeWords(n))
+			}
+			fmt.Fprintf(&b, "The %s table shows the sizes %s; the figures and the JSON have every size measured.\n\n", tool, strings.Join(names, ", "))
 		}
 	}
 	if err := report.WriteMarkdown(&b, d, report.MarkdownOptions{Metrics: report.HeadlineMetrics, Sizes: sizes}); err != nil {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// sizeWords formats a size for a sentence: 64 B, 9000 B, 4 KiB, 1 MiB.
+func sizeWords(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // sizesFlag is -sizes: per bench, the sizes its table shows (BENCH=SIZE,SIZE; repeatable).

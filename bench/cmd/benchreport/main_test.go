@@ -88,7 +88,7 @@ func TestMergeTableReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := string(got); !strings.Contains(s, "The linkbench table shows the sizes 9000;") || strings.Count(s, "| pingpong | ping-pong | 64 |") != 1 {
+	if s := string(got); !strings.Contains(s, "The linkbench table shows the sizes 9000 B;") || strings.Count(s, "| pingpong | ping-pong | 64 |") != 1 {
 		t.Errorf("-sizes:\n%s", s)
 	}
 	var tb2 strings.Builder
