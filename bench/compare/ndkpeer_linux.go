@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
@@ -51,11 +51,13 @@ type server struct {
 	err  error
 }
 
-// startServe starts ndkpeer serve in B and waits until it listens.
+// startServe starts ndkpeer serve in B and waits until it listens. The server outlives a
+// cancelled ctx: stop ends it (SIGTERM), after the client that was running has ended, so
+// that an interrupted client is not left waiting for a server that was killed under it
+// (the bed's removal kills whatever is left).
 func (r *runner) startServe(ctx context.Context) (*server, error) {
 	args := append([]string{"serve", "-i", r.bed.B.Ifname}, ndkpeerQueue...)
-	cmd := r.bed.B.Command(ctx, r.bin, args...)
-	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	cmd := r.bed.B.Command(context.WithoutCancel(ctx), r.bin, args...)
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -109,14 +111,16 @@ func (s *server) tail() string {
 	return strings.Join(s.out[max(0, len(s.out)-8):], "\n")
 }
 
-// stop stops the server (SIGINT, SIGKILL after serveStop) and reports how it ended.
+// stop stops the server (SIGTERM, SIGKILL after serveStop) and reports how it ended.
+// SIGTERM rather than SIGINT: a process started in the background by a shell ignores
+// SIGINT, and its children inherit that.
 func (s *server) stop() error {
 	select {
 	case <-s.done:
 		return s.err
 	default:
 	}
-	_ = s.cmd.Process.Signal(os.Interrupt)
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	t := time.NewTimer(serveStop)
 	defer t.Stop()
 	select {
@@ -247,7 +251,7 @@ func (r *runner) ndkpeerClient(ctx context.Context, command string, sizes []int,
 	cmd := r.bed.A.Command(cctx, r.bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) } // ndkpeer ends at once (exit 130)
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	d, perr := parseNdkpeer(stdout.Bytes())
