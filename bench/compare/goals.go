@@ -11,18 +11,24 @@ import (
 // baseline is one figure, or the best of several (the lowest with Best "min", the highest
 // with "max"), chosen in each repetition.
 type Goal struct {
-	Name        string
-	Scenario    string
+	// Name says what is compared, for people; Scenario is the scenario it is about.
+	Name     string
+	Scenario string
+	// Numerator is xdpndk's figure, Denominator the baseline's (or the baselines', the
+	// best of which counts in each repetition: the lowest with Best "min", the highest
+	// with "max").
 	Numerator   Ref
 	Denominator []Ref
-	Best        string // "min" or "max" when Denominator has several
-	Cmp         string
-	Limit       float64
+	Best        string
+	// Cmp (report.AtMost, AtLeast, ...) and Limit: the ratio must satisfy Cmp Limit.
+	Cmp   string
+	Limit float64
 	// Required is false for a comparison reported for context; Reason then says why it is
 	// not required.
 	Required bool
 	Reason   string
-	Note     string
+	// Note is said beside the outcome.
+	Note string
 }
 
 // Reasons beside the goals.

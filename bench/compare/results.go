@@ -36,7 +36,8 @@ func ReadJSON(path string) (*report.Document, error) { return report.ReadDocumen
 // Find returns the record ref names, or nil.
 func (r *Results) Find(ref Ref) *report.Record { return findRecord(r.Records, ref) }
 
-// summaryRow is a column of the summary: a figure of each system, or the best of several.
+// summaryCol is a column of the summary: a figure of each system (the first of its refs
+// found), or with max the highest Gbit/s of the system's streams.
 type summaryCol struct {
 	title string
 	refs  func(system string) []Ref // candidates, the first found wins (or the max, with max)
