@@ -20,7 +20,7 @@ STATICCHECK := $(GOPATH_BIN)/staticcheck
 # machine-unique names); each test binary gets TEST_TIMEOUT.
 RACE_DIRS ?= internal memreg transport xdp ndk
 RACE_PKGS := $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/.),./$(d)/...))
-TEST_TIMEOUT ?= 5m
+TEST_TIMEOUT ?= 10m
 TEST_FLAGS ?=
 
 # Fuzzing: every fuzz target of every package, FUZZTIME each (CI runs them all briefly; a
@@ -29,7 +29,7 @@ TEST_FLAGS ?=
 FUZZTIME ?= 10s
 FUZZ ?= .
 
-.PHONY: help build test test-race test-all fuzz demo bench bench-compare bench-all bench-link bench-transport bench-ndk bench-path bench-report bench-readme prereq-bench generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
+.PHONY: help build test test-race test-all fuzz demo bench bench-compare bench-all bench-link bench-transport bench-ndk bench-path bench-longpath bench-report bench-readme prereq-bench generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
 
 help:
 	@echo "make build           go build ./..."
@@ -42,6 +42,7 @@ help:
 	@echo "make bench-report    merge BENCH_DOCS (default: those of bench/out/{compare,link,transport,ndk,path}.json that exist) into"
 	@echo "                     bench/out/results.json, draw its SVGs into bench/out, print its table"
 	@echo "make bench-readme    README.md's benchmark section and its SVGs (docs/bench) from bench/out/results.json"
+	@echo "make bench-longpath  ndkpeer against iperf3 through the delay line at 1 Gbit/s, RTT 2 and 10 ms (root, about 8 minutes)"
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
 	@echo "make generate        regenerate the BPF objects with bpf2go (needs clang)"
 	@echo "make cross           go build ./... for $(CROSS_PLATFORMS), and go vet for $(CROSS_VET_PLATFORMS)"
@@ -201,6 +202,13 @@ prereq-bench:
 bench-path: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
 bench-path: prereq-bench
 	$(GO) run ./bench/cmd/pathbench
+
+# Long paths (bench/README.md, "bench: long paths"): ndkpeer write-bw and read-bw against
+# iperf3 through the routed bed's delay line at 1 Gbit/s, RTT 2 and 10 ms, MTU 1500, alone
+# and sharing; about eight minutes, so not part of `make bench`.
+bench-longpath: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
+bench-longpath: prereq-bench
+	$(GO) run ./bench/cmd/longpath
 
 # The soak: internal/workload's TestSoak (the verb mix between two namespace hosts over
 # AF_XDP, 1% XDP drop both ways plus duplication, reordering and corruption) for

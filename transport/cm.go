@@ -191,6 +191,7 @@ func (c *cmState) poll(now int64) (next int64, busy bool) {
 			}
 			if resend {
 				busy = true
+				cn.resent = true
 				c.sendRequest(cn)
 			}
 			due(cn.retry.nextAt)
@@ -219,6 +220,7 @@ func (c *cmState) poll(now int64) (next int64, busy bool) {
 			}
 			if resend {
 				busy = true
+				r.resent = true
 				c.sendReply(r)
 			}
 			due(r.retry.nextAt)

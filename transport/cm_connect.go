@@ -27,6 +27,12 @@ type Connector struct {
 	linger  int64        // completed or abandoned: kept until then to answer copies of the reply
 	refusal uint16       // the reason a late reply is refused with (0: RejectByPeer); engine goroutine
 	replied chan error
+	// The handshake's round trip, for the retransmission timer (sender.seedRTO): when the
+	// request went, whether it went again (Karn: then nothing is measured), and the time
+	// from it to the reply. Engine goroutine.
+	sentAt    int64
+	resent    bool
+	handshake int64
 
 	// Filled from the reply.
 	peerPrivate []byte
@@ -78,6 +84,7 @@ func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []
 		connID: randUint64() | 1, ourPSN: wire.PSN(randUint64()), replied: make(chan error, 1)}
 	e.command(func(now int64) {
 		c.retry.start(now, e.cfg.CMTimeout, timeout)
+		c.sentAt = now
 		e.cm.conns = append(e.cm.conns, c)
 		e.cm.sendRequest(c)
 	})
@@ -116,6 +123,7 @@ func (c *Connector) Complete() error {
 		}
 		ird, ord := min(q.cfg.IRD, c.peerORD), min(q.cfg.ORD, c.peerIRD)
 		e.cm.connectQP(q, c.peer, c.peerPort, c.peerQPN, c.cookie, c.ourPSN, c.peerPSN, c.peerMax, ird, ord)
+		q.snd.seedRTO(c.handshake)
 		q.ka.start(now, q.cfg.KeepAlive)
 		q.state.Store(uint32(QPConnected))
 		e.activate(q)
@@ -273,6 +281,9 @@ func (c *cmState) onReply(now int64, from netip.AddrPort, p *wire.Packet) {
 			cn.peerQPN, cn.peerPSN, cn.peerMax, cn.cookie = m.SrcQPN, m.InitialPSN, int(m.MaxPayload), m.Cookie
 			cn.peer = from
 			cn.peerPort = m.DataPort
+			if !cn.resent {
+				cn.handshake = now - cn.sentAt
+			}
 			if !cn.state.CompareAndSwap(connSent, connReplied) {
 				// Cancelled meanwhile: the peer's half-open connection is refused now
 				// rather than left to time out.

@@ -83,7 +83,12 @@ type ConnRequest struct {
 	qp       *QP
 	replied  bool
 	private  []byte
-	retry    cmRetry    // the reply's retransmissions, once accepted (replied)
+	retry    cmRetry // the reply's retransmissions, once accepted (replied)
+	// When the reply went and whether it went again: the time from it to the ready-to-use
+	// (or first data packet) is the handshake's round trip (Karn), for the retransmission
+	// timer (sender.seedRTO).
+	replyAt  int64
+	resent   bool
 	expireAt int64      // not yet answered: rejected then (cmQuiet after the latest copy of the request)
 	done     chan error // established (nil) or failed
 	answered atomic.Bool
@@ -123,6 +128,7 @@ func (r *ConnRequest) Accept(qp *QP, private []byte, timeout time.Duration) erro
 		ird, ord := min(qp.cfg.IRD, r.ORD), min(qp.cfg.ORD, r.IRD)
 		e.cm.connectQP(qp, r.Peer, r.peerPort, r.peerQPN, randUint64()|1, wire.PSN(randUint64()), r.peerPSN, r.peerMax, ird, ord)
 		r.retry.start(now, e.cfg.CMTimeout, timeout)
+		r.replyAt = now
 		e.cm.sendReply(r)
 	})
 	return nil
@@ -160,6 +166,9 @@ func (c *cmState) established(now int64, q *QP) bool {
 			if q.State() != QPConnecting {
 				c.dropHalfOpen(r, ErrConnectCancelled) // flushed while connecting: it stays failed
 				return false
+			}
+			if !r.resent {
+				q.snd.seedRTO(now - r.replyAt)
 			}
 			q.ka.start(now, q.cfg.KeepAlive)
 			q.state.Store(uint32(QPConnected))
@@ -208,6 +217,7 @@ func (c *cmState) onRequest(now int64, from netip.AddrPort, p *wire.Packet) {
 	for _, r := range c.halfOpen {
 		if r.connID == m.ConnID && r.Peer.Addr() == from.Addr() {
 			if r.replied {
+				r.resent = true
 				c.sendReply(r) // our reply was lost
 			} else {
 				r.expireAt = now + int64(cmQuiet) // the requester still waits for an answer

@@ -111,6 +111,13 @@ func (s *sender) connect(initial wire.PSN, cc congestion.Controller) {
 	s.cc = cc
 }
 
+// seedRTO gives the retransmission timer a round trip measured before any sample (the
+// connection handshake, ns): ack.RTO.Seed.
+func (s *sender) seedRTO(rtt int64) {
+	s.rto.Seed(rtt)
+	s.publishStats()
+}
+
 // NextPSN is the PSN the next new packet takes.
 func (s *sender) NextPSN() wire.PSN { return s.sent.NextPSN() }
 
@@ -213,6 +220,7 @@ func (s *sender) armProbe(now int64) {
 // controller and restarts (or, with nothing left in flight, stops) the retransmission
 // timer. It returns the packets newly acknowledged, valid until the next call.
 func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
+	s.sent.SetEcho(a.EchoTS)
 	acked, rtt := s.sent.OnAckBlocks(a.AckPSN, a.SACK, a.HighPSN, a.HighSACK, now, s.scratch[:0])
 	s.scratch = acked // keeps what it grew to
 	if len(acked) == 0 {

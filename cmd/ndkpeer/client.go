@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -62,7 +63,14 @@ const (
 	defaultLatIters = 1000
 	defaultBWIters  = 5000
 	defaultTxDepth  = 128
-	maxOutstanding  = 1 << 20 // bytes a bandwidth test keeps outstanding per QP without -t
+	maxOutstanding  = 1 << 20 // bytes a bandwidth test keeps outstanding per QP without -t, before the path's RTT is known
+	// The depth a bandwidth test sets from the path without -t (depthForPath): twice the
+	// bandwidth-delay product, at most autoMaxBytes and autoMaxDepth operations per QP.
+	autoMaxBytes = 64 << 20
+	autoMaxDepth = 1024
+	// defaultLineRate is the line rate assumed when the interface does not report its
+	// speed, in bit/s.
+	defaultLineRate = 10e9
 	defaultInline   = 256
 	allMinSize      = 2
 	allMaxSize      = 8 << 20
@@ -141,7 +149,7 @@ func parseClient(name string, kind proto.Kind, args []string, errOut io.Writer) 
 	fs.Var(&dur, "duration", "same as -D (`SECONDS`)")
 	qps := fs.Int("q", 1, "QPs in parallel (one connection each)")
 	fs.IntVar(qps, "qps", 1, "same as -q")
-	txDepth := fs.Int("t", defaultTxDepth, "bandwidth tests: operations kept outstanding per QP (without -t, fewer for large messages: at most 1 MiB outstanding)")
+	txDepth := fs.Int("t", defaultTxDepth, "bandwidth tests: operations kept outstanding per QP (without -t: 128 and at most 1 MiB during the warm-up, then twice the path's bandwidth-delay product, at most 64 MiB and 1024)")
 	fs.IntVar(txDepth, "tx-depth", defaultTxDepth, "same as -t")
 	warm := fs.Int("w", 0, "warm-up operations per size, not counted (default n/10, 1 to 1000)")
 	fs.IntVar(warm, "warmup", 0, "same as -w")
@@ -247,6 +255,22 @@ func (o *clientOptions) loadDepth() int {
 		return o.txDepth
 	}
 	return min(o.txDepth, max(2, maxOutstanding/max(o.loadSize, 1)))
+}
+
+// depthForPath is the depth of a bandwidth test without -t once the warm-up has shown the
+// path's round trip: enough operations of size bytes to keep twice the bandwidth-delay
+// product (rtt x rate in bit/s) outstanding, so that a long path is not limited by the
+// 1 MiB of depthFor (1 MiB over a 10 ms round trip is 0.84 Gbit/s), at most autoMaxBytes
+// and autoMaxDepth per QP, and never below depthFor. Twice: the round trip under load
+// grows by the queue a delay-based controller keeps, and completions arrive in bursts.
+func (o *clientOptions) depthForPath(size int, rtt time.Duration, rate float64) int {
+	d := o.depthFor(size)
+	if o.kind.Latency() || o.txDepthSet || rtt <= 0 || rate <= 0 {
+		return d
+	}
+	bdp := 2 * rtt.Seconds() * rate / 8
+	want := int(math.Ceil(min(bdp, autoMaxBytes) / float64(size)))
+	return max(d, min(want, autoMaxDepth, max(1, autoMaxBytes/size)))
 }
 
 // warmupFor is the warm-up of a size: -w, or a tenth of its iterations (1 to 1000); in
@@ -506,6 +530,9 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 	window := 1
 	if !o.kind.Latency() {
 		window = o.txDepth
+		if !o.txDepthSet {
+			window = max(window, autoMaxDepth) // room for depthForPath
+		}
 	}
 	return s.connectQP(ctx, qpSpec{kind: o.kind, index: i, count: o.qps, session: session, maxMsg: maxMsg,
 		window: window, recvs: recvs, flags: s.reqFlags()})

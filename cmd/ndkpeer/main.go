@@ -91,13 +91,18 @@
 // -D runs, whatever their length, keep their latencies in a log-linear histogram of fixed
 // size (cmd/ndkpeer/internal/hist: exact below 256 ns, 128 buckets per power of two above)
 // whose percentiles are within 1/256 (0.4%) of nearest-rank, with min, max and mean exact.
-// Bandwidth tests keep -t operations outstanding per QP (without -t: 128,
-// fewer for large messages so that at most 1 MiB is outstanding, which is
-// bench/ndkbench's 128 outstanding 64-byte Writes of its message rate and 16 outstanding
-// 64 KiB Writes of its goodput) and report payload bytes × 8 / time from the first measured
-// post to the last completion (-n), or over the -D window (operations completed in it);
-// Gbit/s is payload only, 10^9 bits. A result line is followed by the packets the client's
-// QPs retransmitted, when there were any.
+// Bandwidth tests keep -t operations outstanding per QP. Without -t the warm-up keeps 128,
+// fewer for large messages so that at most 1 MiB is outstanding (bench/ndkbench's 128
+// outstanding 64-byte Writes of its message rate and 16 outstanding 64 KiB Writes of its
+// goodput); then the measured phase keeps enough to cover twice the path's bandwidth-delay
+// product: the QPs' smoothed round trip after the warm-up times the interface's speed
+// (/sys/class/net/IFACE/speed; 10 Gbit/s when it reports none), at most 64 MiB and 1024
+// operations per QP, never fewer than the warm-up's. 1 MiB outstanding over a 10 ms round
+// trip cannot exceed 0.84 Gbit/s; on a short path nothing changes. The result's
+// "outstanding" is the depth measured with. Bandwidth tests report payload bytes × 8 / time
+// from the first measured post to the last completion (-n), or over the -D window
+// (operations completed in it); Gbit/s is payload only, 10^9 bits. A result line is followed
+// by the packets the client's QPs retransmitted, when there were any.
 //
 // # Options as in perftest
 //

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -286,6 +289,29 @@ func (r *runner) transportCounters() (c retxCounts) {
 	return c
 }
 
+// pathRTT is the largest smoothed round trip of the QPs (after the warm-up: the path's).
+func (r *runner) pathRTT() time.Duration {
+	var rtt int64
+	for _, q := range r.qps {
+		rtt = max(rtt, plumb.QP(q.qp).Stats().SRTT)
+	}
+	return time.Duration(rtt)
+}
+
+// lineRate is the speed the interface reports (/sys/class/net/NAME/speed, Mbit/s, as the
+// namespace the program runs in sees it), or defaultLineRate when it reports none.
+func lineRate(ifname string) float64 {
+	b, err := os.ReadFile("/sys/class/net/" + ifname + "/speed")
+	if err != nil {
+		return defaultLineRate
+	}
+	mbps, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || mbps <= 0 {
+		return defaultLineRate
+	}
+	return float64(mbps) * 1e6
+}
+
 // tally is what one phase counted.
 type tally struct {
 	ops     int64
@@ -348,6 +374,14 @@ func (r *runner) measureLocked(size, iters int, dur time.Duration, warm int, onI
 	if warm > 0 {
 		if _, err := r.phase(phaseSpec{size: size, ops: int64(warm)}); err != nil {
 			return res, fmt.Errorf("warm-up at %d bytes: %w", size, err)
+		}
+	}
+	if !r.kind.Latency() {
+		r.window = r.s.o.depthForPath(size, r.pathRTT(), lineRate(r.s.n.ifi.Name))
+		if r.s.o.bidir {
+			// The server sized its QPs for the depth it was told (maxDepth) before the path
+			// was measured, and runs its direction at ours: stay within it.
+			r.window = min(r.window, r.s.o.maxDepth())
 		}
 	}
 	var sleeps0 int64

@@ -156,12 +156,12 @@ func (s *session) printHeader() {
 	depth := ""
 	switch {
 	case o.kind.Latency():
-	case len(o.sizes) == 1:
-		depth = fmt.Sprintf(", %d outstanding per QP", o.depthFor(o.sizes[0]))
 	case o.txDepthSet:
 		depth = fmt.Sprintf(", %d outstanding per QP", o.txDepth)
+	case len(o.sizes) == 1:
+		depth = fmt.Sprintf(", %d outstanding per QP in the warm-up, then twice the path's bandwidth-delay product (--json: outstanding)", o.depthFor(o.sizes[0]))
 	default:
-		depth = fmt.Sprintf(", %d outstanding per QP (fewer above %s: at most %s outstanding)", o.txDepth, humanBytes(uint64(maxOutstanding/o.txDepth)), humanBytes(maxOutstanding))
+		depth = fmt.Sprintf(", %d outstanding per QP in the warm-up (fewer above %s: at most %s outstanding), then twice the path's bandwidth-delay product", o.txDepth, humanBytes(uint64(maxOutstanding/o.txDepth)), humanBytes(maxOutstanding))
 	}
 	fmt.Fprintf(w, " %s after a warm-up%s, inline data %s\n", count, depth, inline)
 	s.printOptions()

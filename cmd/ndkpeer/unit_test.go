@@ -297,3 +297,37 @@ func TestOpenErrorMapping(t *testing.T) {
 		}
 	}
 }
+
+// Without -t a bandwidth test keeps twice the path's bandwidth-delay product outstanding
+// once the warm-up has shown the round trip: unchanged on a short path, what a long one
+// needs, bounded.
+func TestDepthForPath(t *testing.T) {
+	bw := clientOptions{kind: proto.KindWriteBW, txDepth: 128}
+	for _, tc := range []struct {
+		size  int
+		rtt   time.Duration
+		rate  float64
+		depth int
+	}{
+		{64 << 10, 30 * time.Microsecond, 10e9, 16},     // the plain bed: 1 MiB as before
+		{64 << 10, 10 * time.Millisecond, 1e9, 39},      // 2 x 1.25 MB / 64 KiB
+		{64 << 10, 10 * time.Millisecond, 10e9, 382},    // 2 x 12.5 MB / 64 KiB
+		{64 << 10, 100 * time.Millisecond, 100e9, 1024}, // capped at 64 MiB
+		{64, 10 * time.Millisecond, 10e9, 1024},         // capped at 1024 operations
+		{8 << 20, 10 * time.Millisecond, 10e9, 3},       // 2 x 12.5 MB / 8 MiB
+		{8 << 20, time.Second, 100e9, 8},                // 64 MiB / 8 MiB
+		{64 << 10, 0, 10e9, 16},                         // no round trip known
+	} {
+		if got := bw.depthForPath(tc.size, tc.rtt, tc.rate); got != tc.depth {
+			t.Errorf("depthForPath(%d, %v, %g) = %d, want %d", tc.size, tc.rtt, tc.rate, got, tc.depth)
+		}
+	}
+	bw.txDepthSet = true
+	if got := bw.depthForPath(64<<10, 10*time.Millisecond, 10e9); got != 128 {
+		t.Errorf("-t given: depthForPath = %d, want 128", got)
+	}
+	lat := clientOptions{kind: proto.KindWriteLat, txDepth: 128}
+	if got := lat.depthForPath(64<<10, 10*time.Millisecond, 10e9); got != 1 {
+		t.Errorf("latency: depthForPath = %d, want 1", got)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xdpndk/xdpndk/internal/delayline"
 )
 
 // linkUpTimeout bounds the wait for both veth ends to be operationally up (carrier, and
@@ -59,7 +61,8 @@ type Bed struct {
 	nsMade []bool   // which of nss New created and Close has not yet removed
 	pairs  []vethPair
 	closed bool
-	losses [2]io.Closer // the router's loss programs towards B and towards A (SetRouterLoss)
+	losses [2]io.Closer    // the router's loss programs towards B and towards A (SetRouterLoss)
+	line   *delayline.Line // the router's delay line (Options.Path), nil without
 }
 
 // vethPair is one veth pair of a bed: its two ends and the interface indexes they get.
@@ -273,6 +276,14 @@ func (b *Bed) setup(o Options) error {
 	if b.R != nil && o.failAt == "routes" {
 		return errInjected
 	}
+	if o.Path != nil {
+		if err := b.startPath(*o.Path); err != nil {
+			return err
+		}
+		if o.failAt == "path" {
+			return errInjected
+		}
+	}
 	return nil
 }
 
@@ -353,6 +364,13 @@ func (b *Bed) Close() error {
 		return nil
 	}
 	var errs []error
+	if b.line != nil {
+		// Its sockets hold the router's namespace: close them before removing it.
+		if err := b.line.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("stop the delay line: %w", err))
+		}
+		b.line = nil
+	}
 	for i, l := range b.losses {
 		if l == nil {
 			continue

@@ -13,7 +13,10 @@
 // With Options.Routed, a third namespace, the router R, sits between them: A and R share
 // 198.18.1.0/24 on one veth pair, R and B share 198.18.2.0/24 on another, R forwards IPv4,
 // and A and B each have one route to the other's subnet through R ([Bed.R], [Router]).
-// [Bed.SetBottleneck] puts a rate limit (tc-tbf) on R's egress towards B.
+// [Bed.SetBottleneck] puts a rate limit (tc-tbf) on R's egress towards B. With
+// Options.Path, R is a delay line instead of a kernel router (package delayline): a
+// forwarder of this process adds a one-way delay, a rate and a drop-tail queue in both
+// directions, to emulate paths of 10 µs to 10 ms; [Bed.PathStats] has its counters.
 //
 // [New] creates a [Bed] (the namespaces, the veth pairs created directly inside them,
 // addresses, links up) and [Bed.Close] removes it; [NewT] does both for a test. [Host.Do]

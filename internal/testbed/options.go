@@ -77,6 +77,15 @@ type Options struct {
 	// must be zero when Routed is false.
 	PrefixB netip.Prefix
 
+	// Path makes the router of a routed bed a delay line (package delayline): instead of
+	// its kernel, which stops forwarding, a forwarder of this process in the router's
+	// namespace carries IPv4 between A and B with the one-way delay, rate limit and
+	// drop-tail queue of *Path, in both directions, and every veth end's GSO, TSO, GRO and
+	// transmit checksum offload are turned off so that the links carry MTU-sized frames,
+	// as a real path does (docs/TESTBED.md, "The delay line"). Bed.PathStats has its
+	// counters; Bed.Router.Forwarded stays 0. It must be nil when Routed is false.
+	Path *PathConfig
+
 	// Name is an optional tag put into the namespace names so that `ip netns list` shows
 	// which test or program made them. Only lower-case letters and digits are kept, at most
 	// 16 of them.
@@ -98,8 +107,8 @@ type Options struct {
 	StaticNeighbors bool
 
 	// failAt makes New fail on purpose after the named setup stage ("namespaces",
-	// "veth", "links", or "routes" for a routed bed), so tests can check that a failed New
-	// leaves nothing behind.
+	// "veth", "links", or "routes" for a routed bed, "path" for one with a delay line),
+	// so tests can check that a failed New leaves nothing behind.
 	failAt string
 }
 
@@ -141,6 +150,13 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("%w: prefixes %v and %v overlap (the router needs two subnets)", ErrInvalidOptions, o.Prefix, pb)
 		}
 		o.PrefixB = pb
+		if o.Path != nil {
+			if err := o.Path.Validate(); err != nil {
+				return o, fmt.Errorf("%w: path: %w", ErrInvalidOptions, err)
+			}
+		}
+	} else if o.Path != nil {
+		return o, fmt.Errorf("%w: a path (delay line) given for a bed without a router", ErrInvalidOptions)
 	} else if o.PrefixB != (netip.Prefix{}) {
 		return o, fmt.Errorf("%w: prefix B %v given for a bed without a router", ErrInvalidOptions, o.PrefixB)
 	}

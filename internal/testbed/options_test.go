@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOptionsDefaults checks the values a zero Options turns into.
@@ -174,5 +175,28 @@ func TestWithInvalidOptions(t *testing.T) {
 	got, err := With(Options{MTU: 67}, func(*Bed) (int, error) { ran = true; return 1, nil })
 	if !errors.Is(err, ErrInvalidOptions) || ran || got != 0 {
 		t.Fatalf("With(invalid) = %d, %v (fn ran: %v); want ErrInvalidOptions without running fn", got, err, ran)
+	}
+}
+
+func TestParsePing(t *testing.T) {
+	out := []byte("PING 198.18.2.2 (198.18.2.2) 56(84) bytes of data.\n" +
+		"64 bytes from 198.18.2.2: icmp_seq=1 ttl=63 time=2.13 ms\n" +
+		"64 bytes from 198.18.2.2: icmp_seq=2 ttl=63 time=10.0 ms\n\n" +
+		"--- 198.18.2.2 ping statistics ---\nrtt min/avg/max/mdev = 2.130/6.065/10.000/3.935 ms\n")
+	got := parsePing(out)
+	if len(got) != 2 || got[0] != 2130*time.Microsecond || got[1] != 10*time.Millisecond {
+		t.Errorf("parsePing = %v", got)
+	}
+}
+
+func TestPathOptions(t *testing.T) {
+	if _, err := (Options{Path: &PathConfig{Delay: time.Millisecond}}).withDefaults(); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("path without a router: %v, want ErrInvalidOptions", err)
+	}
+	if _, err := (Options{Routed: true, Path: &PathConfig{Delay: -1}}).withDefaults(); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("negative delay: %v, want ErrInvalidOptions", err)
+	}
+	if _, err := (Options{Routed: true, Path: &PathConfig{Delay: time.Millisecond, Rate: 1e9}}).withDefaults(); err != nil {
+		t.Errorf("valid path: %v", err)
 	}
 }

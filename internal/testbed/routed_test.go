@@ -364,9 +364,14 @@ func checkGone(t *testing.T, nss, ifnames []string) {
 func TestRoutedNewCleansUpOnFailure(t *testing.T) {
 	privileged.Require(t)
 	t.Parallel()
-	for _, stage := range []string{"namespaces", "veth", "links", "routes"} {
+	for _, stage := range []string{"namespaces", "veth", "links", "routes", "path"} {
 		tag := "routedfail" + stage
-		b, err := New(Options{Routed: true, Name: tag, failAt: stage})
+		o := Options{Routed: true, Name: tag, failAt: stage}
+		if stage == "path" {
+			// The delay line's sockets hold the router's namespace: Close must stop it.
+			o.Path = &PathConfig{Delay: time.Millisecond, Rate: 1e9}
+		}
+		b, err := New(o)
 		if err == nil {
 			b.Close()
 			t.Fatalf("failAt %s: New succeeded", stage)

@@ -38,7 +38,8 @@ func (r *Router) Command(ctx context.Context, name string, args ...string) *exec
 
 // Forwarded returns the number of IPv4 datagrams the router's kernel has forwarded since
 // its namespace was created (ForwDatagrams in /proc/net/snmp, RFC 4293
-// ipSystemStatsOutForwDatagrams).
+// ipSystemStatsOutForwDatagrams). With a delay line (Options.Path) the kernel forwards
+// nothing and it stays 0: Bed.PathStats counts what the line forwarded.
 func (r *Router) Forwarded() (uint64, error) {
 	v, err := r.A.SNMPCounter("Ip", "ForwDatagrams")
 	if err != nil {

@@ -100,7 +100,11 @@ type SentHistory struct {
 	rackPSN   wire.PSN // its PSN, the tie-break for equal send times
 	rackRTT   int64    // now - SentAt when its ack arrived
 	rackRetx  bool     // it had been retransmitted (loss candidates may lie beyond highestAcked)
-	minRTT    int64    // smallest RTT sample (Karn-valid), 0 before the first
+	// The timestamp echo of the ack being applied (SetEcho), µs of the sender's clock as
+	// wire.AckExt.EchoTS carries it; echoSet false when it has none.
+	echo    uint32
+	echoSet bool
+	minRTT  int64 // smallest RTT sample (Karn-valid), 0 before the first
 
 	lossTime earliest // earliest time a not-yet-lost packet becomes lost by the time rule
 
@@ -318,6 +322,7 @@ func (h *SentHistory) OnAckBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN
 	h.stats.Acks++
 	if h.next.Less(ackPSN) {
 		h.stats.InvalidAcks++
+		h.echoSet = false
 		return acked, 0
 	}
 	// The recent-arrivals block, as bits of PSNs from restBase: the part within the first
@@ -387,6 +392,7 @@ func (h *SentHistory) OnAckBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN
 		}
 	}
 
+	h.echoSet = false
 	if len(acked) == before {
 		h.stats.DuplicateAcks++
 		return acked, 0
@@ -425,7 +431,15 @@ func (h *SentHistory) markAcked(s *sentSlot, now int64, acked []PacketInfo, samp
 	}
 	// RACK: a retransmitted packet may be acknowledged for an earlier transmission; an RTT
 	// below the minimum says so, and then it says nothing about what was delivered when.
-	if s.Retransmits == 0 || h.minRTT == 0 || rtt >= h.minRTT {
+	// So does an ack whose timestamp echo is older than the retransmission (RFC 8985 §6.2
+	// step 2, "Packet.xmit_ts > ACK.TSecr"): after a spurious timeout during a host's stall
+	// longer than the minimum RTT, taking the late ack of the original as the delivery of
+	// the retransmission declared the whole flight sent before it lost, and sent it again
+	// (TestLongPathSpurious, a 40 ms stall on a 10 ms path: 12 retransmissions for 3
+	// timeouts and a tail probe, 4 with this check; on the delay line's bed 585 with
+	// nothing lost in 6 s of write-bw).
+	early := s.Retransmits > 0 && h.echoSet && int32(uint32(s.SentAt/1000)-h.echo) > 0
+	if !early && (s.Retransmits == 0 || h.minRTT == 0 || rtt >= h.minRTT) {
 		if !h.rackValid || sentAfter(s.SentAt, s.PSN, h.rackXmit, h.rackPSN) {
 			h.rackValid = true
 			h.rackXmit, h.rackPSN = s.SentAt, s.PSN
@@ -435,6 +449,11 @@ func (h *SentHistory) markAcked(s *sentSlot, now int64, acked []PacketInfo, samp
 	}
 	return append(acked, s.PacketInfo)
 }
+
+// SetEcho gives the timestamp echo (wire.AckExt.EchoTS, microseconds of the clock that
+// sent the packets, wrapping; 0 for none) of the next ack OnAckBlocks applies, for RACK's
+// check of retransmitted packets (markAcked). It holds for that one call.
+func (h *SentHistory) SetEcho(ts uint32) { h.echo, h.echoSet = ts, ts != 0 }
 
 // sentAfter reports whether a packet sent at t1 with PSN p1 was sent after one sent at t2
 // with PSN p2 (RFC 8985 RACK_sent_after; the PSN breaks ties of equal times).

@@ -144,7 +144,9 @@ func TestTenMillionSamplesSameSize(t *testing.T) {
 	if unsafe.Sizeof(*h) != size || size > 64<<10 {
 		t.Errorf("histogram of %d bytes", size)
 	}
-	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4096 {
+	// The runtime and the test framework allocate a few KiB meanwhile; one allocation per
+	// sample would be 80 MB or more.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
 		t.Errorf("recording 10^7 samples allocated %d bytes", grew)
 	}
 }
