@@ -12,6 +12,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bench/linkbench"
+	"github.com/xdpndk/xdpndk/bench/longpath"
 	"github.com/xdpndk/xdpndk/bench/tools"
 )
 
@@ -604,5 +605,63 @@ func TestResults(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "| scenario | operation | size | metric | xdpndk | qperf-tcp | sockperf-udp |") {
 		t.Errorf("Markdown columns:\n%s", md.String())
+	}
+}
+
+func TestLongPath(t *testing.T) {
+	res := &longpath.Results{Options: longpath.OptionsDoc{RateBps: 1e9},
+		Paths: []longpath.PathDoc{{RTTMS: 10, PingP50MS: 10.1, PingP99MS: 10.6, QueueBytes: 1250000, LineDropped: 3}},
+		Figures: []longpath.Figure{
+			{RTTMS: 10, Op: "write", Scenario: "alone", System: "tcp", Metric: "gbps", Median: 0.93, Runs: []float64{0.92, 0.93, 0.94}},
+			{RTTMS: 10, Op: "write", Scenario: "alone", System: "ndk", Metric: "gbps", Median: 0.5, Runs: []float64{0.4, 0.5, 0.6}},
+			{RTTMS: 10, Op: "write", Scenario: "alone", System: "ndk", Metric: "retransmits", Median: 2, Runs: []float64{0, 2, 4}},
+			{RTTMS: 10, Op: "write", Scenario: "alone", System: "ndk", Metric: "ratio_to_tcp", Median: 0.53, Runs: []float64{0.43, 0.53, 0.64}},
+			{RTTMS: 10, Op: "write", Scenario: "shared", System: "tcp", Metric: "gbps", Median: 0.8, Runs: []float64{0.8, 0.8, 0.9}},
+			{RTTMS: 10, Op: "write", Scenario: "shared", System: "ndk", Metric: "gbps", Median: 0.1, Runs: []float64{0.1, 0.05, 0.2}},
+			{RTTMS: 10, Op: "write", Scenario: "shared", System: "ndk", Metric: "own_gbps", Median: 0.1, Runs: []float64{0.1}},
+			{RTTMS: 10, Op: "write", Scenario: "shared", System: "line", Metric: "gbps", Median: 0.9, Runs: []float64{0.9}},
+		},
+		Notes: []string{"gbps: definition", "failed: path 2ms: no ping answer"}}
+	recs := longPathRecords(res)
+	lp := "rate_gbit_per_s=1 rtt_us=10000"
+	for ref, want := range map[Ref]float64{
+		{ScenarioLongPath, SystemIperf3TCP, "write", 0, report.MetricGbps, lp}:       0.93,
+		{ScenarioLongPath, SystemXDPNDK, "write", 0, report.MetricGbps, lp}:          0.5,
+		{ScenarioLongPath, SystemXDPNDK, "write", 0, "retransmits", lp}:              2,
+		{ScenarioLongPathShared, SystemIperf3TCP, "write", 0, report.MetricGbps, lp}: 0.8,
+		{ScenarioLongPathShared, SystemXDPNDK, "write", 0, report.MetricGbps, lp}:    0.1,
+	} {
+		r := findRecord(recs, ref)
+		if r == nil || r.Value != want || len(r.Runs) != len(r.Reps) || r.Bench != Tool || r.Note == "" {
+			t.Errorf("%v: %+v, want %v", ref, r, want)
+		}
+	}
+	if len(recs) != 5 {
+		t.Errorf("%d records (own_gbps, the line's and ratio_to_tcp are longpath's own): %+v", len(recs), recs)
+	}
+
+	goals := longPathGoals(res, []time.Duration{2 * time.Millisecond, 10 * time.Millisecond}, []string{"write"})
+	if len(goals) != 6 {
+		t.Fatalf("%d goals, want 3 per path", len(goals))
+	}
+	for _, g := range goals[:3] { // 2 ms failed: not evaluated
+		if g.Evaluated || !g.Required {
+			t.Errorf("2 ms: %+v", g)
+		}
+	}
+	alone, ndk, tcp := goals[3], goals[4], goals[5]
+	if !alone.Evaluated || alone.Value != 0.53 || alone.Met || alone.Limit != longpath.GoalAlone || !slices.Equal(alone.Runs, []float64{0.43, 0.53, 0.64}) ||
+		!strings.Contains(alone.Compared, "xdpndk longpath write 0 B gbit_per_s [rate_gbit_per_s=1 rtt_us=10000] / iperf3-tcp") {
+		t.Errorf("alone: %+v", alone)
+	}
+	if !ndk.Evaluated || ndk.Met || math.Abs(ndk.Value-0.1) > 1e-12 || !tcp.Met || math.Abs(tcp.Value-0.8) > 1e-12 || tcp.Limit != longpath.GoalShared {
+		t.Errorf("shared: %+v, %+v", ndk, tcp)
+	}
+	notes := longPathNotes(res)
+	if len(notes) != 3 || !strings.Contains(notes[0], "ping p50 10.1 ms") || !report.IsFailed(notes[2]) || report.IsFailed(notes[1]) {
+		t.Errorf("notes %q", notes)
+	}
+	if g := longPathGoals(nil, []time.Duration{10 * time.Millisecond}, []string{"write", "read"}); len(g) != 6 || g[0].Evaluated {
+		t.Errorf("not run: %+v", g)
 	}
 }

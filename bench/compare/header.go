@@ -13,29 +13,36 @@ import (
 
 // Config is the part of Options that shapes the figures: the Document's params.
 type Config struct {
-	Runs            int      `json:"runs"`
-	Quick           bool     `json:"quick"`
-	Systems         []string `json:"systems"`
-	Sizes           []int    `json:"sizes"`
-	Iperf3Sizes     []int    `json:"iperf3_sizes"`
-	SockperfSizes   []int    `json:"sockperf_sizes"`
-	FabricSizes     []int    `json:"fabric_sizes"`
-	CPUSizes        []int    `json:"cpu_sizes"`
-	NdkpeerWindowMS int64    `json:"ndkpeer_window_ms"`
-	ToolTimeS       float64  `json:"tool_time_s"`
-	FabricTargetMS  int64    `json:"fabric_target_ms"`
-	FabricCPUMS     int64    `json:"fabric_cpu_target_ms"`
-	LinkWindowMS    int64    `json:"link_window_ms"`
-	LinkWarmupMS    int64    `json:"link_warmup_ms"`
-	LinkPingPongN   int      `json:"link_pingpong_n"`
-	LoadTimeS       float64  `json:"load_time_s"`
-	LoadBytes       int      `json:"load_bytes"`
-	ElapsedS        float64  `json:"elapsed_s"`
+	Runs            int       `json:"runs"`
+	Quick           bool      `json:"quick"`
+	Systems         []string  `json:"systems"`
+	Sizes           []int     `json:"sizes"`
+	Iperf3Sizes     []int     `json:"iperf3_sizes"`
+	SockperfSizes   []int     `json:"sockperf_sizes"`
+	FabricSizes     []int     `json:"fabric_sizes"`
+	CPUSizes        []int     `json:"cpu_sizes"`
+	NdkpeerWindowMS int64     `json:"ndkpeer_window_ms"`
+	ToolTimeS       float64   `json:"tool_time_s"`
+	FabricTargetMS  int64     `json:"fabric_target_ms"`
+	FabricCPUMS     int64     `json:"fabric_cpu_target_ms"`
+	LinkWindowMS    int64     `json:"link_window_ms"`
+	LinkWarmupMS    int64     `json:"link_warmup_ms"`
+	LinkPingPongN   int       `json:"link_pingpong_n"`
+	LoadTimeS       float64   `json:"load_time_s"`
+	LoadBytes       int       `json:"load_bytes"`
+	LongPath        bool      `json:"longpath"`
+	LongPathRTTsMS  []float64 `json:"longpath_rtts_ms,omitempty"`
+	LongPathOps     []string  `json:"longpath_ops,omitempty"`
+	LongPathRuns    int       `json:"longpath_runs,omitempty"`
+	LongPathS       float64   `json:"longpath_duration_s,omitempty"`
+	LongPathSkipS   float64   `json:"longpath_skip_s,omitempty"`
+	LongPathRateBps uint64    `json:"longpath_rate_bps,omitempty"`
+	ElapsedS        float64   `json:"elapsed_s"`
 }
 
 // config returns o's Config.
 func (o Options) config() Config {
-	return Config{
+	c := Config{
 		Runs: o.Runs, Quick: o.Quick, Systems: slices.Clone(o.Systems), Sizes: slices.Clone(o.Sizes),
 		Iperf3Sizes: slices.Clone(o.Iperf3Sizes), SockperfSizes: slices.Clone(o.SockperfSizes),
 		FabricSizes: slices.Clone(o.FabricSizes), CPUSizes: slices.Clone(CPUSizes),
@@ -44,11 +51,20 @@ func (o Options) config() Config {
 		LinkWindowMS: o.LinkWindow.Milliseconds(), LinkWarmupMS: o.LinkWarmup.Milliseconds(),
 		LinkPingPongN: o.LinkPingPongN, LoadTimeS: o.LoadTime.Seconds(), LoadBytes: LoadSize,
 	}
+	if o.LongPath {
+		c.LongPath, c.LongPathOps, c.LongPathRuns = true, slices.Clone(o.LongPathOps), o.LongPathRuns
+		for _, r := range o.LongPathRTTs {
+			c.LongPathRTTsMS = append(c.LongPathRTTsMS, float64(r)/1e6)
+		}
+		c.LongPathS, c.LongPathSkipS, c.LongPathRateBps = o.LongPathDuration.Seconds(), o.LongPathSkip.Seconds(), o.LongPathRate
+	}
+	return c
 }
 
 // newResults assembles a run's results: the header (machine, bed, modes, params, the
-// definitions and the run's notes), the records and the goals evaluated against them.
-func newResults(o Options, start time.Time, elapsed time.Duration, queues int, modes map[string]string, notes []string, records []report.Record) *Results {
+// definitions and the run's notes), the records and the goals evaluated against them, then
+// the goals evaluated elsewhere (the long paths').
+func newResults(o Options, start time.Time, elapsed time.Duration, queues int, modes map[string]string, notes []string, records []report.Record, goals ...report.Goal) *Results {
 	h := report.NewHeader(Tool)
 	h.Time = start.UTC().Format(time.RFC3339)
 	h.Bed = report.Bed{Link: "veth", MTU: 9000, Queues: queues,
@@ -59,11 +75,11 @@ func newResults(o Options, start time.Time, elapsed time.Duration, queues int, m
 	h.Params = report.ParamsOf(cfg)
 	h.Notes = append(definitionNotes(o), notes...)
 	records = sortRecords(records)
-	return &Results{Header: h, Records: records, Goals: Evaluate(DefaultGoals(), records)}
+	return &Results{Header: h, Records: records, Goals: append(Evaluate(DefaultGoals(), records), goals...)}
 }
 
 // scenarioOrder is the order of the scenarios in the records (and so in the tables).
-var scenarioOrder = []string{ScenarioPingPong, ScenarioLatency, ScenarioStream, ScenarioLoaded}
+var scenarioOrder = []string{ScenarioPingPong, ScenarioLatency, ScenarioStream, ScenarioLoaded, ScenarioLongPath, ScenarioLongPathShared}
 
 // sortRecords orders records by system (AllSystems), then scenario (scenarioOrder), each
 // system's records of a scenario in the order they were measured: the Markdown table's
@@ -119,5 +135,8 @@ func definitionNotes(o Options) []string {
 		"ndkpeer serve runs in B only during each xdpndk system's turn, not for the whole run: an XDP program on B's veth end put iperf3 at 10.6-20.5 Gbit/s against " +
 			"26.6-32.8 Gbit/s without it (here, alternating), and the raw link attaches its own program",
 		"libfabric: no bandwidth figure, Debian packages only fi_pingpong of fabtests (" + strings.Join(fab, "; ") + ")",
+		"longpath, longpath-shared (params rtt_us, rate_gbit_per_s; size 0: ndkpeer's 64 KiB messages, iperf3's default writes): bench/longpath after the repetitions, on a routed bed " +
+			"of its own whose router is a delay line (MTU 1500, a queue of one bandwidth-delay product): ndkpeer write-bw or read-bw against iperf3 (A to B, or -R) alone, " +
+			"then both started together; its runs are the records' runs; goals: xdpndk alone >= 0.9 x iperf3 alone, sharing each >= 0.25 of the rate",
 	}
 }

@@ -139,6 +139,17 @@ type Options struct {
 	// LoadTime is the loaded ping-pong's window (ndkpeer -D; qperf's -t, with iperf3
 	// running two seconds longer around it).
 	LoadTime time.Duration
+	// LongPath runs bench/longpath after the repetitions, on a routed bed of its own whose
+	// router is a delay line of LongPathRate bit/s: ndkpeer write-bw and read-bw
+	// (LongPathOps) against iperf3 at each round trip of LongPathRTTs, alone and sharing,
+	// LongPathRuns times, each run LongPathDuration long with LongPathSkip cut from its
+	// start.
+	LongPath                       bool
+	LongPathRTTs                   []time.Duration
+	LongPathOps                    []string
+	LongPathRuns                   int
+	LongPathDuration, LongPathSkip time.Duration
+	LongPathRate                   uint64
 	// Ndkpeer is the ndkpeer binary; "" builds cmd/ndkpeer into a temporary directory
 	// (go build, from the module the working directory is in).
 	Ndkpeer string
@@ -151,28 +162,38 @@ type Options struct {
 
 // DefaultOptions returns the full run: 3 repetitions, every system, xdpndk and qperf at 2 B
 // to 8 MiB by powers of two, the tools with a large cost per run (sockperf: about 2 s of
-// idle warm-up per run; fi_pingpong: about 0.1 s of CPU per process to start) at a subset.
+// idle warm-up per run; fi_pingpong: about 0.1 s of CPU per process to start) at a subset;
+// then the long paths (2 and 10 ms at 1 Gbit/s, write and read, 2 runs of 6 s: bench/longpath's
+// own default is 3 runs of 8 s, which would take the run past 20 minutes).
 func DefaultOptions() Options {
 	return Options{
-		Runs:            3,
-		Systems:         slices.Clone(AllSystems),
-		Sizes:           fullSizes(),
-		Iperf3Sizes:     slices.Clone(QuickSizes),
-		SockperfSizes:   []int{64, 1 << 10, 4 << 10, 16 << 10, tools.SockperfMaxSize},
-		FabricSizes:     []int{2, 64, 1 << 10, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 8 << 20},
-		NdkpeerWindow:   250 * time.Millisecond,
-		ToolTime:        time.Second,
-		FabricTarget:    300 * time.Millisecond,
-		FabricCPUTarget: 1500 * time.Millisecond,
-		LinkWindow:      500 * time.Millisecond,
-		LinkWarmup:      100 * time.Millisecond,
-		LinkPingPongN:   10000,
-		LoadTime:        time.Second,
+		Runs:             3,
+		Systems:          slices.Clone(AllSystems),
+		Sizes:            fullSizes(),
+		Iperf3Sizes:      slices.Clone(QuickSizes),
+		SockperfSizes:    []int{64, 1 << 10, 4 << 10, 16 << 10, tools.SockperfMaxSize},
+		FabricSizes:      []int{2, 64, 1 << 10, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 8 << 20},
+		NdkpeerWindow:    250 * time.Millisecond,
+		ToolTime:         time.Second,
+		FabricTarget:     300 * time.Millisecond,
+		FabricCPUTarget:  1500 * time.Millisecond,
+		LinkWindow:       500 * time.Millisecond,
+		LinkWarmup:       100 * time.Millisecond,
+		LinkPingPongN:    10000,
+		LoadTime:         time.Second,
+		LongPath:         true,
+		LongPathRTTs:     []time.Duration{2 * time.Millisecond, 10 * time.Millisecond},
+		LongPathOps:      []string{"write", "read"},
+		LongPathRuns:     2,
+		LongPathDuration: 6 * time.Second,
+		LongPathSkip:     2 * time.Second,
+		LongPathRate:     1e9,
 	}
 }
 
 // QuickOptions returns the quick run (-quick, BENCH_QUICK=1 make bench): 2 repetitions at
-// 64 B, 4 KiB, 64 KiB and 1 MiB (sockperf at 64 and 65507 B), shorter windows.
+// 64 B, 4 KiB, 64 KiB and 1 MiB (sockperf at 64 and 65507 B), shorter windows; the long
+// paths with write-bw only, one run of 4 s.
 func QuickOptions() Options {
 	o := DefaultOptions()
 	o.Runs = 2
@@ -183,6 +204,9 @@ func QuickOptions() Options {
 	o.FabricCPUTarget = time.Second
 	o.LinkWindow = 300 * time.Millisecond
 	o.LinkPingPongN = 5000
+	o.LongPathOps = []string{"write"}
+	o.LongPathRuns = 1
+	o.LongPathDuration, o.LongPathSkip = 4*time.Second, time.Second
 	o.Quick = true
 	return o
 }
@@ -210,6 +234,8 @@ func (o Options) normalize() (Options, error) {
 		return bad("raw link window %v, warm-up %v or round trips %d out of range", o.LinkWindow, o.LinkWarmup, o.LinkPingPongN)
 	case o.LoadTime < time.Second || o.LoadTime > time.Minute:
 		return bad("load time %v not in [1s, 1m]", o.LoadTime)
+	case o.LongPath && (len(o.LongPathRTTs) == 0 || len(o.LongPathOps) == 0 || o.LongPathRuns < 1 || o.LongPathRate == 0):
+		return bad("long paths: no round trip, operation, run or rate")
 	}
 	seen := map[string]bool{}
 	for _, s := range o.Systems {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bench/linkbench"
+	"github.com/xdpndk/xdpndk/bench/longpath"
 	"github.com/xdpndk/xdpndk/bench/tools"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
@@ -127,6 +128,9 @@ type runner struct {
 	rtt   map[rttKey]float64 // fi_pingpong's last round trip per system and size, µs
 	// versions are the tools' versions (qperf, iperf3, sockperf, libfabric)
 	versions map[string]string
+	// the long paths' records and goals (bench/longpath)
+	lpRecords []report.Record
+	lpGoals   []report.Goal
 
 	rep   int    // the repetition under way (0-based)
 	pos   string // "i/n" of the system in the repetition
@@ -153,6 +157,9 @@ func (r *runner) run(ctx context.Context) (*Results, error) {
 			r.progress("%s", "start")
 			r.system(ctx, rep, sys)
 		}
+	}
+	if r.o.LongPath && ctx.Err() == nil {
+		r.longPath(ctx)
 	}
 	res := r.results(v, ndkVersion)
 	if ctx.Err() != nil {
@@ -186,8 +193,8 @@ func (r *runner) progress(format string, args ...any) {
 		return
 	}
 	el := time.Since(r.start).Round(100 * time.Millisecond)
-	if r.where == "" {
-		fmt.Fprintf(r.o.Progress, "[%7s] %s\n", el, fmt.Sprintf(format, args...))
+	if r.where == "" || r.pos == "" {
+		fmt.Fprintf(r.o.Progress, "[%7s] %s%s\n", el, prefix(r.where), fmt.Sprintf(format, args...))
 		return
 	}
 	fmt.Fprintf(r.o.Progress, "[%7s] rep %d/%d %5s %-17s %s\n", el, r.rep+1, r.o.Runs, r.pos, r.where, fmt.Sprintf(format, args...))
@@ -501,5 +508,46 @@ func (r *runner) results(v tools.Versions, ndkVersion string) *Results {
 	notes := slices.Clone(r.notes)
 	notes = append(notes, fmt.Sprintf("tools: qperf %s, iperf3 %s, sockperf %s, libfabric %s (providers %s); %s",
 		v.Qperf, v.Iperf3, v.Sockperf, v.Libfabric, strings.Join(v.FabricProviders, ", "), ndkVersion))
-	return newResults(r.o, r.start, time.Since(r.start), BedOptions(r.o.Runs).Queues, modes, notes, r.col.records())
+	records := append(r.col.records(), r.lpRecords...)
+	goals := r.lpGoals
+	if r.o.LongPath && goals == nil { // not run (interrupted): its goals unevaluated
+		goals = longPathGoals(nil, r.o.LongPathRTTs, r.o.LongPathOps)
+	}
+	return newResults(r.o, r.start, time.Since(r.start), BedOptions(r.o.Runs).Queues, modes, notes, records, goals...)
+}
+
+// longPath runs bench/longpath (a routed bed of its own, with a delay line) with this
+// run's ndkpeer, and keeps its records, goals and notes.
+func (r *runner) longPath(ctx context.Context) {
+	r.where, r.pos = "longpath", ""
+	lo := longpath.DefaultOptions()
+	lo.RTTs, lo.Ops, lo.Runs = r.o.LongPathRTTs, r.o.LongPathOps, r.o.LongPathRuns
+	lo.Duration, lo.Skip, lo.Rate = r.o.LongPathDuration, r.o.LongPathSkip, r.o.LongPathRate
+	lo.Ndkpeer, lo.Progress = r.bin, r.o.Progress
+	r.progress("bench/longpath: %v at %g Gbit/s, %s, %d run(s) of %v", lo.RTTs, float64(lo.Rate)/1e9, strings.Join(lo.Ops, ", "), lo.Runs, lo.Duration)
+	t0 := time.Now()
+	res, err := longpath.Run(ctx, lo)
+	if res != nil {
+		r.lpRecords = longPathRecords(res)
+		r.notes = append(r.notes, longPathNotes(res)...)
+	}
+	r.lpGoals = longPathGoals(res, lo.RTTs, lo.Ops)
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("bench/longpath: %w", err)
+		if res == nil { // otherwise its notes say what failed
+			r.notes = append(r.notes, report.FailedNote(err))
+		}
+		r.errs = append(r.errs, err)
+	}
+	r.progress("done in %v: %d records", time.Since(t0).Round(time.Second), len(r.lpRecords))
+	r.notes = append(r.notes, fmt.Sprintf("long paths: bench/longpath, %d run(s) of %v (the first %v cut) per path and operation: a routed bed, the router a delay line of %g Gbit/s, MTU %d; ndkpeer (this build) -s %d, iperf3 one TCP stream",
+		lo.Runs, lo.Duration, lo.Skip, float64(lo.Rate)/1e9, longpath.MTU, longpath.MessageSize))
+}
+
+// prefix is where's prefix of a progress line: "where: ", or nothing.
+func prefix(where string) string {
+	if where == "" {
+		return ""
+	}
+	return where + ": "
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // smokeOptions is the smallest run that still measures every system: one repetition at
-// 64 B, short windows.
+// 64 B, short windows, and one long path (10 ms, write, one run of 3 s).
 func smokeOptions() Options {
 	o := DefaultOptions()
 	o.Runs = 1
@@ -24,6 +24,8 @@ func smokeOptions() Options {
 	o.NdkpeerWindow = 200 * time.Millisecond
 	o.FabricTarget, o.FabricCPUTarget = 100*time.Millisecond, 200*time.Millisecond
 	o.LinkWindow, o.LinkWarmup, o.LinkPingPongN = 200*time.Millisecond, 50*time.Millisecond, 1000
+	o.LongPathRTTs, o.LongPathOps, o.LongPathRuns = []time.Duration{10 * time.Millisecond}, []string{"write"}, 1
+	o.LongPathDuration, o.LongPathSkip = 3*time.Second, time.Second
 	return o
 }
 
@@ -73,6 +75,12 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, sys := range []string{SystemFabricTCP, SystemFabricUDPRxd} {
 		want = append(want, pp(sys, report.MetricRTTMean), pp(sys, report.MetricCPUMsg), pp(sys, report.MetricCores))
+	}
+	lpp := paramsKey(longPathParams(10, 1e9))
+	for _, sc := range []string{ScenarioLongPath, ScenarioLongPathShared} {
+		for _, sys := range []string{SystemXDPNDK, SystemIperf3TCP} {
+			want = append(want, Ref{sc, sys, "write", 0, report.MetricGbps, lpp})
+		}
 	}
 	for _, ref := range want {
 		r := res.Find(ref)

@@ -6,7 +6,7 @@
 //
 //	go run ./bench/cmd/compare            # full run: 3 repetitions, 2 B to 8 MiB (make bench)
 //	go run ./bench/cmd/compare -quick     # 2 repetitions at 64 B, 4 KiB, 64 KiB, 1 MiB (BENCH_QUICK=1 make bench)
-//	go run ./bench/cmd/compare -systems xdpndk,sockperf-udp -sizes 64,4K -runs 5
+//	go run ./bench/cmd/compare -systems xdpndk,sockperf-udp -sizes 64,4K -runs 5 -longpath=false
 package main
 
 import (
@@ -38,6 +38,8 @@ func run() int {
 		toolTime  = flag.Duration("tool-time", def.ToolTime, "qperf's, iperf3's and sockperf's -t (whole seconds)")
 		linkWin   = flag.Duration("link-window", def.LinkWindow, "the raw link's one-way window")
 		fabTarget = flag.Duration("fabric-target", def.FabricTarget, "time fi_pingpong's iterations are chosen to take at a size")
+		lp        = flag.Bool("longpath", def.LongPath, "after the repetitions, the long paths (bench/longpath: ndkpeer write-bw, read-bw against iperf3 through a delay line)")
+		lpRuns    = flag.Int("longpath-runs", def.LongPathRuns, "runs of each long-path measurement (quick: 1)")
 		ndkpeer   = flag.String("ndkpeer", "", "the ndkpeer `binary` to run (default: go build ./cmd/ndkpeer into a temporary directory)")
 		quiet     = flag.Bool("q", false, "do not print progress lines")
 	)
@@ -67,6 +69,8 @@ func run() int {
 	pickD("tool-time", &o.ToolTime, *toolTime)
 	pickD("link-window", &o.LinkWindow, *linkWin)
 	pickD("fabric-target", &o.FabricTarget, *fabTarget)
+	pickInt("longpath-runs", &o.LongPathRuns, *lpRuns)
+	o.LongPath = *lp
 	o.Systems = compare.ParseSystems(*systems)
 	for _, s := range []struct {
 		flag string
