@@ -17,6 +17,9 @@
 //	│   sockperf-udp   ping-pong and throughput, blocking / --nonblocked (-poll)   │
 //	│   fabric-tcp     fi_pingpong over tcp (msg) / udp;ofi_rxd (rdm)              │
 //	│   fabric-udp-rxd                                                             │
+//	│ then the long paths (bench/longpath, a routed bed with a delay line of its   │
+//	│ own): ndkpeer write-bw, read-bw against iperf3 at RTT 2 and 10 ms, 1 Gbit/s, │
+//	│ alone and sharing                                                            │
 //	└──────────────────────────────────────────────────────────────────────────────┘
 //	Results: per figure every repetition's value and their median; per goal the
 //	ratio of each repetition (both figures from the same repetition), their median,
