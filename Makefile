@@ -29,15 +29,18 @@ TEST_FLAGS ?=
 FUZZTIME ?= 10s
 FUZZ ?= .
 
-.PHONY: help build test test-race test-all fuzz demo bench bench-link bench-transport bench-ndk bench-path bench-longpath bench-report bench-readme prereq-bench generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
+.PHONY: help build test test-race test-all fuzz demo bench bench-compare bench-all bench-link bench-transport bench-ndk bench-path bench-longpath bench-report bench-readme prereq-bench generate check-generate lint staticcheck-install clean cross prereq-test prereq-demo prereq-generate
 
 help:
 	@echo "make build           go build ./..."
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
 	@echo "make demo            ndkpeer between two namespace hosts: doctor, serve, tour, latency and bandwidth tests (root)"
-	@echo "make bench           link (root), transport, NDK verbs (root) and real-path (root) benchmarks (bench-link, bench-transport, bench-ndk, bench-path),"
-	@echo "                     each into bench/out/<bench>.json, then bench-report"
-	@echo "make bench-report    merge bench/out/{link,transport,ndk,path}.json into bench/out/results.json, draw its SVGs into bench/out, print its table"
+	@echo "make bench           xdpndk against qperf, iperf3, sockperf, fi_pingpong and the raw links (bench/compare, root; about 11 minutes,"
+	@echo "                     BENCH_QUICK=1: about 3) into bench/out/compare.json, then bench-report of it"
+	@echo "make bench-all       compare, then the link (root), transport, NDK verbs (root) and real-path (root) benchmarks (bench-link,"
+	@echo "                     bench-transport, bench-ndk, bench-path), each into bench/out/<bench>.json, then bench-report of all"
+	@echo "make bench-report    merge BENCH_DOCS (default: those of bench/out/{compare,link,transport,ndk,path}.json that exist) into"
+	@echo "                     bench/out/results.json, draw its SVGs into bench/out, print its table"
 	@echo "make bench-readme    README.md's benchmark section and its SVGs (docs/bench) from bench/out/results.json"
 	@echo "make bench-longpath  ndkpeer against iperf3 through the delay line at 1 Gbit/s, RTT 2 and 10 ms (root, about 8 minutes)"
 	@echo "make soak            verb mix over AF_XDP with faults for SOAK_DURATION (default $(SOAK_DURATION)), memory and goroutines flat (root)"
@@ -69,7 +72,7 @@ prereq-generate:
 # The tests run ip, tc, ethtool and sysctl by name (through `ip netns exec`), and Debian
 # installs them in /usr/sbin and /sbin, which a non-login PATH may lack: append those
 # directories.
-test-race test-all demo: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
+test-race test-all demo bench bench-compare bench-all: export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
 
 # Cross builds: every package must build for 32-bit Linux (386, arm), arm64 and macOS (no
 # AF_XDP there: the Linux-only parts are left out by build tags), and go vet, which also
@@ -126,26 +129,56 @@ demo: prereq-demo
 # latest make bench), draws it (bench/plot, a module of its own: gonum stays out of ours)
 # and prints its Markdown table last. PLOT_SKIP leaves figures out of the plots: ndkbench's
 # ping-pongs whose echo waits 1 ms (a measure of CQ.Wait's wake-up, not a latency).
+#
+# make bench is bench/compare (bench/README.md, "bench: compare"): xdpndk through ndkpeer
+# against qperf, iperf3, sockperf, fi_pingpong and the raw AF_XDP links, every system in
+# every repetition on one bed; about 11 minutes, BENCH_QUICK=1 about 3 (-quick). It merges
+# compare.json alone, so that results.json is what this run measured; make bench-all also
+# runs the other four benches (another 6 minutes or so) and merges all five. A compare run
+# whose measurements partly failed still writes its document (the failures in its notes
+# and under its table), is merged and drawn, and make bench then exits 1.
 BENCH_OUT := bench/out
-BENCH_DOCS := $(foreach b,link transport ndk path,$(BENCH_OUT)/$(b).json)
+BENCH_NAMES := compare link transport ndk path
+BENCH_DOCS ?= $(wildcard $(foreach b,$(BENCH_NAMES),$(BENCH_OUT)/$(b).json))
 PLOT_SKIP ?= /send/recv\+1ms
 PLOT = cd bench/plot && $(GO) run . -in $(CURDIR)/$(BENCH_OUT)/results.json -skip '$(PLOT_SKIP)'
+COMPARE_FLAGS ?= $(if $(BENCH_QUICK),-quick)
+# The tables of bench-report and the README show compare at these sizes (the plots and the
+# JSON have all of them; so does the table compare prints itself): the quick run's, the raw
+# link's 9000 B packets and UDP's largest payload.
+SUMMARY_SIZES ?= -sizes compare=64,4096,9000,65507,65536,1048576
 
-bench: bench-link bench-transport bench-ndk bench-path
-	@$(MAKE) --no-print-directory bench-report
+bench: prereq-bench
+	@rm -f $(BENCH_OUT)/compare.json
+	@rc=0; $(GO) run ./bench/cmd/compare -out $(BENCH_OUT)/compare.json $(COMPARE_FLAGS) || rc=$$?; \
+	test -f $(BENCH_OUT)/compare.json || exit 1; \
+	$(MAKE) --no-print-directory bench-report BENCH_DOCS=$(BENCH_OUT)/compare.json || exit 1; \
+	if [ $$rc -ne 0 ]; then echo "make bench: some measurements failed (under the table, and in compare.json's notes)"; fi; \
+	exit $$rc
+
+# compare alone, without the report.
+bench-compare: prereq-bench
+	$(GO) run ./bench/cmd/compare -out $(BENCH_OUT)/compare.json $(COMPARE_FLAGS)
+
+bench-all: prereq-bench
+	@rc=0; $(GO) run ./bench/cmd/compare -out $(BENCH_OUT)/compare.json $(COMPARE_FLAGS) || rc=$$?; \
+	for b in bench-link bench-transport bench-ndk bench-path; do $(MAKE) --no-print-directory $$b || rc=1; done; \
+	$(MAKE) --no-print-directory bench-report BENCH_DOCS="$(foreach b,$(BENCH_NAMES),$(BENCH_OUT)/$(b).json)" || exit 1; \
+	exit $$rc
 
 bench-report:
+	@test -n "$(strip $(BENCH_DOCS))" || { echo "no bench documents in $(BENCH_OUT): run make bench first"; exit 1; }
 	$(GO) run ./bench/cmd/benchreport merge -out $(BENCH_OUT)/results.json $(BENCH_DOCS)
 	$(PLOT) -out $(CURDIR)/$(BENCH_OUT)
 	@echo
-	@$(GO) run ./bench/cmd/benchreport table $(BENCH_OUT)/results.json
+	@$(GO) run ./bench/cmd/benchreport table $(SUMMARY_SIZES) $(BENCH_OUT)/results.json
 
 # README.md's "Benchmarks" section (between <!-- bench:begin --> and <!-- bench:end -->) and
 # its figures in docs/bench, from the latest make bench's bench/out/results.json.
 bench-readme:
 	@test -f $(BENCH_OUT)/results.json || { echo "$(BENCH_OUT)/results.json is missing: run make bench first"; exit 1; }
 	$(PLOT) -out $(CURDIR)/docs/bench
-	$(GO) run ./bench/cmd/benchreport readme -in $(BENCH_OUT)/results.json -readme README.md -svg docs/bench
+	$(GO) run ./bench/cmd/benchreport readme -in $(BENCH_OUT)/results.json -readme README.md -svg docs/bench $(SUMMARY_SIZES)
 
 bench-link:
 	$(GO) run ./bench/cmd/linkbench

@@ -102,6 +102,11 @@ type Options struct {
 	// bound). 0 means 20 million per second of Warmup+Duration, far above what the bed can
 	// carry.
 	MaxPackets uint64
+	// AsavieQueue is the queue of each veth end the asavie/xdp sockets bind (default 1; our
+	// link has queue 0). They stay bound for the life of the process (see the package
+	// documentation), so a process that measures asavie in several RunBed calls on one bed
+	// gives each call a queue of its own, on a bed with that many queues.
+	AsavieQueue int
 	// Attach selects native or generic XDP for the steering program on both hosts (every
 	// AF_XDP system). Default bpf.AttachAuto: native, then generic. On veth generic XDP
 	// measured as fast as native or faster, so the choice is measured, not assumed.
@@ -193,6 +198,12 @@ func (o Options) normalize() (Options, error) {
 	o.Sizes = slices.Clone(o.Sizes)
 	if o.Batch == 0 {
 		o.Batch = 64
+	}
+	if o.AsavieQueue == 0 {
+		o.AsavieQueue = 1
+	}
+	if o.AsavieQueue < 1 || o.AsavieQueue >= 64 {
+		return bad("asavie queue %d not in [1, 63] (queue 0 is our link's)", o.AsavieQueue)
 	}
 	if o.Batch < 1 || o.Batch > 1024 {
 		return bad("batch %d not in [1, 1024]", o.Batch)

@@ -29,6 +29,8 @@ const (
 	MetricLoss        = "loss_pct"           // percent of sent datagrams never received
 	MetricKicksPerPkt = "kicks_per_msg"      // TX system calls per datagram sent
 	MetricAllocs      = "allocs"             // heap objects the whole process allocated in the window
+	MetricCPUMsg      = report.MetricCPUMsg  // the process's CPU (both hosts) per datagram received, us
+	MetricCores       = report.MetricCores   // the process's CPU over the window's wall time
 	MetricRTTP50      = report.MetricRTTP50
 	MetricRTTP90      = report.MetricRTTP90
 	MetricRTTP99      = report.MetricRTTP99
@@ -43,6 +45,8 @@ const (
 	UnitObjects = "objects"
 	UnitMicros  = report.UnitMicros
 	UnitCount   = report.UnitCount
+	UnitCPUMsg  = report.UnitCPUMsg
+	UnitCores   = report.UnitCores
 )
 
 // Results is what a run measured: the header describing the machine and the modes, and one
@@ -76,6 +80,7 @@ type Config struct {
 	Sizes          []int    `json:"sizes"`
 	Systems        []string `json:"systems"`
 	Batch          int      `json:"batch"`
+	AsavieQueue    int      `json:"asavie_queue"`
 }
 
 // Record is one figure: the median over the runs of one metric of one system at one size.
@@ -152,7 +157,7 @@ func (r *Results) Document() *report.Document {
 	h := report.NewHeader(Tool)
 	h.Time, h.Host = r.Header.Date, r.Header.Host
 	h.Bed = report.Bed{Link: "veth", MTU: r.Header.MTU, Queues: r.Header.Queues,
-		Detail: "two network namespaces, static neighbours; our link on queue 0, asavie's on queue 1"}
+		Detail: fmt.Sprintf("two network namespaces, static neighbours; our link on queue 0, asavie's on queue %d", max(r.Header.Config.AsavieQueue, 1))}
 	h.Modes = maps.Clone(r.Header.Modes)
 	h.Params = report.ParamsOf(r.Header.Config)
 	h.Notes = slices.Clone(r.Header.Notes)
@@ -162,9 +167,20 @@ func (r *Results) Document() *report.Document {
 		if dr.Metric == MetricGbps && dr.Note == "" {
 			dr.Note = "IP packet bytes"
 		}
+		if (dr.Metric == MetricCPUMsg || dr.Metric == MetricCores) && dr.Note == "" {
+			dr.Note = cpuNote(dr.System)
+		}
 		d.Records = append(d.Records, dr)
 	}
 	return d.Canonical()
+}
+
+// cpuNote is what a reader of a CPU figure of system needs beside it.
+func cpuNote(system string) string {
+	if system == SystemKernelUDP {
+		return "process CPU (user+system, both hosts in one process) over the window, per datagram received (ping-pong: per datagram each way); the receivers block, the sender loops"
+	}
+	return "process CPU (user+system, both hosts in one process) over the window, per datagram received (ping-pong: per datagram each way); polls: a whole core per side whatever the rate"
 }
 
 // Find returns the record of one figure, or nil.

@@ -112,7 +112,7 @@ func TestOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.MaxPackets == 0 || o.Logger == nil || !reflect.DeepEqual(o.Systems, AllSystems) {
+	if o.MaxPackets == 0 || o.Logger == nil || !reflect.DeepEqual(o.Systems, AllSystems) || o.AsavieQueue != 1 {
 		t.Errorf("defaults not filled: %+v", o)
 	}
 	q := QuickOptions()
@@ -132,6 +132,8 @@ func TestOptions(t *testing.T) {
 		"zero runs":        func(o *Options) { o.Runs = 0 },
 		"zero duration":    func(o *Options) { o.Duration = 0 },
 		"huge batch":       func(o *Options) { o.Batch = 5000 },
+		"asavie on ours":   func(o *Options) { o.AsavieQueue = -1 },
+		"asavie queue 64":  func(o *Options) { o.AsavieQueue = 64 },
 	} {
 		o := DefaultOptions()
 		mod(&o)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -56,7 +57,7 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 	res.Header.Config = Config{
 		DurationMS: o.Duration.Milliseconds(), WarmupMS: o.Warmup.Milliseconds(), Runs: o.Runs,
 		PingPongN: o.PingPongN, PingPongWarmup: o.PingPongWarmup, Sizes: o.Sizes, Systems: o.Systems,
-		Batch: o.Batch,
+		Batch: o.Batch, AsavieQueue: o.AsavieQueue,
 	}
 	res.Header.Notes = append(res.Header.Notes, definitionNotes(o)...)
 	for _, s := range o.Sizes {
@@ -153,6 +154,10 @@ func (r *runner) turn(ctx context.Context, run int, sys string) (err error) {
 			r.col.add(BenchOneWay, sys, OpSend, size, MetricKicksPerPkt, UnitRatio, m.kicksPerPkt)
 		}
 		r.col.add(BenchOneWay, sys, OpSend, size, MetricAllocs, UnitObjects, float64(m.allocs))
+		if m.cpuOK {
+			r.col.add(BenchOneWay, sys, OpSend, size, MetricCPUMsg, UnitCPUMsg, m.cpuUSPerPkt)
+			r.col.add(BenchOneWay, sys, OpSend, size, MetricCores, UnitCores, m.cores)
+		}
 		if m.countBound {
 			r.res.Header.Notes = append(r.res.Header.Notes, fmt.Sprintf(
 				"%s run %d one-way %d B: the sender hit the packet-count bound before the window ended", sys, run+1, size))
@@ -161,7 +166,7 @@ func (r *runner) turn(ctx context.Context, run int, sys string) (err error) {
 			run+1, sys, size, m.rxPPS/1e6, m.rxGbps, m.txPPS/1e6, m.lossPct)
 	}
 	if r.o.PingPongN > 0 {
-		st, lost, err := pingPong(ctx, p, r.o)
+		st, lost, cpu, err := pingPong(ctx, p, r.o)
 		if err != nil {
 			return fmt.Errorf("ping-pong: %w", err)
 		}
@@ -173,6 +178,10 @@ func (r *runner) turn(ctx context.Context, run int, sys string) (err error) {
 		r.col.add(BenchPingPong, sys, OpRTT, PingSize, MetricRTTP99, UnitMicros, st.P99)
 		r.col.add(BenchPingPong, sys, OpRTT, PingSize, MetricRTTMean, UnitMicros, st.Mean)
 		r.col.add(BenchPingPong, sys, OpRTT, PingSize, MetricRTTLost, UnitCount, float64(lost))
+		if cpu.ok {
+			r.col.add(BenchPingPong, sys, OpRTT, PingSize, MetricCPUMsg, UnitCPUMsg, cpu.usPerMsg)
+			r.col.add(BenchPingPong, sys, OpRTT, PingSize, MetricCores, UnitCores, cpu.cores)
+		}
 		r.progress("run %d %-16s ping-pong %d B: p50 %.2f us, p99 %.2f us, mean %.2f us (%d samples, %d lost)",
 			run+1, sys, PingSize, st.P50, st.P99, st.Mean, st.N, lost)
 	}
@@ -185,11 +194,11 @@ func (r *runner) open(sys string) (pair, error) {
 	case SystemXDPNDK, SystemXDPNDKNoWakeup:
 		return openXDPNDK(r.bed, sys, sys == SystemXDPNDKNoWakeup, r.o.Attach, r.o.Logger)
 	case SystemAsavie:
-		if r.queues < 2 {
-			return nil, fmt.Errorf("asavie/xdp needs its own queue: the bed has %d queue(s) per veth end, 2 are needed (see BedOptions)", r.queues)
+		if r.queues <= r.o.AsavieQueue {
+			return nil, fmt.Errorf("asavie/xdp needs its own queue: the bed has %d queue(s) per veth end, queue %d is asked for (see BedOptions and Options.AsavieQueue)", r.queues, r.o.AsavieQueue)
 		}
 		if r.asavie == nil {
-			ap, err := openAsavie(r.bed, 1, r.o.Attach)
+			ap, err := openAsavie(r.bed, r.o.AsavieQueue, r.o.Attach)
 			if err != nil {
 				return nil, err
 			}
@@ -231,6 +240,7 @@ func definitionNotes(o Options) []string {
 		fmt.Sprintf("value is the median of %d runs, systems interleaved within each run; runs holds every run", o.Runs),
 		"kicks_per_msg: TX system calls per datagram sent (raw-xdpndk: Link.Stats().Kicks; raw-asavie: Transmit calls, each one sendto); kernel-udp makes one sendto per datagram",
 		"allocs: heap objects the whole process allocated during the measured window (runtime/metrics /gc/heap/allocs:objects)",
+		"cpu_us_per_msg and cpu_cores: the process's user+system CPU (getrusage; both hosts run in this process, their loops and the kernel work of their system calls) over the one-way window per datagram B received, and over the whole ping-pong (warm-up included) per datagram each way; the AF_XDP systems' loops spin, a whole core per side whatever the rate",
 		"senders and the spinning AF_XDP receivers, pingers and echoes run on goroutines locked to their OS thread (runtime.LockOSThread); " +
 			"kernel-udp's blocking receiver, pinger and echo do not, since waking a locked goroutine from the netpoller costs a thread hand-off " +
 			"(it made kernel-udp's 64 B RTT p50 about 130 us instead of about 22 us here)",
@@ -403,6 +413,9 @@ type oneWayResult struct {
 	kicksOK                       bool
 	allocs                        uint64
 	countBound                    bool
+	// the process's CPU over the window: per datagram B received, in µs, and in cores
+	cpuUSPerPkt, cores float64
+	cpuOK              bool
 }
 
 // snapshot is the counters at one instant.
@@ -410,13 +423,41 @@ type snapshot struct {
 	t                      int64
 	txPkts, rxPkts, rxByte uint64
 	allocs                 uint64
+	cpu                    time.Duration // the process's user+system CPU time; -1 if unknown
 }
 
 func take(f *flow) snapshot {
 	allocs := report.HeapObjects()
+	cpu := processCPU()
 	return snapshot{
-		t: report.Now(), txPkts: f.tx.pkts.Load(), rxPkts: f.rx.pkts.Load(), rxByte: f.rx.bytes.Load(), allocs: allocs,
+		t: report.Now(), txPkts: f.tx.pkts.Load(), rxPkts: f.rx.pkts.Load(), rxByte: f.rx.bytes.Load(), allocs: allocs, cpu: cpu,
 	}
+}
+
+// processCPU returns the user and system CPU time of the whole process (getrusage
+// RUSAGE_SELF: every thread, so both hosts' loops and the kernel work of their system
+// calls), or -1 if it cannot be read.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuFigures is the process's CPU over a measurement.
+type cpuFigures struct {
+	usPerMsg, cores float64
+	ok              bool
+}
+
+// cpuOver returns the CPU from c0 to c1 over wall nanoseconds, per message.
+func cpuOver(c0, c1 time.Duration, wall int64, msgs uint64) cpuFigures {
+	if c0 < 0 || c1 < c0 || wall <= 0 || msgs == 0 {
+		return cpuFigures{}
+	}
+	d := float64(c1 - c0)
+	return cpuFigures{usPerMsg: d / 1e3 / float64(msgs), cores: d / float64(wall), ok: true}
 }
 
 // oneWay runs one one-way measurement of size-byte datagrams from A to B.
@@ -517,6 +558,9 @@ func oneWay(ctx context.Context, p pair, size int, o Options) (res oneWayResult,
 		res.kicksPerPkt = float64(k1-k0) / float64(sent)
 	}
 	res.allocs = s1.allocs - s0.allocs
+	if c := cpuOver(s0.cpu, s1.cpu, s1.t-s0.t, s1.rxPkts-s0.rxPkts); c.ok {
+		res.cpuUSPerPkt, res.cores, res.cpuOK = c.usPerMsg, c.cores, true
+	}
 	if dRx == 0 {
 		return res, fmt.Errorf("the receiver on B got nothing in the window (A sent %d)", s1.txPkts-s0.txPkts)
 	}
@@ -524,13 +568,15 @@ func oneWay(ctx context.Context, p pair, size int, o Options) (res oneWayResult,
 }
 
 // pingPong runs one ping-pong measurement and returns the statistics of the round trips
-// after the warm-up ones, and the number of round trips lost.
-func pingPong(ctx context.Context, p pair, o Options) (RTTStats, int, error) {
+// after the warm-up ones, the number of round trips lost, and the process's CPU over the
+// whole ping-pong (warm-up included) per datagram each way.
+func pingPong(ctx context.Context, p pair, o Options) (RTTStats, int, cpuFigures, error) {
 	f := newFlow(PingSize, o, o.PingPongTimeout+5*time.Second)
 	pg := &pinger{
 		n: o.PingPongN, timeout: pingTimeout, deadline: report.Now() + int64(o.PingPongTimeout),
 		rtts: make([]int64, 0, o.PingPongN),
 	}
+	t0, c0 := report.Now(), processCPU()
 	echoDone := report.Worker(!p.blocks(), func() error { return p.echo(f) })
 	pingDone := report.Worker(!p.blocks(), func() error { return p.ping(pg) })
 	var pingErr error
@@ -541,15 +587,17 @@ func pingPong(ctx context.Context, p pair, o Options) (RTTStats, int, error) {
 		<-pingDone
 		pingErr = ctx.Err()
 	}
+	t1, c1 := report.Now(), processCPU()
 	f.stopRx.Store(true)
 	p.unblock()
 	echoErr := <-echoDone
 	if pingErr != nil {
-		return RTTStats{}, pg.lost, fmt.Errorf("pinger: %w", pingErr)
+		return RTTStats{}, pg.lost, cpuFigures{}, fmt.Errorf("pinger: %w", pingErr)
 	}
 	if echoErr != nil {
-		return RTTStats{}, pg.lost, fmt.Errorf("echo: %w", echoErr)
+		return RTTStats{}, pg.lost, cpuFigures{}, fmt.Errorf("echo: %w", echoErr)
 	}
+	cpu := cpuOver(c0, c1, t1-t0, 2*uint64(len(pg.rtts)))
 	warm := min(o.PingPongWarmup, len(pg.rtts)/2)
-	return report.Summarize(pg.rtts[warm:]), pg.lost, nil
+	return report.Summarize(pg.rtts[warm:]), pg.lost, cpu, nil
 }

@@ -43,6 +43,10 @@ func TestSmokeQuick(t *testing.T) {
 			{BenchPingPong, MetricRTTP90, PingSize},
 			{BenchPingPong, MetricRTTP99, PingSize},
 			{BenchPingPong, MetricRTTMean, PingSize},
+			{BenchOneWay, MetricCPUMsg, 64},
+			{BenchOneWay, MetricCores, 64},
+			{BenchPingPong, MetricCPUMsg, PingSize},
+			{BenchPingPong, MetricCores, PingSize},
 		} {
 			rec := res.Find(m.bench, sys, m.size, m.metric)
 			if rec == nil || len(rec.Runs) != o.Runs || !(rec.Value > 0) {

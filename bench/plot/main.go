@@ -2,10 +2,12 @@
 // results schema, bench/README.md: normally bench/out/results.json, which make bench
 // writes) as SVG figures:
 //
-//   - latency.svg: the round trip's median (rtt_p50_us) against the message size, log-log;
+//   - latency.svg: the round trip's median (rtt_p50_us) against the message size, log-log,
+//     and for a system that reports no median its mean (rtt_mean_us), labelled "(mean)";
 //   - bandwidth.svg: Gbit/s (gbit_per_s) against the message size;
 //   - msgrate.svg: messages per second (msg_per_s) against the message size, log-log;
-//   - cpu.svg: the CPU per message (cpu_us_per_msg) at 64 B and 64 KiB, as bars.
+//   - cpu.svg: the CPU per message (cpu_us_per_msg) at 64 B and 64 KiB, as bars (a figure
+//     within 0.2% of the size, such as UDP's largest payload of 65507 B, says its size).
 //
 // One line per system (and operation, where a system has several), each system in the
 // same color in every figure; a metric measured at one size only is drawn as bars. The
@@ -76,12 +78,12 @@ func drawAll(d *document, dir string, skip *regexp.Regexp) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	st := newStyler(d, metricRTTP50, metricGbps, metricMsg, metricCPUMsg)
+	st := newStyler(d, metricRTTP50, metricRTTAvg, metricGbps, metricMsg, metricCPUMsg)
 	host := hostLine(d)
 	figs := map[string]func() (*figure, error){
 		fileLatency: func() (*figure, error) {
-			return sizeFigure("Round-trip latency (median)", host, "µs", true,
-				selectSeries(d, selection{metric: metricRTTP50, skip: skip}), st)
+			return sizeFigure("Round-trip latency (median; mean where a tool reports only that)", host, "µs", true,
+				selectSeries(d, selection{metric: metricRTTP50, fallback: metricRTTAvg, suffix: " (mean)", skip: skip}), st)
 		},
 		fileBandwidth: func() (*figure, error) {
 			return sizeFigure("Bandwidth (median)", host, "Gbit/s", false,

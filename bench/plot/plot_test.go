@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot"
 )
 
 // samplePath is the sample document the main module's bench/internal/report writes and
@@ -158,6 +160,51 @@ func TestSelectSeries(t *testing.T) {
 	}
 }
 
+// A system without a median is drawn with its mean, labelled so; a CPU figure near 64 KiB
+// (UDP's 65507 B) is drawn in the 64 KiB panel with its size.
+func TestMeanFallbackAndNearSizes(t *testing.T) {
+	d := sample(t)
+	add := func(system, metric string, size int, v float64) {
+		d.Records = append(d.Records, record{Bench: "compare", Scenario: "pingpong", System: system, Operation: "ping-pong",
+			Size: size, Metric: metric, Unit: "us", Value: v, Runs: []float64{v}})
+	}
+	add("fabric-tcp", metricRTTAvg, 64, 60)
+	add("fabric-tcp", metricRTTAvg, 4096, 80)
+	add("sockperf-udp-poll", metricRTTP50, 64, 20)
+	add("sockperf-udp-poll", metricRTTAvg, 64, 25) // has a median: its mean is not drawn
+	add("sockperf-udp-poll", metricCPUMsg, 65507, 3)
+	ss := selectSeries(d, selection{metric: metricRTTP50, fallback: metricRTTAvg, suffix: " (mean)"})
+	got := labels(ss)
+	if !slices.Contains(got, "fabric-tcp (mean)") || !slices.Contains(got, "sockperf-udp-poll") || slices.Contains(got, "sockperf-udp-poll (mean)") {
+		t.Errorf("latency series %q", got)
+	}
+	for _, s := range ss {
+		if s.key.system == "sockperf-udp-poll" && (len(s.points) != 1 || s.points[0].value != 20) {
+			t.Errorf("sockperf-udp-poll drew %+v, want its median only", s.points)
+		}
+	}
+	if !near(65507, 65536) || near(65000, 65536) || !near(64, 64) || near(63, 64) {
+		t.Error("near")
+	}
+	sizes := []int{64, 64 << 10}
+	ss = selectSeries(d, selection{metric: metricCPUMsg, sizes: sizes})
+	f, err := cpuFigure("CPU", "host", ss, sizes, newStyler(d, metricCPUMsg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cpu.svg")
+	if err := writeSVG(path, f); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "sockperf-udp-poll (65507 B)") {
+		t.Errorf("the 64 KiB panel lacks sockperf's 65507 B bar")
+	}
+}
+
 // Labels name the operation only for a system with several, the bench only for a system
 // and operation measured by several benches, the scenario only when still ambiguous.
 func TestLabels(t *testing.T) {
@@ -205,7 +252,7 @@ func TestDrawAll(t *testing.T) {
 		t.Fatalf("wrote %q, want all of %q", written, Files)
 	}
 	for name, want := range map[string][]string{
-		fileLatency:   {"Round-trip latency (median)", "xdpndk-inline [1]", "qperf-tcp [2]", "raw-asavie", "64 KiB", "log scale"},
+		fileLatency:   {"Round-trip latency (median; mean where a tool reports only that)", "xdpndk-inline [1]", "qperf-tcp [2]", "raw-asavie", "64 KiB", "log scale"},
 		fileBandwidth: {"Bandwidth (median)", "Gbit/s", "sockperf-udp"},
 		fileMsgRate:   {"Message rate (median)", "messages/s"},
 		fileCPU:       {"CPU per message (median)", "at 64 B", "at 64 KiB", "[1] both sides poll: a whole core each"},
@@ -270,5 +317,28 @@ func TestTicksAndFormats(t *testing.T) {
 	}
 	if got := (sizeTicks{64, 1500, 65536}).Ticks(100, 70000); len(got) != 2 || got[0].Label != "1500" || got[1].Label != "64 KiB" {
 		t.Errorf("size ticks %+v", got)
+	}
+	// Labels do not collide: 65507 beside 64 KiB and 9000 beside 8 KiB go unlabelled (a
+	// tick still), 9000 between 4 KiB and 64 KiB is labelled; of 23 powers of two every
+	// other one is.
+	tickLabels := func(tk []plot.Tick) []string {
+		var l []string
+		for _, x := range tk {
+			l = append(l, x.Label)
+		}
+		return l
+	}
+	if got := tickLabels((sizeTicks{64, 4096, 9000, 65507, 65536}).Ticks(1, 1e9)); !slices.Equal(got, []string{"64", "4 KiB", "9000", "", "64 KiB"}) {
+		t.Errorf("near sizes: %q", got)
+	}
+	var full sizeTicks
+	for s := 2; s <= 8<<20; s *= 2 {
+		full = append(full, s)
+	}
+	full = append(full, 9000)
+	slices.Sort(full)
+	got = tickLabels(full.Ticks(1, 1e9))
+	if len(got) != 24 || got[0] != "" || got[1] != "4" || got[5] != "64" || got[13] != "" || got[23] != "" || got[22] != "4M" || got[16] != "64K" {
+		t.Errorf("23 powers of two and 9000: %q", got)
 	}
 }

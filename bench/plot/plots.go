@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"math/bits"
 	"os"
 	"regexp"
 	"slices"
@@ -44,6 +45,7 @@ type point struct {
 type series struct {
 	key    seriesKey
 	label  string
+	suffix string  // appended to the label: " (mean)" for a fallback metric's series
 	note   string  // the records' note, if any (footnoted)
 	points []point // ascending size
 }
@@ -51,10 +53,25 @@ type series struct {
 // selection says which records a plot draws.
 type selection struct {
 	metric string
-	// sizes, when not empty, are the only sizes drawn.
+	// fallback, when set, is drawn for the series that have no record of metric, their
+	// label saying so (suffix): the mean round trip of a tool that reports no median.
+	fallback, suffix string
+	// sizes, when not empty, are the only sizes drawn (a size within 0.2% of one counts:
+	// UDP's largest payload, 65507 B, stands for 64 KiB).
 	sizes []int
 	// skip leaves out the records whose "bench/scenario/system/operation" it matches.
 	skip *regexp.Regexp
+}
+
+// near reports whether size is size want, or within 0.2% of it.
+func near(size, want int) bool {
+	d := size - want
+	return d == 0 || (want > 0 && 500*max(d, -d) <= want)
+}
+
+// nearAny reports whether size is near one of sizes.
+func nearAny(size int, sizes []int) bool {
+	return slices.ContainsFunc(sizes, func(w int) bool { return near(size, w) })
 }
 
 // selectSeries returns the series of d that s selects, in the order of their first
@@ -65,12 +82,19 @@ type selection struct {
 func selectSeries(d *document, s selection) []series {
 	var out []series
 	index := map[seriesKey]int{}
+	primary := map[seriesKey]bool{}
 	for _, r := range d.Records {
-		if r.Metric != s.metric || len(r.Params) > 0 || len(r.Runs) == 0 || math.IsNaN(r.Value) ||
-			(len(s.sizes) > 0 && !slices.Contains(s.sizes, r.Size)) {
+		if r.Metric == s.metric {
+			primary[seriesKey{r.Bench, r.Scenario, r.System, r.Operation}] = true
+		}
+	}
+	for _, r := range d.Records {
+		k := seriesKey{r.Bench, r.Scenario, r.System, r.Operation}
+		fallback := s.fallback != "" && r.Metric == s.fallback && !primary[k]
+		if (r.Metric != s.metric && !fallback) || len(r.Params) > 0 || len(r.Runs) == 0 || math.IsNaN(r.Value) ||
+			(len(s.sizes) > 0 && !nearAny(r.Size, s.sizes)) {
 			continue
 		}
-		k := seriesKey{r.Bench, r.Scenario, r.System, r.Operation}
 		if s.skip != nil && s.skip.MatchString(strings.Join([]string{k.bench, k.scenario, k.system, k.op}, "/")) {
 			continue
 		}
@@ -79,6 +103,9 @@ func selectSeries(d *document, s selection) []series {
 			i = len(out)
 			index[k] = i
 			out = append(out, series{key: k, note: r.Note})
+			if fallback {
+				out[i].suffix = s.suffix
+			}
 		}
 		out[i].points = append(out[i].points, point{r.Size, r.Value})
 	}
@@ -130,7 +157,7 @@ func label(ss []series) {
 		if len(qual) > 0 {
 			l += " (" + strings.Join(qual, " ") + ")"
 		}
-		ss[i].label = l
+		ss[i].label = l + ss[i].suffix
 	}
 }
 
@@ -393,7 +420,7 @@ func barPlot(quantity string, ss []series, labels []string, styles []style, size
 	for i := range ss {
 		v := math.NaN()
 		for _, pt := range ss[i].points {
-			if size == 0 || pt.size == size {
+			if size == 0 || near(pt.size, size) {
 				v = pt.value
 			}
 		}
@@ -443,12 +470,13 @@ func barWidth(n int) vg.Length {
 	return min(vg.Points(26), bodyH*0.55/vg.Length(max(n, 1)))
 }
 
-// cpuFigure returns the figure of the CPU per message: a panel of bars per size.
+// cpuFigure returns the figure of the CPU per message: a panel of bars per size, where a
+// series measured near the size (within 0.2%: sockperf's 65507 B for 64 KiB) says its own.
 func cpuFigure(title, subtitle string, ss []series, sizes []int, st *styler) (*figure, error) {
 	var have []int
 	for _, size := range sizes {
 		for _, s := range ss {
-			if slices.ContainsFunc(s.points, func(p point) bool { return p.size == size }) && !slices.Contains(have, size) {
+			if slices.ContainsFunc(s.points, func(p point) bool { return near(p.size, size) }) && !slices.Contains(have, size) {
 				have = append(have, size)
 			}
 		}
@@ -468,11 +496,17 @@ func cpuFigure(title, subtitle string, ss []series, sizes []int, st *styler) (*f
 	for _, size := range have {
 		pn := panel{size: size}
 		for i, s := range ss {
-			if slices.ContainsFunc(s.points, func(p point) bool { return p.size == size }) {
-				pn.series = append(pn.series, s)
-				pn.labels = append(pn.labels, s.label+f.footnote(s.note))
-				pn.styles = append(pn.styles, styles[i])
+			j := slices.IndexFunc(s.points, func(p point) bool { return near(p.size, size) })
+			if j < 0 {
+				continue
 			}
+			l := s.label
+			if at := s.points[j].size; at != size {
+				l += " (" + bytesName(at) + ")"
+			}
+			pn.series = append(pn.series, s)
+			pn.labels = append(pn.labels, l+f.footnote(s.note))
+			pn.styles = append(pn.styles, styles[i])
 		}
 		panels = append(panels, pn)
 	}
@@ -510,13 +544,45 @@ func (linearTicks) Ticks(min, max float64) []plot.Tick {
 // sizeTicks marks the sizes on a log axis.
 type sizeTicks []int
 
-// Ticks returns a labelled tick at every size within [min, max].
-func (t sizeTicks) Ticks(min, max float64) []plot.Tick {
-	var out []plot.Tick
+// Ticks returns a tick at every size within [lo, hi], labelled so that labels do not
+// collide: every power of two (only every other one, 4, 16, 64, ..., in short form, 1K,
+// 64K, 1M, when there are more than 12 of them), and another size (1500, 9000, 65507) only when no labelled power of two
+// is within a factor of 1.6 of it (3 when the labels are every other power of two).
+func (t sizeTicks) Ticks(lo, hi float64) []plot.Tick {
+	pow2 := func(s int) bool { return s > 0 && s&(s-1) == 0 }
+	var in []int
+	n := 0
 	for _, s := range t {
-		if v := float64(s); v >= min && v <= max {
-			out = append(out, plot.Tick{Value: v, Label: sizeName(s)})
+		if v := float64(s); v >= lo && v <= hi {
+			in = append(in, s)
+			if pow2(s) {
+				n++
+			}
 		}
+	}
+	var labelled []int
+	for _, s := range in {
+		if pow2(s) && (n <= 12 || bits.TrailingZeros(uint(s))%2 == 0) {
+			labelled = append(labelled, s)
+		}
+	}
+	var out []plot.Tick
+	for _, s := range in {
+		label := slices.Contains(labelled, s)
+		if !pow2(s) {
+			label = !slices.ContainsFunc(labelled, func(l int) bool {
+				r := float64(max(s, l)) / float64(min(s, l))
+				return r < 1.6 || (n > 12 && r < 3)
+			})
+		}
+		tk := plot.Tick{Value: float64(s)}
+		switch {
+		case label && n > 12:
+			tk.Label = shortSizeName(s)
+		case label:
+			tk.Label = sizeName(s)
+		}
+		out = append(out, tk)
 	}
 	return out
 }
@@ -558,6 +624,17 @@ func sizeName(n int) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	case n >= 1<<10 && n%(1<<10) == 0:
 		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return strconv.Itoa(n)
+}
+
+// shortSizeName formats a size in bytes in a few characters: 64, 4K, 1M (powers of 1024).
+func shortSizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
 	}
 	return strconv.Itoa(n)
 }

@@ -65,6 +65,7 @@ type record struct {
 // The shared metrics this command plots (report's Metric* constants).
 const (
 	metricRTTP50 = "rtt_p50_us"
+	metricRTTAvg = "rtt_mean_us"
 	metricMsg    = "msg_per_s"
 	metricGbps   = "gbit_per_s"
 	metricCPUMsg = "cpu_us_per_msg"

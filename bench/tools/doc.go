@@ -24,7 +24,8 @@
 //     qperf's CPU report (cpus_used and its user, intr and kernel parts, cpu_time,
 //     send_cost/recv_cost): it is read from the aggregate line of /proc/stat, so it is
 //     the whole machine's CPU, the same figure for both sides here, including everything
-//     else the machine ran.
+//     else the machine ran. qperf leaves out a part that is zero (no cpus_user line when
+//     the machine spent no user time over the test): it reads as 0.
 //   - iperf3 (RunIperf3): bulk TCP with CUBIC. Server: `iperf3 -s -1 -J -B B -p 5201`.
 //     Client: `iperf3 -c B -B A -p 5201 -t S -J -C cubic -l SIZE -P N`. The client's JSON
 //     report is parsed: end.sum_sent and end.sum_received (bytes, seconds, bits per

@@ -109,6 +109,14 @@ func TestParseQperfLat(t *testing.T) {
 	wantErr(t, "wrong test", err, "no udp_lat report")
 	_, err = ParseQperfLat(without(out, "rem_recv_msgs"), "tcp_lat")
 	wantErr(t, "missing line", err, "no rem_recv_msgs")
+	// qperf leaves out a CPU part that is zero (seen: no rem_cpus_user when the machine
+	// spent no user time over the test): it reads as 0; cpus_used stays required.
+	z, err := ParseQperfLat(without(out, "rem_cpus_user"), "tcp_lat")
+	if err != nil || z.Rem.User != 0 || z.Rem.Kernel == 0 || z.Loc.User == 0 {
+		t.Errorf("a zero CPU part left out: %+v, %v", z, err)
+	}
+	_, err = ParseQperfLat(without(out, "loc_cpus_used"), "tcp_lat")
+	wantErr(t, "missing cpus_used", err, "no loc_cpus_used")
 	_, err = ParseQperfLat(setQperf(t, out, "latency", "11 fortnights"), "tcp_lat")
 	wantErr(t, "unknown unit", err, "unknown unit")
 	_, err = ParseQperfLat(read(t, "qperf_noserver.out"), "tcp_lat")

@@ -194,10 +194,20 @@ func (g *getter) f(name, kind string) float64 {
 
 func (g *getter) i(name, kind string) int64 { return int64(g.f(name, kind) + 0.5) }
 
+// part is a part of qperf's CPU report, which leaves out a part that is zero (measured: no
+// rem_cpus_user line when the machine spent no user time over the test, all of it kernel
+// and interrupt work, as qperf's own tests are): 0 when missing, like its value.
+func (g *getter) part(name string) float64 {
+	if _, ok := g.r.fields[name]; !ok {
+		return 0
+	}
+	return g.f(name, "percent")
+}
+
 func (g *getter) cpu(prefix string) QperfCPU {
 	return QperfCPU{
-		Used: g.f(prefix+"_cpus_used", "percent"), User: g.f(prefix+"_cpus_user", "percent"),
-		Intr: g.f(prefix+"_cpus_intr", "percent"), Kernel: g.f(prefix+"_cpus_kernel", "percent"),
+		Used: g.f(prefix+"_cpus_used", "percent"), User: g.part(prefix + "_cpus_user"),
+		Intr: g.part(prefix + "_cpus_intr"), Kernel: g.part(prefix + "_cpus_kernel"),
 		CPUTime: g.f(prefix+"_cpu_time", "time"), RealTime: g.f(prefix+"_real_time", "time"),
 	}
 }

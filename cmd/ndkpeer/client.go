@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -50,6 +51,11 @@ type clientOptions struct {
 	bidir    bool  // -b: the server runs the test towards us too
 	rate     int64 // --rate: messages per second over all QPs; 0 unpaced
 	infinite bool  // -D 0, --infinite: until SIGINT/SIGTERM
+
+	// --load: a bandwidth test (KindWriteBW or KindReadBW) of loadSize-byte messages
+	// streamed on one more QP while a latency test measures; loadKind 0 without.
+	loadKind proto.Kind
+	loadSize int
 }
 
 // Defaults of the tests.
@@ -74,11 +80,13 @@ const (
 )
 
 func clientUsage(name string) string {
-	bidir := ""
+	bidir, load := "", ""
 	if k, _ := proto.KindOf(name); k.Bandwidth() {
 		bidir = " [-b]"
+	} else {
+		load = " [--load OP:SIZE]"
 	}
-	return "-i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS | -D 0] [-q QPS] [--inline] [-e]" + bidir + " [--rate MSGS_PER_S] [--cpu-util] [--json] [options] HOST"
+	return "-i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS | -D 0] [-q QPS] [--inline] [-e]" + bidir + " [--rate MSGS_PER_S]" + load + " [--cpu-util] [--json] [options] HOST"
 }
 
 // secondsFlag is a duration given in seconds ("2", "0.5") or as a Go duration ("1500ms").
@@ -209,7 +217,7 @@ func parseClient(name string, kind proto.Kind, args []string, errOut io.Writer) 
 	if o.duration > 0 || o.infinite {
 		o.iters = 0
 	}
-	maxMsg := o.sizes[len(o.sizes)-1]
+	maxMsg := o.sizes[len(o.sizes)-1] + o.loadSize
 	cfg.heap = min(max((maxMsg+(64<<10)+4095)&^4095, ndk.DefaultHeapSize), 64<<20)
 	return o, cfg, -1
 }
@@ -240,6 +248,15 @@ func (o *clientOptions) depthFor(size int) int {
 	return min(o.txDepth, max(2, maxOutstanding/size))
 }
 
+// loadDepth is the operations --load keeps outstanding: -t, or without it as a bandwidth
+// test of its size would (depthFor).
+func (o *clientOptions) loadDepth() int {
+	if o.txDepthSet {
+		return o.txDepth
+	}
+	return min(o.txDepth, max(2, maxOutstanding/max(o.loadSize, 1)))
+}
+
 // depthForPath is the depth of a bandwidth test without -t once the warm-up has shown the
 // path's round trip: enough operations of size bytes to keep twice the bandwidth-delay
 // product (rtt x rate in bit/s) outstanding, so that a long path is not limited by the
@@ -256,16 +273,21 @@ func (o *clientOptions) depthForPath(size int, rtt time.Duration, rate float64) 
 	return max(d, min(want, autoMaxDepth, max(1, autoMaxBytes/size)))
 }
 
-// warmupFor is the warm-up of a size: -w, or a tenth of its iterations (1 to 1000).
+// warmupFor is the warm-up of a size: -w, or a tenth of its iterations (1 to 1000); in
+// duration mode a tenth of the default iterations, scaled down above 64 KiB as -a scales
+// iterations (so that a -D run's 8 MiB warm-up does not move 4 GiB).
 func (o *clientOptions) warmupFor(size int) int {
 	if o.warmupSet {
 		return o.warmup
 	}
 	n := o.itersFor(size)
-	if n == 0 { // duration mode: a tenth of the default iterations
+	if n == 0 { // duration mode: a tenth of the default iterations, fewer above 64 KiB
 		n = defaultLatIters
 		if !o.kind.Latency() {
 			n = defaultBWIters
+		}
+		if size > scaleAbove { // each size's warm-up moves about as many bytes as at 64 KiB
+			n = max(10, int(int64(n)*scaleAbove/int64(size)))
 		}
 	}
 	return min(max(n/10, 1), 1000)
@@ -273,17 +295,22 @@ func (o *clientOptions) warmupFor(size int) int {
 
 // session is one client run: the adapter, the memory, and the QPs connected to the server.
 type session struct {
-	o      clientOptions
-	n      *node
-	pd     *ndk.PD
-	buf    []byte
-	mr     *ndk.MR
-	dest   netip.AddrPort // the server's NDK address (service as port)
-	reply  proto.Reply    // the first QP's (every QP's server mode is the same)
-	qps    []*qpRun
-	ctl    *ctlClient // the control connection (--cpu-util, -b), or nil
-	out    io.Writer
-	closed bool
+	o     clientOptions
+	n     *node
+	pd    *ndk.PD
+	buf   []byte
+	mr    *ndk.MR
+	dest  netip.AddrPort // the server's NDK address (service as port)
+	reply proto.Reply    // the first QP's (every QP's server mode is the same)
+	qps   []*qpRun
+	ctl   *ctlClient // the control connection (--cpu-util, -b), or nil
+	// --load: its QP (a connection of its own session, so that the control connection's
+	// window leaves it out), and the buffer its Writes read from or its Reads write into
+	load    *qpRun
+	loadBuf []byte
+	loadMR  *ndk.MR
+	out     io.Writer
+	closed  bool
 }
 
 // reqFlags are the Request flags of the run's options.
@@ -444,6 +471,11 @@ func openSession(ctx context.Context, cfg adapterConfig, o clientOptions, out io
 			return s, err
 		}
 	}
+	if o.loadKind != 0 {
+		if err := s.openLoad(ctx); err != nil {
+			return s, err
+		}
+	}
 	if o.needsCtl() {
 		s.ctl, err = s.openCtl(ctx, session)
 		if err != nil {
@@ -453,7 +485,42 @@ func openSession(ctx context.Context, cfg adapterConfig, o clientOptions, out io
 	return s, nil
 }
 
-// connect creates QP i and connects it to the server.
+// openLoad registers --load's buffer and connects its QP: a bandwidth test of its own
+// session (one QP), which the server runs as it runs that test for any client.
+func (s *session) openLoad(ctx context.Context) (err error) {
+	size := (s.o.loadSize + 4095) &^ 4095
+	if s.loadBuf, err = s.n.a.Alloc(size, 4096); err != nil {
+		s.loadBuf = make([]byte, size)
+	}
+	for i := range s.loadBuf {
+		s.loadBuf[i] = byte(i)
+	}
+	if s.loadMR, err = s.pd.RegisterMR(s.loadBuf, ndk.MRAllowLocalWrite); err != nil {
+		return fmt.Errorf("register the load's %s: %w", humanBytes(uint64(size)), err)
+	}
+	q, err := s.connectQP(ctx, qpSpec{kind: s.o.loadKind, index: 0, count: 1, session: rand.Uint64(),
+		maxMsg: uint32(s.o.loadSize), window: s.o.loadDepth(), flags: s.reqFlags() & proto.FlagEvents})
+	if q != nil {
+		s.load = q
+	}
+	if err != nil {
+		return fmt.Errorf("--load: %w", err)
+	}
+	return nil
+}
+
+// qpSpec is what a QP of the run is for: the test's QPs, or --load's.
+type qpSpec struct {
+	kind         proto.Kind
+	index, count int // the QP's index among count QPs of its session
+	session      uint64
+	maxMsg       uint32
+	window       int // operations kept outstanding at most
+	recvs        int // receives kept posted
+	flags        proto.Flags
+}
+
+// connect creates the test's QP i and connects it to the server.
 func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uint32) (*qpRun, error) {
 	o := s.o
 	recvs := o.revRecvs()
@@ -467,7 +534,15 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 			window = max(window, autoMaxDepth) // room for depthForPath
 		}
 	}
-	initiator := window + 16
+	return s.connectQP(ctx, qpSpec{kind: o.kind, index: i, count: o.qps, session: session, maxMsg: maxMsg,
+		window: window, recvs: recvs, flags: s.reqFlags()})
+}
+
+// connectQP creates a QP as sp says and connects it to the server.
+func (s *session) connectQP(ctx context.Context, sp qpSpec) (*qpRun, error) {
+	o := s.o
+	maxMsg, recvs := sp.maxMsg, sp.recvs
+	initiator := sp.window + 16
 	cq, err := s.n.a.NewCQ(initiator+recvs+16, nil)
 	if err != nil {
 		return nil, fmt.Errorf("create CQ: %w", err)
@@ -479,26 +554,28 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 		return nil, fmt.Errorf("create QP: %w", err)
 	}
 	q := &qpRun{qp: qp, cq: cq}
-	sge := []ndk.SGE{s.mr.SGE(s.buf[:maxMsg])}
-	for range recvs {
-		if err := qp.Receive(ctxRecv, sge); err != nil {
-			return q, fmt.Errorf("post receive: %w", err)
+	if recvs > 0 {
+		sge := []ndk.SGE{s.mr.SGE(s.buf[:maxMsg])}
+		for range recvs {
+			if err := qp.Receive(ctxRecv, sge); err != nil {
+				return q, fmt.Errorf("post receive: %w", err)
+			}
 		}
 	}
 	if q.conn, err = s.n.a.NewConnector(); err != nil {
 		return q, fmt.Errorf("create connector: %w", err)
 	}
-	req := proto.Request{Kind: o.kind, MaxSize: maxMsg, InlineSize: uint16(o.inlineSize),
-		QPIndex: uint16(i), QPs: uint16(o.qps), Session: session, Flags: s.reqFlags()}
-	if o.bidir {
+	req := proto.Request{Kind: sp.kind, MaxSize: maxMsg, InlineSize: uint16(o.inlineSize),
+		QPIndex: uint16(sp.index), QPs: uint16(sp.count), Session: sp.session, Flags: sp.flags}
+	if o.bidir && sp.kind == o.kind {
 		req.Depth = uint16(min(o.maxDepth(), proto.MaxDepth))
 		if o.kind != proto.KindSendBW {
 			req.BufAddr, req.BufLen, req.Token = s.mr.VA(), uint64(len(s.buf)), s.mr.RemoteToken()
 		}
 	}
-	if o.kind == proto.KindSendBW {
+	if sp.kind == proto.KindSendBW {
 		req.RecvDepth = uint16(min(2*o.txDepth, proto.MaxRecvDepth))
-	} else if o.kind == proto.KindSendLat {
+	} else if sp.kind == proto.KindSendLat {
 		req.RecvDepth = sendLatRecvs
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.o.timeout)
@@ -514,12 +591,12 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 	if err != nil {
 		return q, fmt.Errorf("read the server's answer: %w", err)
 	}
-	reply, err := proto.ParseReply(pd[:min(size, len(pd))], o.kind)
+	reply, err := proto.ParseReply(pd[:min(size, len(pd))], sp.kind)
 	if err != nil {
 		_ = q.conn.Reject(nil)
 		return q, fmt.Errorf("the server's answer: %w (is it an ndkpeer of the same version?)", err)
 	}
-	switch o.kind {
+	switch sp.kind {
 	case proto.KindWriteLat, proto.KindWriteBW, proto.KindReadLat, proto.KindReadBW:
 		if reply.BufLen < uint64(maxMsg) || reply.BufAddr == 0 {
 			_ = q.conn.Reject(nil)
@@ -530,7 +607,7 @@ func (s *session) connect(ctx context.Context, i int, session uint64, maxMsg uin
 	if err := q.conn.CompleteConnect(cctx, func() { q.gone.Store(true) }); err != nil {
 		return q, connectError(err, s.dest.String(), s.n.cfg.port)
 	}
-	if i == 0 {
+	if sp.kind == o.kind && sp.index == 0 {
 		s.reply = reply
 	}
 	return q, nil
@@ -562,7 +639,11 @@ func (s *session) close() {
 	if s.ctl != nil {
 		s.ctl.close(ctx, s.n.a)
 	}
-	for _, q := range s.qps {
+	qps := s.qps
+	if s.load != nil {
+		qps = append(slices.Clip(qps), s.load)
+	}
+	for _, q := range qps {
 		if q.conn != nil {
 			_ = q.conn.Close(ctx) // NdkDisconnect if connected
 		}
@@ -571,6 +652,9 @@ func (s *session) close() {
 	}
 	if s.mr != nil {
 		_ = s.mr.Deregister(ctx)
+	}
+	if s.loadMR != nil {
+		_ = s.loadMR.Deregister(ctx)
 	}
 	s.n.close()
 }

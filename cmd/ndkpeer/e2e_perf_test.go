@@ -233,6 +233,39 @@ func TestPerftestOptions(t *testing.T) {
 		}
 	})
 
+	t.Run("load", func(t *testing.T) {
+		// 64-byte Sends while 64 KiB Writes stream on another QP of the same adapters: the
+		// stream completes something in the window and says what it was.
+		for _, events := range []bool{false, true} {
+			args := []string{"send-lat", "-i", a.Ifname, "-D", "1", "--load", "write:64K", "--json", peer}
+			if events {
+				args = append(args, "-e")
+			}
+			var doc perfDoc
+			decode(t, in(t, a, args...), &doc)
+			if len(doc.Latency) != 1 || doc.Params.Load != "write:64K" {
+				t.Fatalf("--load (-e %v): %+v", events, doc)
+			}
+			l := doc.Latency[0]
+			checkLatency(t, l, 64, l.Iterations)
+			if l.LoadOp != "Write" || l.LoadBytes != 65536 || l.LoadOutstanding != 16 || l.LoadIterations <= 0 ||
+				l.LoadGbps <= 0 || math.Abs(l.LoadGbps-l.LoadMsgPerS*65536*8/1e9) > 1e-9*l.LoadGbps {
+				t.Errorf("--load (-e %v): the stream %+v", events, l)
+			}
+		}
+		// Reads too, with -n, in text; and the figures are absent without --load.
+		text := in(t, a, "read-lat", "-i", a.Ifname, "-n", "300", "--load", "read:16K", peer)
+		if text.code != 0 || !strings.Contains(text.stdout, "load (--load): Reads of 16.0 KiB") || !strings.Contains(text.stdout, "(load: ") {
+			t.Errorf("text --load: %v", text)
+		}
+		var plain perfDoc
+		decode(t, in(t, a, "write-lat", "-i", a.Ifname, "-n", "100", "--json", peer), &plain)
+		if len(plain.Latency) != 1 || plain.Params.Load != "" || plain.Latency[0].LoadOp != "" || plain.Latency[0].LoadIterations != 0 {
+			t.Errorf("a run without --load: %+v", plain)
+		}
+		wantExit(t, in(t, a, "write-bw", "-i", a.Ifname, "--load", "write:64K", peer), exitUsage, "latency tests")
+	})
+
 	t.Run("infinite", func(t *testing.T) {
 		ivs, final := runUntilSIGINT(t, a, 3, "write-lat", "-i", a.Ifname, "-D", "0", "--cpu-util", "--json", peer)
 		if !final.IntervalsStreamed || !final.Params.Infinite || len(final.Latency) != 1 || len(final.Intervals) != 0 || final.Params.Percentiles != "histogram" {

@@ -13,7 +13,8 @@
 //	ndkpeer --version                                               module, VCS revision, Go
 //
 // The tests take perftest's options (ib_send_lat, ib_write_bw, ...): --cpu-util, -e, -b,
-// --rate and -D 0, described under "Options as in perftest".
+// --rate and -D 0, described under "Options as in perftest", and --load, latency under a
+// stream of Writes or Reads.
 //
 // # Addresses
 //
@@ -144,6 +145,19 @@
 //	                  with its length; with --json each interval is written as it ends, one
 //	                  JSON object a line, and the summary document follows on one line.
 //
+// One option of ours, for latency under load:
+//
+//	--load OP:SIZE    latency tests: while each size is measured (its warm-up included),
+//	                  stream OP (write or read) of SIZE bytes (K, M suffixes) on one more
+//	                  QP of the same adapter, a connection of its own to the same server,
+//	                  which runs it as the write-bw or read-bw test; -t deep (without -t,
+//	                  as a bandwidth test of that size: at most 1 MiB outstanding), not
+//	                  paced. The same loop polls (or with -e waits on) both, so the
+//	                  latency includes what taking the stream's completions costs it. The
+//	                  result reports the stream over the measured window (JSON load_*;
+//	                  in text under the result). With --cpu-util the CPU covers both and is
+//	                  divided by the latency test's operations.
+//
 // A run that cannot hold a low rate on a busy machine is usually descheduled: one
 // operation outstanding cannot catch up on round trips of milliseconds. Two polling
 // processes on a machine of two CPUs shared with other work are the typical case; -e lets
@@ -168,14 +182,16 @@
 //	server_address, service
 //	params             qps, tx_depth, iterations, duration_s, inline_size, sizes, infinite,
 //	                   rate_msg_per_s (0: unpaced), bidirectional, cpu_util, events,
-//	                   percentiles ("exact", "histogram", "" for bandwidth tests),
+//	                   load ("write:64K", "" without --load), percentiles ("exact", "histogram", "" for bandwidth tests),
 //	                   percentile_relative_error
 //	latency[]          per size: bytes, iterations, seconds (the window), msg_per_s;
 //	                   min_us, p50_us, p99_us, p99_9_us, max_us, mean_us (ndkpeer's measure,
 //	                   as latency_timed says); perftest_factor (0.5 or 1) and perftest_t_min_us,
 //	                   perftest_t_typical_us (median), perftest_t_avg_us (mean),
 //	                   perftest_t_p99_us, perftest_t_p99_9_us, perftest_t_max_us;
-//	                   retransmits (packets); cpu
+//	                   retransmits (packets); cpu; load_op ("Write", "Read"),
+//	                   load_bytes, load_outstanding, load_iterations, load_gbit_per_s,
+//	                   load_msg_per_s (--load's stream over the window; "" and 0 without)
 //	bandwidth[]        per size: bytes, iterations, seconds, gbit_per_s (10^9 bit/s of
 //	                   payload), mmsg_per_s (10^6 messages/s), msg_per_s, outstanding (per
 //	                   QP); reverse_iterations, reverse_seconds, reverse_gbit_per_s,
@@ -279,7 +295,8 @@ usage:
 
 As perftest: --cpu-util reports both sides' CPU per message and as cores, -e waits on
 completion notifications instead of polling, -b (bandwidth tests) sends both ways at once,
---rate holds a message rate, -D 0 (--infinite) runs until Ctrl-C with a line per second.
+--rate holds a message rate, -D 0 (--infinite) runs until Ctrl-C with a line per second;
+--load write:64K (latency tests) streams 64 KiB Writes on one more QP meanwhile.
 Latency columns say what they time: send-lat's rtt_* are round trips, write-lat's and
 read-lat's op_* one operation's post to completion; t_typical and t_avg beside them follow
 perftest's convention (ib_send_lat and ib_write_lat report half, ib_read_lat the whole).

@@ -26,8 +26,11 @@ import (
 // outstanding per QP; bandwidth tests keep --tx-depth.
 
 // ctxOp is the request context of the measured operations (ctxRecv, the server's, marks the
-// receives of send-lat's echoes here too).
-const ctxOp = 2
+// receives of send-lat's echoes here too); ctxLoad that of --load's.
+const (
+	ctxOp   = 2
+	ctxLoad = 3
+)
 
 // clockBase anchors clock: a time with a monotonic reading.
 var clockBase = time.Now()
@@ -46,6 +49,11 @@ type runner struct {
 	sgl    [1]ndk.SGE
 	rsgl   [1]ndk.SGE
 
+	// --load: its QP (nil without), the operations it keeps outstanding, its SGE
+	load      *qpRun
+	loadDepth int
+	lsgl      [1]ndk.SGE
+
 	ev      *eventWaiter // -e: the epoll set of the CQs; nil when polling
 	ctl     *ctlClient   // the control connection (--cpu-util, -b), or nil
 	revRecv bool         // send-bw -b: our receives take the server's Sends
@@ -59,10 +67,17 @@ func newRunner(s *session) (*runner, error) {
 	r := &runner{s: s, kind: s.o.kind, qps: s.qps, window: 1, ctl: s.ctl, revRecv: s.o.revRecvs() > 0,
 		total: new(hist.Histogram), ivh: new(hist.Histogram), ivq: make([]pendingIv, 0, 2)}
 	r.rsgl[0] = s.mr.SGE(s.buf[:s.o.sizes[len(s.o.sizes)-1]])
+	if s.load != nil {
+		r.load, r.loadDepth = s.load, s.o.loadDepth()
+		r.lsgl[0] = s.loadMR.SGE(s.loadBuf[:s.o.loadSize])
+	}
 	if s.o.events {
-		cqs := make([]*ndk.CQ, 0, len(s.qps)+1)
+		cqs := make([]*ndk.CQ, 0, len(s.qps)+2)
 		for _, q := range s.qps {
 			cqs = append(cqs, q.cq)
+		}
+		if r.load != nil {
+			cqs = append(cqs, r.load.cq)
 		}
 		if s.ctl != nil {
 			cqs = append(cqs, s.ctl.cq)
@@ -114,6 +129,16 @@ type latResult struct {
 	// Retransmits is what the client's QPs sent again during the size's run.
 	Retransmits uint64  `json:"retransmits"`
 	CPU         cpuJSON `json:"cpu"`
+
+	// --load: the stream beside the latency test over the measured window (its verb, its
+	// message size, what it kept outstanding, what completed, its payload rate); "" and 0
+	// without --load.
+	LoadOp          string  `json:"load_op"`
+	LoadBytes       int     `json:"load_bytes"`
+	LoadOutstanding int     `json:"load_outstanding"`
+	LoadIterations  int64   `json:"load_iterations"`
+	LoadGbps        float64 `json:"load_gbit_per_s"`
+	LoadMsgPerS     float64 `json:"load_msg_per_s"`
 }
 
 // bwResult is one size's bandwidth line: the client's direction, with -b the server's
@@ -297,6 +322,8 @@ type tally struct {
 	cpu     cpuTimes
 	// srv is the server's counters at the window's end (control connection), zero without
 	srv proto.CtlMsg
+	// loadOps is --load's operations completed in the window
+	loadOps int64
 }
 
 // phaseSpec is one phase of a size: the warm-up (record false) or the measured window.
@@ -393,6 +420,14 @@ func (r *runner) measureLocked(size, iters int, dur time.Duration, warm int, onI
 		}
 		res.lat = withPerftest(res.lat, r.kind)
 		res.lat.CPU = cpu
+		if r.load != nil {
+			l := &res.lat
+			l.LoadOp, l.LoadBytes, l.LoadOutstanding, l.LoadIterations = r.s.o.loadKind.Op(), r.s.o.loadSize, r.loadDepth, t.loadOps
+			if windowNs > 0 {
+				l.LoadMsgPerS = float64(t.loadOps) / (float64(windowNs) / 1e9)
+				l.LoadGbps = l.LoadMsgPerS * float64(r.s.o.loadSize) * 8 / 1e9
+			}
+		}
 		return res, nil
 	}
 	secs := float64(t.last-t.first) / 1e9
@@ -600,6 +635,11 @@ func (r *runner) phase(sp phaseSpec) (tally, error) {
 				nextIv += int64(time.Second)
 			}
 		}
+		if posting && r.load != nil {
+			if err := r.postLoad(); err != nil {
+				return t, err
+			}
+		}
 		if posting {
 			for _, q := range r.qps {
 				for q.out < r.window && (ops == 0 || posted < ops) && pace.due(now) {
@@ -670,6 +710,16 @@ func (r *runner) phase(sp phaseSpec) (tally, error) {
 			}
 			clear(r.res[:n]) // drop the context references
 		}
+		if r.load != nil {
+			n, err := r.takeLoad(counting, &t)
+			if err != nil {
+				return t, err
+			}
+			if n > 0 {
+				busy = true
+				lastProgress = clock()
+			}
+		}
 		if counting && !posting && ops > 0 && r.idle() { // -n: the window ends at the last completion
 			endCounting(clock())
 		}
@@ -694,7 +744,7 @@ func (r *runner) phase(sp phaseSpec) (tally, error) {
 				stopSent = true
 			}
 		}
-		if !posting && !counting && stopDone && r.idle() {
+		if !posting && !counting && stopDone && r.idle() && r.loadIdle() {
 			if t.end == 0 {
 				t.end = clock()
 			}
@@ -710,7 +760,10 @@ func (r *runner) phase(sp phaseSpec) (tally, error) {
 					return t, r.failure(errPeerGone, ndk.StatusConnectionDisconnected)
 				}
 			}
-			if now-lastProgress > timeout && !r.idle() {
+			if r.load != nil && r.load.gone.Load() {
+				return t, r.failure(fmt.Errorf("--load: %w", errPeerGone), ndk.StatusConnectionDisconnected)
+			}
+			if now-lastProgress > timeout && !(r.idle() && r.loadIdle()) {
 				return t, failWrap(exitTimeout, ndk.StatusIOTimeout, "no completion for %v: the server stopped answering (STATUS_IO_TIMEOUT)", r.s.o.timeout)
 			}
 			if ctl != nil && ctl.overdue(now, r.s.o.timeout) {
@@ -742,7 +795,51 @@ func (r *runner) phase(sp phaseSpec) (tally, error) {
 	}
 }
 
-// idle reports whether nothing is outstanding on any QP.
+// postLoad fills --load's window: its Writes (or Reads) are not paced and not timed.
+func (r *runner) postLoad() error {
+	q := r.load
+	for q.out < r.loadDepth {
+		var err error
+		if r.s.o.loadKind == proto.KindWriteBW {
+			err = q.qp.Write(ctxLoad, r.lsgl[:], q.raddr, q.rtok, 0)
+		} else {
+			err = q.qp.Read(ctxLoad, r.lsgl[:], q.raddr, q.rtok, 0)
+		}
+		if ndk.StatusOf(err) == ndk.StatusInsufficientResources {
+			return nil // the initiator queue is full: completions first
+		}
+		if err != nil {
+			return fmt.Errorf("--load: post: %w", err)
+		}
+		q.out++
+	}
+	return nil
+}
+
+// takeLoad takes --load's completions, counting them in t while counting.
+func (r *runner) takeLoad(counting bool, t *tally) (int, error) {
+	q := r.load
+	n, err := r.take(q)
+	if err != nil {
+		return 0, fmt.Errorf("--load: %w", err)
+	}
+	for j := range r.res[:n] {
+		if st := r.res[j].Status; st != ndk.StatusSuccess {
+			return 0, r.failure(fmt.Errorf("--load: a %s completed with %v", r.s.o.loadKind.Op(), st), st)
+		}
+		q.out--
+		if counting {
+			t.loadOps++
+		}
+	}
+	clear(r.res[:n])
+	return n, nil
+}
+
+// loadIdle reports whether --load has nothing outstanding (true without --load).
+func (r *runner) loadIdle() bool { return r.load == nil || r.load.out == 0 }
+
+// idle reports whether nothing is outstanding on any of the test's QPs.
 func (r *runner) idle() bool {
 	for _, q := range r.qps {
 		if q.out > 0 || q.sends > 0 {

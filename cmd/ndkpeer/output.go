@@ -62,6 +62,8 @@ type paramsJSON struct {
 	Bidirectional bool  `json:"bidirectional"`  // -b
 	CPUUtil       bool  `json:"cpu_util"`       // --cpu-util
 	Events        bool  `json:"events"`         // -e
+	// Load is --load's OP:SIZE ("write:64K"); "" without.
+	Load string `json:"load"`
 	// Percentiles says how latency percentiles are computed: "exact" (nearest-rank over
 	// every sample, -n runs) or "histogram" (duration runs: within
 	// percentile_relative_error of nearest-rank); "" for bandwidth tests.
@@ -111,7 +113,8 @@ func (s *session) document() *clientDoc {
 		Service: s.dest.Port(), Intervals: []interval{},
 		Params: paramsJSON{QPs: len(s.qps), TxDepth: 1, Iterations: o.iters, DurationS: o.duration.Seconds(),
 			InlineSize: o.inlineSize, Sizes: o.sizes, Infinite: o.infinite, RateMsgPerS: o.rate,
-			Bidirectional: o.bidir, CPUUtil: o.cpuUtil, Events: o.events}}
+			Bidirectional: o.bidir, CPUUtil: o.cpuUtil, Events: o.events,
+			Load: (&loadFlag{o.loadKind, o.loadSize}).String()}}
 	switch {
 	case !o.kind.Latency():
 		d.Params.TxDepth = o.txDepth
@@ -194,6 +197,10 @@ func (s *session) printOptions() {
 	if o.bidir {
 		fmt.Fprintf(w, " bidirectional (-b): the server runs %s towards us at the same time, over our window; it counts its own direction\n", o.kind)
 	}
+	if o.loadKind != 0 {
+		fmt.Fprintf(w, " load (--load): %ss of %s streamed on one more QP, %d outstanding, not paced, while the latency is measured; the loop polls both\n",
+			o.loadKind.Op(), humanBytes(uint64(o.loadSize)), o.loadDepth())
+	}
 	if o.cpuUtil {
 		fmt.Fprintf(w, " CPU (--cpu-util): getrusage of each process (all its threads) over the measured window, the server's reported over the control connection\n")
 	}
@@ -245,6 +252,10 @@ func (s *session) printResult(r sizeResult) {
 		fmt.Fprintf(w, "%10d %12d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f\n", l.Bytes, l.Iterations,
 			l.MinUS, l.P50US, l.P99US, l.P999US, l.MaxUS, l.MeanUS, l.PerftestTypicalUS, l.PerftestAvgUS)
 		retransmissions(w, r)
+		if l.LoadOp != "" {
+			fmt.Fprintf(w, "%10s (load: %d %ss of %s completed in the window, %.3f Gbit/s, %.0f msg/s)\n", "",
+				l.LoadIterations, l.LoadOp, humanBytes(uint64(l.LoadBytes)), l.LoadGbps, l.LoadMsgPerS)
+		}
 		s.printRate(r.lat.MsgPerS, int64(l.Iterations), l.Seconds)
 		printCPU(w, l.CPU)
 		s.printSleeps(r)

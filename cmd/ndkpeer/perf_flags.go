@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
 )
 
 // perfFlags are the options that make a test measure what perftest's users expect: the
@@ -19,6 +21,7 @@ type perfFlags struct {
 	bidir    bool
 	rate     rateFlag
 	infinite bool
+	load     loadFlag
 }
 
 // maxRate bounds --rate (messages per second).
@@ -33,6 +36,7 @@ func (p *perfFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&p.bidir, "bidirectional", false, "same as -b")
 	fs.Var(&p.rate, "rate", "hold `MSGS_PER_S` messages per second over all QPs (paced posting; K and M suffixes, 1000s): latency under that load, or a bandwidth cap")
 	fs.BoolVar(&p.infinite, "infinite", false, "run until Ctrl-C (SIGINT or SIGTERM), a line per second, then the summary; same as -D 0")
+	fs.Var(&p.load, "load", "latency tests: stream `OP:SIZE` (write or read, SIZE bytes with K and M suffixes) on one more QP while measuring: latency under that load")
 }
 
 // apply checks the options against the rest of the test's and sets them in o. durGiven
@@ -40,7 +44,10 @@ func (p *perfFlags) define(fs *flag.FlagSet) {
 func (p *perfFlags) apply(o *clientOptions, durGiven bool) error {
 	o.cpuUtil, o.events, o.bidir, o.rate = p.cpuUtil, p.events, p.bidir, p.rate.n
 	o.infinite = p.infinite || (durGiven && o.duration == 0)
+	o.loadKind, o.loadSize = p.load.kind, p.load.size
 	switch {
+	case o.loadKind != 0 && !o.kind.Latency():
+		return errors.New("--load is for the latency tests (send-lat, write-lat, read-lat)")
 	case o.bidir && !o.kind.Bandwidth():
 		return errors.New("-b is for the bandwidth tests (send-bw, write-bw, read-bw)")
 	case o.infinite && p.infinite && durGiven && o.duration > 0:
@@ -91,4 +98,48 @@ func parseRate(v string) (int64, error) {
 		return 0, fmt.Errorf("rate %q: at least 1 message per second", v)
 	}
 	return n, nil
+}
+
+// loadFlag is --load's OP:SIZE: the bandwidth test streamed beside a latency test.
+type loadFlag struct {
+	kind proto.Kind // KindWriteBW or KindReadBW; 0 without --load
+	size int
+}
+
+func (l *loadFlag) String() string {
+	if l == nil || l.kind == 0 {
+		return ""
+	}
+	return strings.ToLower(l.kind.Op()) + ":" + formatSize(int64(l.size))
+}
+
+func (l *loadFlag) Set(v string) error {
+	k, size, err := parseLoad(v)
+	if err != nil {
+		return err
+	}
+	l.kind, l.size = k, size
+	return nil
+}
+
+// parseLoad parses --load's OP:SIZE ("write:64K", "read:1M").
+func parseLoad(v string) (proto.Kind, int, error) {
+	op, sz, ok := strings.Cut(strings.TrimSpace(v), ":")
+	var k proto.Kind
+	switch strings.ToLower(op) {
+	case "write":
+		k = proto.KindWriteBW
+	case "read":
+		k = proto.KindReadBW
+	default:
+		ok = false
+	}
+	if !ok {
+		return 0, 0, fmt.Errorf("load %q: OP:SIZE, OP write or read (write:64K)", v)
+	}
+	n, err := parseSize(sz)
+	if err != nil || n < 1 || n > maxClientSize {
+		return 0, 0, fmt.Errorf("load %q: SIZE from 1 to %s", v, formatSize(maxClientSize))
+	}
+	return k, int(n), nil
 }

@@ -108,6 +108,48 @@ func TestIterationsDepthWarmup(t *testing.T) {
 	if dur.itersFor(64) != 0 || dur.warmupFor(64) != 500 {
 		t.Errorf("duration mode: itersFor %d, warmupFor %d; want 0, 500", dur.itersFor(64), dur.warmupFor(64))
 	}
+	// A duration run's warm-up moves about as many bytes above 64 KiB as at 64 KiB, with -a
+	// or one size: 500 Sends of 64 KiB, 62 of 512 KiB, at least 1 of 8 MiB.
+	for _, tc := range []struct{ size, warm int }{{64 << 10, 500}, {512 << 10, 62}, {8 << 20, 3}} {
+		if got := dur.warmupFor(tc.size); got != tc.warm {
+			t.Errorf("duration mode: warmupFor(%d) = %d, want %d", tc.size, got, tc.warm)
+		}
+	}
+	durLat := clientOptions{kind: proto.KindReadLat, sizes: []int{2, 8 << 20}, duration: time.Second}
+	if got := durLat.warmupFor(8 << 20); got != 1 {
+		t.Errorf("duration mode latency: warmupFor(8M) = %d, want 1", got)
+	}
+}
+
+func TestParseLoad(t *testing.T) {
+	for v, want := range map[string]loadFlag{
+		"write:64K": {proto.KindWriteBW, 65536}, "read:1M": {proto.KindReadBW, 1 << 20}, "Write:100": {proto.KindWriteBW, 100},
+	} {
+		var l loadFlag
+		if err := l.Set(v); err != nil || l != want {
+			t.Errorf("--load %q: %+v, %v; want %+v", v, l, err, want)
+		}
+	}
+	for _, v := range []string{"", "write", "send:64K", "write:", "write:0", "read:1G", "write:-1"} {
+		var l loadFlag
+		if err := l.Set(v); err == nil {
+			t.Errorf("--load %q accepted: %+v", v, l)
+		}
+	}
+	if s := (&loadFlag{proto.KindReadBW, 16384}).String(); s != "read:16K" {
+		t.Errorf("String = %q", s)
+	}
+	o, cfg, code := parseClient("send-lat", proto.KindSendLat, []string{"-i", "eth1", "--load", "write:64K", "h"}, io.Discard)
+	if code != -1 || o.loadKind != proto.KindWriteBW || o.loadSize != 65536 || o.loadDepth() != 16 || cfg.heap < 64<<10+64 {
+		t.Errorf("send-lat --load: code %d, %+v, heap %d", code, o, cfg.heap)
+	}
+	o.txDepth, o.txDepthSet = 4, true
+	if o.loadDepth() != 4 {
+		t.Errorf("-t 4: load depth %d", o.loadDepth())
+	}
+	if _, _, code := parseClient("write-bw", proto.KindWriteBW, []string{"-i", "eth1", "--load", "write:64K", "h"}, io.Discard); code != exitUsage {
+		t.Errorf("write-bw --load: exit %d, want %d", code, exitUsage)
+	}
 }
 
 func TestParseClient(t *testing.T) {

@@ -1,13 +1,13 @@
 // Command prereq checks that the system has what a Makefile target needs, and installs what
-// is missing where it can. `make test`, `make demo`, `make generate` and `make bench-path`
-// run it first:
+// is missing where it can. `make test`, `make demo`, `make generate`, `make bench` and
+// `make bench-path` run it first:
 //
 //	go run ./internal/prereq [-check] TARGET...
 //
 // TARGET is test (every command a test runs, directly or through the code it calls, and
-// cgo for the race detector), demo, generate, bench (what make bench-path and bench/tools
-// need besides root: iproute2's ip and tc, iperf3, qperf, sockperf, libfabric-bin's
-// fi_pingpong and fi_info) or ci (test, demo and generate, plus make and git, as .ci/run
+// cgo for the race detector), demo, generate, bench (what make bench, bench/compare, make
+// bench-path and bench/tools need besides root: iproute2's ip and tc, iperf3, qperf,
+// sockperf, libfabric-bin's fi_pingpong and fi_info, and go to build ndkpeer) or ci (test, demo and generate, plus make and git, as .ci/run
 // uses; CI runs no benchmark, but make test's smoke tests of bench/pathbench and bench/tools
 // run iperf3 and the other tools).
 // Each target's requirements are commands (looked up on PATH, then in /usr/local/sbin,

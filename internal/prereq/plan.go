@@ -48,7 +48,7 @@ var requirements = map[string]Requirement{
 	"libc-headers": {Name: "C library headers", File: "/usr/include/stdlib.h", Packages: []string{"libc6-dev"},
 		Why: "cgo, for the race detector, compiles against the C library"},
 	"go": {Name: "go", Command: "go",
-		Why:  "cmd/ndkpeer's tests and the demo build ndkpeer, internal/layers' tests run go list",
+		Why:  "cmd/ndkpeer's tests, the demo and make bench (bench/compare) build ndkpeer, internal/layers' tests run go list",
 		Hint: "put the Go toolchain's bin directory (Go 1.25 or later, as go.mod says) on PATH"},
 	"clang": {Name: "clang", Command: "clang", Packages: []string{"clang"},
 		Why: "bpf2go compiles bpf/steer.c"},
@@ -61,20 +61,22 @@ var requirements = map[string]Requirement{
 	"tc": {Name: "tc", Command: "tc", Packages: []string{"iproute2"},
 		Why: "the routed test bed's tbf bottleneck (internal/testbed, bench/pathbench's smoke test, make bench-path)"},
 	"iperf3": {Name: "iperf3", Command: "iperf3", Packages: []string{"iperf3"},
-		Why: "the kernel TCP flow beside a QP through the bottleneck (bench/pathbench's smoke test, make bench-path)"},
+		Why: "bulk TCP in make bench (bench/compare, bench/tools) and the kernel TCP flow beside a QP through the bottleneck (bench/pathbench's smoke test, make bench-path)"},
 	"git": {Name: "git", Command: "git", Packages: []string{"git"},
-		Why: "make check-generate compares bpf/ with git; the benches' results name the commit they measured (their smoke tests too)"},
+		Why: "make check-generate compares bpf/ with git; the benches' results name the commit they measured (their smoke tests too): the header asks git when the build has no VCS stamp (go run in a worktree: bench/internal/report)"},
 	"qperf": {Name: "qperf", Command: "qperf", Packages: []string{"qperf"},
-		Why: "the reference TCP/UDP latency and bandwidth tool (bench/tools, its smoke test too)"},
+		Why: "the reference TCP/UDP latency and bandwidth tool (make bench: bench/compare through bench/tools, its smoke test too)"},
 	"sockperf": {Name: "sockperf", Command: "sockperf", Packages: []string{"sockperf"},
-		Why: "the reference UDP ping-pong and message-rate tool, also busy polling (bench/tools, its smoke test too)"},
+		Why: "the reference UDP ping-pong and message-rate tool, also busy polling (make bench: bench/compare through bench/tools, its smoke test too)"},
 	"fi_pingpong": {Name: "fi_pingpong", Command: "fi_pingpong", Packages: []string{"libfabric-bin"},
-		Why: "libfabric's ping-pong over its software providers (bench/tools, its smoke test too)"},
+		Why: "libfabric's ping-pong over its software providers (make bench: bench/compare through bench/tools, its smoke test too)"},
 	"fi_info": {Name: "fi_info", Command: "fi_info", Packages: []string{"libfabric-bin"},
 		Why: "libfabric's version and providers, for the record (bench/tools)"},
 }
 
-// targets lists what each target needs, in the order it is checked and reported. "test" is
+// targets lists what each target needs, in the order it is checked and reported. "bench" is
+// everything make bench (bench/compare: the test bed, ndkpeer built with go, the reference
+// tools) and make bench-path (tc) run. "test" is
 // every command a test runs, directly or through the code it calls (internal/testbed runs
 // ip and tc, and the rest by name inside a namespace with `ip netns exec`), plus cgo for the
 // race detector. "ci" is everything .ci/run runs: the tests, the demo, generate and

@@ -83,13 +83,13 @@ func TestNeeds(t *testing.T) {
 	if _, err := needs([]string{"test", "bogus"}); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("unknown target: err = %v", err)
 	}
-	// make bench-path runs tc (the bottleneck) and iperf3 (the TCP flow); bench/tools runs
-	// the reference tools.
+	// make bench-path runs tc (the bottleneck) and iperf3 (the TCP flow); make bench
+	// (bench/compare) builds ndkpeer with go and runs the reference tools through bench/tools.
 	bench, err := needs([]string{"bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"ip", "tc", "iperf3", "qperf", "sockperf", "fi_pingpong", "fi_info"} {
+	for _, c := range []string{"ip", "tc", "iperf3", "qperf", "sockperf", "fi_pingpong", "fi_info", "go"} {
 		if !slices.ContainsFunc(bench, func(r Requirement) bool { return r.Command == c }) {
 			t.Errorf("bench lacks %s: %s", c, nameList(bench))
 		}

@@ -80,6 +80,24 @@ func TestMergeTableReadme(t *testing.T) {
 			t.Errorf("README lacks %q:\n%s", want, s)
 		}
 	}
+	// -sizes limits a bench's rows and says so.
+	if err := readme([]string{"-in", merged, "-readme", readmePath, "-svg", svg, "-sizes", "linkbench=9000", "-sizes", "ndkbench=64,128"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(got); !strings.Contains(s, "The linkbench table shows the sizes 9000 B;") || strings.Count(s, "| pingpong | ping-pong | 64 |") != 1 {
+		t.Errorf("-sizes:\n%s", s)
+	}
+	var tb2 strings.Builder
+	if err := table([]string{"-sizes", "linkbench=9000", merged}, &tb2); err != nil || strings.Count(tb2.String(), "| pingpong | ping-pong | 64 |") != 1 {
+		t.Errorf("table -sizes (%v):\n%s", err, tb2.String())
+	}
+	if err := table([]string{"-sizes", "linkbench", merged}, &tb2); err == nil {
+		t.Error("-sizes without sizes: no error")
+	}
 	if strings.Contains(s, "cpu.svg") {
 		t.Errorf("README links a figure that does not exist:\n%s", s)
 	}

@@ -10,10 +10,11 @@ import (
 	"strings"
 )
 
-// HeadlineMetrics are the metrics of a summary table (MarkdownOptions.Metrics): latency,
-// message rate, bandwidth and CPU.
+// HeadlineMetrics are the metrics of a summary table (MarkdownOptions.Metrics): latency
+// (the mean too: qperf and fi_pingpong report nothing else), message rate, bandwidth and
+// CPU.
 var HeadlineMetrics = []string{
-	MetricRTTP50, MetricRTTP99, MetricMsgRate, MetricGbps, MetricCPUMsg, MetricCores,
+	MetricRTTP50, MetricRTTP99, MetricRTTMean, MetricMsgRate, MetricGbps, MetricCPUMsg, MetricCores,
 }
 
 // MarkdownOptions select what WriteMarkdown shows.
@@ -24,6 +25,9 @@ type MarkdownOptions struct {
 	Metrics []string
 	// NoGoals leaves the goals table out.
 	NoGoals bool
+	// Sizes, per bench, are the only sizes whose rows that bench's table shows (a bench
+	// without an entry shows every size): a summary of a bench that measures many.
+	Sizes map[string][]int
 }
 
 // WriteMarkdown writes d as Markdown tables: for each bench, a caption (the bed, the
@@ -78,6 +82,9 @@ func writeBenchTable(b *strings.Builder, d *Document, tool string, o MarkdownOpt
 		p := paramString(r.Params)
 		cells[cellKey{r.Scenario, r.Operation, r.Size, p, r.Metric, r.System}] = r
 		if !shown(r.Metric) {
+			continue
+		}
+		if sizes, ok := o.Sizes[tool]; ok && !slices.Contains(sizes, r.Size) {
 			continue
 		}
 		rw := row{r.Scenario, r.Operation, r.Size, p, r.Metric, r.Unit}

@@ -48,6 +48,16 @@ func TestWriteMarkdown(t *testing.T) {
 		t.Errorf("failures not listed under their bench:\n%s", out)
 	}
 
+	// A bench's sizes filter keeps its rows at those sizes only; the other benches keep all.
+	b.Reset()
+	if err := WriteMarkdown(&b, sampleDocument(), MarkdownOptions{Metrics: HeadlineMetrics, NoGoals: true, Sizes: map[string][]int{"comparebench": {64}}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "| pingpong | ping-pong | 64 | rtt_p50_us |") || strings.Contains(out, "16 KiB") ||
+		!strings.Contains(out, "| goodput | write | 64 KiB | loss_pct=1 | gbit_per_s | 8 |") {
+		t.Errorf("sizes filter:\n%s", out)
+	}
+
 	// Without a metric filter every metric shows, unsupported as its own row.
 	b.Reset()
 	if err := WriteMarkdown(&b, sampleDocument(), MarkdownOptions{NoGoals: true}); err != nil {
