@@ -35,7 +35,7 @@ help:
 	@echo "make build           go build ./..."
 	@echo "make test            whole test suite incl. privileged tests (run as root), race pass first"
 	@echo "make demo            ndkpeer between two namespace hosts: doctor, serve, tour, latency and bandwidth tests (root)"
-	@echo "make bench           xdpndk against qperf, iperf3, sockperf, fi_pingpong and the raw links (bench/compare, root; about 11 minutes,"
+	@echo "make bench           xdpndk against qperf, iperf3, sockperf, fi_pingpong and the raw links (bench/compare, root; about 14 minutes,"
 	@echo "                     BENCH_QUICK=1: about 3) into bench/out/compare.json, then bench-report of it"
 	@echo "make bench-all       compare, then the link (root), transport, NDK verbs (root) and real-path (root) benchmarks (bench-link,"
 	@echo "                     bench-transport, bench-ndk, bench-path), each into bench/out/<bench>.json, then bench-report of all"
@@ -132,7 +132,7 @@ demo: prereq-demo
 #
 # make bench is bench/compare (bench/README.md, "bench: compare"): xdpndk through ndkpeer
 # against qperf, iperf3, sockperf, fi_pingpong and the raw AF_XDP links, every system in
-# every repetition on one bed; about 11 minutes, BENCH_QUICK=1 about 3 (-quick). It merges
+# every repetition on one bed; about 14 minutes, BENCH_QUICK=1 about 3 (-quick). It merges
 # compare.json alone, so that results.json is what this run measured; make bench-all also
 # runs the other four benches (another 6 minutes or so) and merges all five. A compare run
 # whose measurements partly failed still writes its document (the failures in its notes
