@@ -275,29 +275,5 @@ func (o Options) normalize() (Options, error) {
 func ParseSystems(s string) []string { return report.ParseList(s, AllSystems) }
 
 // ParseSizes parses a comma-separated list of sizes in bytes, with K and M suffixes
-// (powers of 1024): "64,4K,1M".
-func ParseSizes(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		mult := 1
-		switch {
-		case strings.HasSuffix(f, "K"), strings.HasSuffix(f, "k"):
-			f, mult = f[:len(f)-1], 1<<10
-		case strings.HasSuffix(f, "M"), strings.HasSuffix(f, "m"):
-			f, mult = f[:len(f)-1], 1<<20
-		}
-		var n int
-		if _, err := fmt.Sscanf(f, "%d", &n); err != nil || n <= 0 || fmt.Sprint(n) != f {
-			return nil, fmt.Errorf("size %q: a number of bytes with an optional K or M", f)
-		}
-		out = append(out, n*mult)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no size given")
-	}
-	return out, nil
-}
+// (powers of 1024): "64,4K,1M" (report.ParseSizes).
+func ParseSizes(s string) ([]int, error) { return report.ParseSizes(s) }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -217,21 +216,13 @@ func (o Options) normalize() (Options, error) {
 	return o, nil
 }
 
-// ParseSizes parses a comma-separated list of sizes such as "64,1500,9000".
+// ParseSizes parses a comma-separated list of sizes such as "64,1500,9000" (K and M
+// suffixes allowed: report.ParseSizes); an empty list is no size (no one-way test).
 func ParseSizes(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("parse size %q: %w", f, err)
-		}
-		out = append(out, n)
+	if strings.Trim(s, " ,") == "" {
+		return nil, nil
 	}
-	return out, nil
+	return report.ParseSizes(s)
 }
 
 // ParseSystems parses a comma-separated list of systems; "all" means AllSystems.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -122,5 +123,17 @@ func TestFailedNote(t *testing.T) {
 	n := FailedNote(errors.New("ping-pong, repetition 2: timeout"))
 	if n != "FAILED: ping-pong, repetition 2: timeout" || !IsFailed(n) || IsFailed("kernel 6.18") {
 		t.Fatalf("FailedNote = %q, IsFailed(it) = %v", n, IsFailed(n))
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	got, err := ParseSizes(" 64, 4K,,1m,65507 ")
+	if err != nil || !slices.Equal(got, []int{64, 4096, 1 << 20, 65507}) {
+		t.Errorf("ParseSizes: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", " , ", "x", "4G", "-1", "+4", "0", "1.5K", "64K0", "K", "3000M", "99999999999"} {
+		if got, err := ParseSizes(bad); err == nil {
+			t.Errorf("ParseSizes(%q) = %v, accepted", bad, got)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -100,4 +102,33 @@ func Worker(lock bool, fn func() error) <-chan error {
 		done <- fn()
 	}()
 	return done
+}
+
+// ParseSizes parses a comma-separated list of sizes in bytes (a command's -sizes flag),
+// each a positive number with an optional K or M suffix (powers of 1024): "64,4K,1M".
+// Empty fields are ignored; a list with no size is an error.
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		num, mult := f, 1
+		switch {
+		case strings.HasSuffix(f, "K"), strings.HasSuffix(f, "k"):
+			num, mult = f[:len(f)-1], 1<<10
+		case strings.HasSuffix(f, "M"), strings.HasSuffix(f, "m"):
+			num, mult = f[:len(f)-1], 1<<20
+		}
+		n, err := strconv.Atoi(num)
+		if err != nil || n <= 0 || num[0] == '+' || n > math.MaxInt32/mult {
+			return nil, fmt.Errorf("size %q: a positive number of bytes with an optional K or M", f)
+		}
+		out = append(out, n*mult)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no size given")
+	}
+	return out, nil
 }
