@@ -109,7 +109,7 @@ func idleBytesPerQP(t *testing.T, n int) float64 {
 }
 
 // TestIdleQPMemory: a connected, idle QP at default depths holds at most maxIdleQPBytes
-// of heap (docs/MEMORY.md, "Memory per QP").
+// of heap (docs/TRANSPORT.md, "Memory per QP").
 func TestIdleQPMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("connects 1024 QP pairs")
@@ -121,5 +121,6 @@ func TestIdleQPMemory(t *testing.T) {
 	}
 }
 
-// maxIdleQPBytes bounds the heap of one idle connected QP at default depths.
-const maxIdleQPBytes = 16 << 20 // TODO(measure)
+// maxIdleQPBytes bounds the heap of one idle connected QP at default depths: the goal of
+// issue 19. Measured 9904 bytes (378483 before the rings grew on use).
+const maxIdleQPBytes = 16 << 10

@@ -5,7 +5,7 @@ import "sync/atomic"
 // initialSlots is how many request slots a QP's queues start with (their depth if
 // smaller). They double as requests are posted, up to the depth, and never shrink: a QP's
 // memory follows the most requests it has had outstanding, not its configured depths
-// (docs/MEMORY.md, "Memory per QP").
+// (docs/TRANSPORT.md, "Memory per QP").
 const initialSlots = 4
 
 // slotRing holds the slots of one of a QP's queues, by position (the count of requests
