@@ -117,7 +117,8 @@ func (q *spsc[T]) slot(h uint64) *T {
 func (q *spsc[T]) pop() {
 	h := q.head.Load()
 	var zero T
-	*q.slot(h) = zero // drop references to caller memory
+	seg := q.cons                                // peek moved on to the segment of h
+	seg.slots[h&uint64(len(seg.slots)-1)] = zero // drop references to caller memory
 	q.head.Store(h + 1)
 }
 
