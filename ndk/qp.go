@@ -56,17 +56,16 @@ type QP struct {
 	unusable atomic.Bool // its CQ overran
 	conn     atomic.Pointer[Connector]
 
-	// initiator queue: the poster fills islots[iposted&imask]; the engine frees it
-	islots  []islot
-	imask   uint64
+	// initiator queue: the poster fills the slot of position iposted; the engine frees it
+	islots  slotRing[islot]
 	iposted uint64 // poster only
 	idone   atomic.Uint64
 	iwr     transport.WorkRequest // poster's scratch request
-	inline  []byte                // InitiatorQueueDepth × InlineDataSize
+	inline  []byte                // InitiatorQueueDepth (rounded up) × InlineDataSize
+	imask   uint64                // the inline buffer's request index: position & imask
 
 	// receive queue
-	rslots  []rslot
-	rmask   uint64
+	rslots  slotRing[rslot]
 	rposted uint64
 	rdone   atomic.Uint64
 	rr      transport.Receive
@@ -128,9 +127,8 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	}
 	q := &QP{pd: pd, a: a, cfg: cfg}
 	in := pow2(cfg.InitiatorQueueDepth)
-	q.islots, q.imask = make([]islot, in), uint64(in-1)
-	rn := pow2(cfg.ReceiveQueueDepth)
-	q.rslots, q.rmask = make([]rslot, rn), uint64(rn-1)
+	q.islots, q.imask = newSlotRing[islot](in), uint64(in-1)
+	q.rslots = newSlotRing[rslot](cfg.ReceiveQueueDepth)
 	q.inline = make([]byte, in*cfg.InlineDataSize)
 	tc := transport.QPConfig{
 		SendDepth: cfg.InitiatorQueueDepth, RecvDepth: cfg.ReceiveQueueDepth,
@@ -326,7 +324,7 @@ func (q *QP) begin(op OpType, requestContext any, flags, allowed OpFlags) (*islo
 	if q.iposted-q.idone.Load() >= uint64(q.cfg.InitiatorQueueDepth) {
 		return nil, q.reject(errorf(StatusInsufficientResources, "initiator queue full (%d)", q.cfg.InitiatorQueueDepth))
 	}
-	s := &q.islots[q.iposted&q.imask]
+	s := q.islots.post(q.iposted, q.idone.Load())
 	s.ctx, s.op, s.flags = requestContext, op, flags
 	return s, nil
 }
@@ -488,7 +486,7 @@ func (q *QP) Receive(requestContext any, sgl []SGE) error {
 	if q.rposted-q.rdone.Load() >= uint64(q.cfg.ReceiveQueueDepth) {
 		return errorf(StatusInsufficientResources, "receive queue full (%d)", q.cfg.ReceiveQueueDepth)
 	}
-	s := &q.rslots[q.rposted&q.rmask]
+	s := q.rslots.post(q.rposted, q.rdone.Load())
 	if !q.pd.acquire(&s.holds, sgl, true) {
 		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
 	}
@@ -530,7 +528,7 @@ func (k *sink) Complete(_ *transport.QP, c *transport.Completion) {
 		if q.cfg.SRQ != nil { // a receive this QP took from its SRQ: the SRQ's slot
 			r.RequestContext = q.cfg.SRQ.complete(c.Context)
 		} else {
-			s := &q.rslots[c.Context&q.rmask]
+			s := q.rslots.done(c.Context)
 			releaseHolds(&s.holds)
 			r.RequestContext = s.ctx
 			*s = rslot{}
@@ -539,7 +537,7 @@ func (k *sink) Complete(_ *transport.QP, c *transport.Completion) {
 		q.cfg.ReceiveCQ.push(&r, c.Solicited)
 		return
 	}
-	s := &q.islots[c.Context&q.imask]
+	s := q.islots.done(c.Context)
 	if c.Status == transport.StatusSuccess {
 		if s.op == OpTypeRead && s.flags&OpRDMAReadLocalInvalidate != 0 && s.holds[0] != nil {
 			// RDMA_READ_LOCAL_INVALIDATE: the Read's first SGE names a fast-register MR,

@@ -199,7 +199,8 @@ func (c *cmState) connectQP(q *QP, peer netip.AddrPort, peerPort uint16, peerQPN
 	q.resp.ird, q.req.ord = ird, ord
 	q.snd.connect(ourPSN, e.cfg.NewController(q.conn.mss))
 	q.rcv.connect(peerPSN, e.cfg.Window)
-	q.resp.jobs = q.resp.jobs[:min(len(q.resp.jobs), 2*ird)] // IRD 0: the peer may not read
+	q.resp.maxJobs = min(q.resp.maxJobs, 2*ird) // IRD 0: the peer may not read
+	q.resp.jobs = q.resp.jobs[:min(len(q.resp.jobs), q.resp.maxJobs)]
 	q.snd.publishStats()
 }
 

@@ -76,12 +76,13 @@ type Config struct {
 	// bottleneck this way).
 	//
 	// Memory follows what a QP actually has in flight, not Window: the sender's history
-	// starts at 1024 slots (56 bytes each) and doubles up to Window as more packets are
-	// outstanding, its lists of acknowledged and lost packets start at 1024 entries (48
-	// bytes each) and grow as needed, and only the receiver's bitmap (Window bits, 8 KiB at
-	// the default) is allocated in full. A QP that keeps up to 1024 packets outstanding
-	// costs what it did with a window of 1024; one that fills 16384 grows by about 0.8 MiB
-	// (history) plus up to 1.5 MiB if the lists ever hold that many.
+	// starts at 16 slots (56 bytes each) and doubles up to Window as more packets are
+	// outstanding, its lists of acknowledged and lost packets start at 16 entries (48
+	// bytes each) and grow as needed, and the receiver's bitmap starts at 1024 bits and
+	// doubles up to Window bits (8 KiB at the default) as PSNs arrive further ahead of its
+	// cumulative point. A QP that fills 16384 grows by about 0.8 MiB (history) plus up to
+	// 1.5 MiB if the lists ever hold that many; memory is never given back while the QP
+	// lives (docs/TRANSPORT.md, "Memory per QP").
 	Window int
 	// NewController makes a QP's congestion controller for a payload size (MSS) in bytes.
 	// Default: congestion.NewDelay with its defaults (docs/TRANSPORT.md, "Congestion
@@ -94,10 +95,10 @@ type Config struct {
 	// ready-to-use, per engine. Default 64.
 	MaxHalfOpen int
 	// MaxQPs bounds the QPs that exist on the engine at once (NewQP fails with
-	// ErrTooManyQPs beyond it); each costs memory sized by its queue depths and by the
-	// packets it has outstanding (about 300 KiB at the defaults with up to 1024 packets
-	// outstanding; up to about 2.3 MiB more for a QP that has 16384 outstanding, see
-	// Window). Default 1024, at most MaxQPLimit.
+	// ErrTooManyQPs beyond it); each costs memory by the requests and packets it has had
+	// outstanding at once, not by its configured depths (a few KiB idle; up to about 2.3
+	// MiB more for a QP that has 16384 packets outstanding, see Window). Default 1024, at
+	// most MaxQPLimit.
 	MaxQPs int
 	// CMTimeout is the connection manager's first retransmission interval: a connection
 	// request, a reply waiting for its ready-to-use and a disconnect request are sent again

@@ -195,8 +195,8 @@ func (q *QP) SetReadLimits(ird, ord int) error {
 	if q.State() != QPIdle {
 		return fmt.Errorf("read limits of a %v qp: %w", q.State(), ErrBadState)
 	}
-	if ird < 0 || ord < 0 || 2*ird > len(q.resp.jobs) || ord > q.maxORD {
-		return fmt.Errorf("read limits %d/%d over the qp's %d/%d: %w", ird, ord, len(q.resp.jobs)/2, q.maxORD, ErrInvalidRequest)
+	if ird < 0 || ord < 0 || 2*ird > q.resp.maxJobs || ord > q.maxORD {
+		return fmt.Errorf("read limits %d/%d over the qp's %d/%d: %w", ird, ord, q.resp.maxJobs/2, q.maxORD, ErrInvalidRequest)
 	}
 	q.cfg.IRD, q.cfg.ORD = ird, ord
 	return nil

@@ -27,13 +27,15 @@ func newQP(e *Engine, cfg QPConfig) *QP {
 		rnrDelay: int64(c.RNRDelay), window: c.Window, goBackN: c.GoBackN, ackDelay: int64(c.AckDelay)}, c.RTO, &q.req, &q.ctr)
 	q.rcv = newReceiver(receiverConfig{ackEvery: c.AckEvery, ackDelay: int64(c.AckDelay),
 		rnrDelay: int64(c.RNRDelay), goBackN: c.GoBackN, advertise: q.srq == nil}, &q.resp, &q.ctr)
-	q.req = newRequester(len(q.sendQ.slots), q, &q.snd, &q.conn, q.sendQ, int64(c.CreditTimeout))
-	rd := ceilPow2(cfg.RecvDepth) // the receive ring: RecvDepth rounded up, as recvQ
+	q.req = newRequester(q.sendQ.capacity(), q, &q.snd, &q.conn, q.sendQ, int64(c.CreditTimeout))
+	rd := ceilPow2(cfg.RecvDepth) // the receive ring's bound: RecvDepth rounded up, as recvQ
+	rn := min(rd, initialRing)    // it grows as receives are posted (ring.go)
 	q.resp = responder{h: q, rcv: &q.rcv, snd: &q.snd, out: &q.conn, recvQ: q.recvQ, srq: q.srq,
-		res: c.Resolver, pd: cfg.PD, recvs: make([]recvState, rd), mask: uint32(rd - 1),
-		// Twice IRD job slots: a read whose responses were all sent stops counting against
-		// IRD but keeps its slot until they are acknowledged (they may need retransmission).
-		jobs: make([]readJob, 2*cfg.IRD)}
+		res: c.Resolver, pd: cfg.PD, recvs: make([]recvState, rn), mask: uint32(rn - 1), recvCap: uint32(rd),
+		// Up to twice IRD job slots, made as the peer's Reads need them: a read whose
+		// responses were all sent stops counting against IRD but keeps its slot until they
+		// are acknowledged (they may need retransmission).
+		maxJobs: 2 * cfg.IRD}
 	return q
 }
 

@@ -24,8 +24,9 @@ type requester struct {
 	out   *conn
 	sendQ *spsc[WorkRequest] // consumer side: the application posts
 
-	wrs      []wrState // ring of SendDepth active requests, indexed by seq & mask
+	wrs      []wrState // ring of active requests, indexed by seq & mask; grows up to depth
 	mask     uint32
+	depth    uint32 // the most requests active at once (SendDepth rounded up)
 	head     uint32 // oldest request not yet completed
 	next     uint32 // next request to start transmitting
 	tail     uint32 // next free slot
@@ -76,20 +77,25 @@ func splitTag(t uint64) (job bool, idx, off uint32) {
 	return t&tagJob != 0, uint32(t>>32) & 0x7fffffff, uint32(t)
 }
 
-// newRequester returns the requester of a QP with a ring of depth (a power of two) work
-// requests.
+// newRequester returns the requester of a QP with at most depth (a power of two) work
+// requests active; its ring starts at initialRing of them and grows as they are posted.
 func newRequester(depth int, h qpHooks, snd *sender, out *conn, sendQ *spsc[WorkRequest], creditTimeout int64) requester {
+	n := min(depth, initialRing)
 	return requester{h: h, snd: snd, out: out, sendQ: sendQ, creditTimeout: creditTimeout,
-		wrs: make([]wrState, depth), mask: uint32(depth - 1)}
+		wrs: make([]wrState, n), mask: uint32(n - 1), depth: uint32(depth)}
 }
 
 // takeSends moves posted work requests into the active ring.
 func (r *requester) takeSends() bool {
 	moved := false
-	for r.tail-r.head < uint32(len(r.wrs)) {
+	for r.tail-r.head < r.depth {
 		wr := r.sendQ.peek()
 		if wr == nil {
 			break
+		}
+		if r.tail-r.head == uint32(len(r.wrs)) {
+			r.wrs = growRing(r.wrs, r.head, r.tail)
+			r.mask = uint32(len(r.wrs) - 1)
 		}
 		s := &r.wrs[r.tail&r.mask]
 		*s = wrState{wr: *wr, total: uint32(wr.Len()), seq: r.tail}

@@ -22,13 +22,16 @@ type responder struct {
 	pd    uint32
 	ird   int // Reads the peer may have outstanding here (negotiated)
 
-	recvs  []recvState // ring of RecvDepth receives, indexed by MSN & mask
-	mask   uint32
-	base   uint32 // MSN of the oldest receive not completed
-	posted uint32 // MSN limit: receives posted so far (base + outstanding)
+	recvs   []recvState // ring of receives, indexed by MSN & mask; grows up to recvCap
+	mask    uint32
+	recvCap uint32 // the most receives outstanding (RecvDepth rounded up)
+	base    uint32 // MSN of the oldest receive not completed
+	posted  uint32 // MSN limit: receives posted so far (base + outstanding)
 
-	// read responses this QP owes the peer (the peer's Reads), in our stream
+	// read responses this QP owes the peer (the peer's Reads), in our stream; the slice
+	// grows (a job keeps its index) up to maxJobs
 	jobs       []readJob
+	maxJobs    int
 	activeJobs int // jobs with active set
 }
 
@@ -61,11 +64,12 @@ type readJob struct {
 // flushed), completes them cancelled.
 func (rs *responder) takeReceives(cancel bool) bool {
 	moved := false
-	for rs.posted-rs.base < uint32(len(rs.recvs)) {
+	for rs.posted-rs.base < rs.recvCap {
 		r := rs.recvQ.peek()
 		if r == nil {
 			break
 		}
+		rs.room()
 		if cancel {
 			c := Completion{Context: r.Context, Op: OpReceive, Status: StatusCancelled}
 			rs.recvQ.pop()
@@ -79,6 +83,15 @@ func (rs *responder) takeReceives(cancel bool) bool {
 		moved = true
 	}
 	return moved
+}
+
+// room makes sure the receive ring has a slot for one more receive (posted-base is below
+// recvCap), doubling it if it is full.
+func (rs *responder) room() {
+	if rs.posted-rs.base == uint32(len(rs.recvs)) {
+		rs.recvs = growRing(rs.recvs, rs.base, rs.posted)
+		rs.mask = uint32(len(rs.recvs) - 1)
+	}
 }
 
 // creditLimit is the MSN limit the QP advertises in its acknowledgements (creditSource).
@@ -260,6 +273,10 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 	}
 	if busy >= rs.ird {
 		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "more Reads at once than the negotiated IRD")
+	}
+	if free < 0 && len(rs.jobs) < rs.maxJobs {
+		free = len(rs.jobs)
+		rs.jobs = append(rs.jobs, make([]readJob, min(max(len(rs.jobs), 1), rs.maxJobs-len(rs.jobs)))...)
 	}
 	if free < 0 {
 		// Every slot holds answered reads waiting for their acks: not recorded, so the

@@ -92,7 +92,7 @@ func firedLate(now, at int64) bool { return now-at > lateTimer }
 
 // initialBuffers is the capacity the sender's packet lists start with (at most the window):
 // a QP that never has more in flight never allocates more; they grow by append.
-const initialBuffers = 1024
+const initialBuffers = 16
 
 // newSender returns a sender that is not yet connected; its buffers start at
 // min(initialBuffers, cfg.window) packets.

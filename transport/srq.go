@@ -58,7 +58,7 @@ func (e *Engine) NewSRQ(depth int) (*SRQ, error) {
 
 // Cap is how many receives the SRQ can hold at once: the depth it was created with,
 // rounded up to a power of two.
-func (s *SRQ) Cap() int { return len(s.q.slots) }
+func (s *SRQ) Cap() int { return s.q.capacity() }
 
 // Len is the number of receives queued in the SRQ (posted, not yet taken by a QP): a
 // snapshot, safe from any goroutine.
@@ -172,17 +172,18 @@ const srqCredit = 1 << 30
 // has none yet, in message order. It reports false when the SRQ ran out (or the QP holds
 // as many receives as its ring takes) before msn had one. Engine goroutine.
 func (rs *responder) takeSRQ(msn uint32) bool {
-	if msn-rs.base >= uint32(len(rs.recvs)) {
+	if msn-rs.base >= rs.recvCap {
 		return false // beyond the ring: take nothing for it (the sender retries later)
 	}
 	for !msnBefore(msn, rs.posted) {
-		if rs.posted-rs.base >= uint32(len(rs.recvs)) {
+		if rs.posted-rs.base >= rs.recvCap {
 			return false
 		}
 		r := rs.srq.take()
 		if r == nil {
 			return false
 		}
+		rs.room()
 		rs.recvs[rs.posted&rs.mask] = recvState{r: *r}
 		rs.posted++
 		rs.srq.taken()

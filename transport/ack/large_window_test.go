@@ -122,7 +122,7 @@ func (s *lossSim) step(send bool) bool {
 // of first transmissions lost: the acks' two blocks report every arrival, so DetectLost
 // reports exactly the dropped packets (no packet the peer had), each within a few acks of
 // the arrivals that reveal it, and everything is delivered in the end. The history grows
-// from 1024 slots as the window opens.
+// from initialSlots slots as the window opens.
 func TestSentHistoryLargeWindow(t *testing.T) {
 	const window, total = 16384, 3 * 16384
 	s := newLossSim(wire.PSN(1<<32-5000), window, 0.01, true)

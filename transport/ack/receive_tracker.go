@@ -15,6 +15,9 @@ const (
 	// MaxWindow is the largest window (a 128 KiB bitmap), far below the 2^31 PSNs that
 	// serial-number comparison allows.
 	MaxWindow = 1 << 20
+	// initialBits is the ring a tracker starts with (its window if smaller): 128 bytes.
+	// It doubles when a PSN arrives further ahead of the cumulative point, up to the window.
+	initialBits = 1024
 )
 
 // Verdict is what a ReceiveTracker says about an arriving data packet.
@@ -59,18 +62,20 @@ func (v Verdict) String() string {
 // and produces the AckPSN and SACK fields of wire.AckExt (Cumulative, SACK) and its block of
 // the most recent arrivals (High).
 //
-// The window is a ring of bits indexed by PSN modulo the window size: the slot of PSN p
-// holds whether p arrived, for every p in [Cumulative, Cumulative+window). Invariants: the
-// bit of Cumulative itself is clear (else the point would have advanced), and every bit
-// whose PSN is outside the window is clear, so a slot is clean when the window slides
-// onto it; high (one past the highest PSN that arrived) lies in [Cumulative,
+// The bitmap is a ring of bits indexed by PSN modulo the ring's size (a power of two that
+// starts at initialBits and doubles, up to the window, when a PSN arrives beyond it): the
+// slot of PSN p holds whether p arrived, for every p in [Cumulative, Cumulative+ring).
+// Every PSN of the window beyond the ring has not arrived. Invariants: the bit of
+// Cumulative itself is clear (else the point would have advanced), and every bit whose PSN
+// is outside [Cumulative, Cumulative+ring) is clear, so a slot is clean when the ring
+// slides onto it; high (one past the highest PSN that arrived) lies in [Cumulative,
 // Cumulative+window].
 //
 // A ReceiveTracker is owned by one engine goroutine and is not safe for concurrent use.
-// No method allocates.
+// Only Receive allocates, to grow the ring (see there).
 type ReceiveTracker struct {
-	words   []uint64 // the ring: window bits
-	mask    uint32   // window - 1 (the window is a power of two)
+	words   []uint64 // the ring: a power of two bits, at least 64, at most window
+	mask    uint32   // bits in the ring - 1
 	window  uint32
 	cum     wire.PSN // next expected PSN: every PSN before it arrived
 	high    wire.PSN // one past the highest PSN that arrived; cum when none after cum did
@@ -85,9 +90,10 @@ type ReceiveTracker struct {
 // [MinWindow, MaxWindow]; zero or less means DefaultWindow.
 func NewReceiveTracker(initial wire.PSN, window int) *ReceiveTracker {
 	w := normalizeWindow(window)
+	n := min(w, initialBits)
 	return &ReceiveTracker{
-		words:  make([]uint64, w/64),
-		mask:   w - 1,
+		words:  make([]uint64, n/64),
+		mask:   n - 1,
 		window: w,
 		cum:    initial,
 		high:   initial,
@@ -125,6 +131,9 @@ func (t *ReceiveTracker) Check(psn wire.PSN) Verdict {
 	if !psn.InWindow(t.cum, t.window) {
 		return TooNew
 	}
+	if psn.Sub(t.cum) > t.mask {
+		return New // beyond the ring: nothing there arrived yet
+	}
 	slot := uint32(psn) & t.mask
 	if t.words[slot>>6]&(uint64(1)<<(slot&63)) != 0 {
 		return Duplicate
@@ -132,9 +141,29 @@ func (t *ReceiveTracker) Check(psn wire.PSN) Verdict {
 	return New
 }
 
+// grow doubles the ring until psn fits in it (psn is in the window), moving the arrivals
+// after the cumulative point to their slots in the new ring.
+func (t *ReceiveTracker) grow(psn wire.PSN) {
+	n := uint32(len(t.words)) * 64
+	for psn.Sub(t.cum) >= n {
+		n <<= 1
+	}
+	nw := make([]uint64, n/64)
+	for p := t.cum.Add(1); t.pending > 0 && p != t.high; p = p.Add(1) {
+		slot := uint32(p) & t.mask
+		if t.words[slot>>6]&(uint64(1)<<(slot&63)) != 0 {
+			ns := uint32(p) & (n - 1)
+			nw[ns>>6] |= uint64(1) << (ns & 63)
+		}
+	}
+	t.words, t.mask = nw, n-1
+}
+
 // Receive records the arrival of psn and says what to do with the packet (the verdicts
 // are those of Check). A New PSN equal to the cumulative point advances it over every
-// contiguous PSN that arrived. Receive never panics and never allocates, whatever psn is.
+// contiguous PSN that arrived. Receive never panics, whatever psn is; it allocates only to
+// grow the ring (doubling, up to the window) for a PSN further ahead of the cumulative
+// point than it covers, so a tracker whose peer keeps few packets in flight stays small.
 func (t *ReceiveTracker) Receive(psn wire.PSN) Verdict {
 	if psn == t.cum {
 		// Always new (the bit of the cumulative point is clear). Slide over the run of
@@ -149,6 +178,9 @@ func (t *ReceiveTracker) Receive(psn wire.PSN) Verdict {
 	}
 	if v := t.Check(psn); v != New {
 		return v
+	}
+	if psn.Sub(t.cum) > t.mask {
+		t.grow(psn)
 	}
 	slot := uint32(psn) & t.mask
 	t.words[slot>>6] |= uint64(1) << (slot & 63)

@@ -16,10 +16,10 @@ const (
 	// initialSlots is how many slots a history starts with (fewer if its capacity is
 	// smaller): an idle or slow QP never needs more, and the ring doubles when OnSent
 	// finds it full below the capacity.
-	initialSlots = 1024
+	initialSlots = 16
 	// initialRetx is how many entries the retransmission queue starts with; it doubles
 	// when it fills with entries still pending.
-	initialRetx = 64
+	initialRetx = 8
 )
 
 // PacketInfo describes one data packet of the local stream, as recorded by SentHistory.

@@ -607,33 +607,33 @@ func TestSentHistoryOnAckBlocks(t *testing.T) {
 	}
 }
 
-// TestSentHistoryGrows checks that the ring starts at 1024 slots, doubles only when full
+// TestSentHistoryGrows checks that the ring starts at initialSlots slots, doubles only when full
 // below the capacity (a capacity that is not a power of two included), keeps every packet
 // across the move (the stream wrapping), and still refuses past the capacity.
 func TestSentHistoryGrows(t *testing.T) {
 	const initial = top - 1500
 	h := NewSentHistory(initial, 5000)
-	if len(h.slots) != 1024 || h.Cap() != 5000 {
+	if len(h.slots) != initialSlots || h.Cap() != 5000 {
 		t.Fatalf("%d slots, Cap %d", len(h.slots), h.Cap())
 	}
-	sendN(t, h, initial, 1024)
-	h.OnAck(initial.Add(100), 0, 1e9, nil) // the live range no longer starts at slot 0
-	if len(h.slots) != 1024 {
+	sendN(t, h, initial, initialSlots)
+	h.OnAck(initial.Add(10), 0, 1e9, nil) // the live range no longer starts at slot 0
+	if len(h.slots) != initialSlots {
 		t.Fatalf("grew early: %d slots", len(h.slots))
 	}
-	for i := 1024; i < 5100; i++ {
+	for i := initialSlots; i < 5010; i++ {
 		ok := h.OnSent(PacketInfo{PSN: initial.Add(uint32(i)), Bytes: 100 + i, SentAt: 1000 + 10*int64(i), Tag: uint64(i)})
-		if ok != (i < 5100) {
+		if !ok {
 			t.Fatalf("OnSent(%d) = %v", i, ok)
 		}
 	}
 	if !h.Full() || h.Len() != 5000 || len(h.slots) != 8192 {
 		t.Fatalf("Full %v Len %d, %d slots", h.Full(), h.Len(), len(h.slots))
 	}
-	if h.OnSent(PacketInfo{PSN: initial.Add(5100)}) {
+	if h.OnSent(PacketInfo{PSN: initial.Add(5010)}) {
 		t.Fatal("OnSent past the capacity accepted")
 	}
-	for i := 100; i < 5100; i++ {
+	for i := 10; i < 5010; i++ {
 		p, ok := h.Lookup(initial.Add(uint32(i)))
 		if !ok || p.Bytes != 100+i || p.Tag != uint64(i) {
 			t.Fatalf("Lookup(%d) = %+v %v after growing", i, p, ok)

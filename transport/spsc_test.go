@@ -1,0 +1,76 @@
+package transport
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestSPSCGrows: the queue starts small, grows by segments while the consumer takes
+// entries concurrently, keeps them in order, refuses past its capacity, and once grown
+// to what is queued at once allocates nothing.
+func TestSPSCGrows(t *testing.T) {
+	const capacity, total = 64, 100_000
+	q := newSPSC[uint64](capacity)
+	if len(q.prod.slots) != initialRing || q.capacity() != capacity {
+		t.Fatalf("%d slots, capacity %d", len(q.prod.slots), q.capacity())
+	}
+	for i := uint64(0); i < capacity; i++ {
+		if !q.push(&i) {
+			t.Fatalf("push %d refused", i)
+		}
+	}
+	extra := uint64(capacity)
+	if q.push(&extra) || q.stage(&extra) {
+		t.Fatal("push past the capacity accepted")
+	}
+	if len(q.prod.slots) != capacity {
+		t.Fatalf("full queue has a %d-slot segment", len(q.prod.slots))
+	}
+	for i := uint64(0); i < capacity; i++ {
+		if v := q.peek(); v == nil || *v != i {
+			t.Fatalf("entry %d: %v", i, v)
+		}
+		q.pop()
+	}
+	if q.peek() != nil {
+		t.Fatal("not empty")
+	}
+
+	// Concurrently, from a fresh queue: the producer stages and publishes in bursts.
+	q = newSPSC[uint64](capacity)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := uint64(0); i < total; {
+			burst := 1 + i%7
+			for k := uint64(0); k < burst && i < total; k++ {
+				v := i
+				if !q.stage(&v) {
+					break
+				}
+				i++
+			}
+			q.publish()
+		}
+	}()
+	for want := uint64(0); want < total; {
+		v := q.peek()
+		if v == nil {
+			continue
+		}
+		if *v != want {
+			t.Fatalf("got %d, want %d", *v, want)
+		}
+		q.pop()
+		want++
+	}
+	wg.Wait()
+
+	// One in flight at a time: no allocation.
+	q = newSPSC[uint64](capacity)
+	v := uint64(1)
+	if n := testing.AllocsPerRun(1000, func() { q.push(&v); q.peek(); q.pop() }); n != 0 {
+		t.Fatalf("%v allocations per push and pop", n)
+	}
+}
