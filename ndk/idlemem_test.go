@@ -10,8 +10,8 @@ import (
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
 
-// idleQPs is how many connected pairs the idle-memory measurement holds (the scale figure
-// of issue 19: 1024 connected QPs on one adapter pair).
+// idleQPs is how many connected pairs the idle-memory measurement holds (the scale we
+// design for: 1024 connected QPs on one adapter pair).
 const idleQPs = 1024
 
 // heapInUse is the live heap after a full collection.
@@ -121,6 +121,6 @@ func TestIdleQPMemory(t *testing.T) {
 	}
 }
 
-// maxIdleQPBytes bounds the heap of one idle connected QP at default depths: the goal of
-// issue 19. Measured 9904 bytes (378483 before the rings grew on use).
+// maxIdleQPBytes bounds the heap of one idle connected QP at default depths (docs/TRANSPORT.md,
+// "Memory per QP"). Measured 9904 bytes (378483 before the rings grew on use).
 const maxIdleQPBytes = 16 << 10
