@@ -9,15 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
-// resolvingLink is a simlink that also implements transport.PeerResolver with a result the
+// resolvingLink is a simlink that also implements link.PeerResolver with a result the
 // test sets, and records the peers it was asked for.
 type resolvingLink struct {
-	transport.Link
+	link.Link
 	mu    sync.Mutex
 	err   error
 	peers []netip.Addr

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -56,7 +58,7 @@ func injectFrom(t *testing.T, w *world, from, to netip.AddrPort, dgram []byte) {
 		t.Fatal(err)
 	}
 	defer l.Close() // nothing may answer it anyway; a closed host keeps no queue
-	pk := []transport.Packet{{Remote: to, LocalPort: from.Port(), NSegs: 1, Segs: [transport.MaxSegments][]byte{dgram}}}
+	pk := []link.Packet{{Remote: to, LocalPort: from.Port(), NSegs: 1, Segs: [link.MaxSegments][]byte{dgram}}}
 	if n, err := l.Send(pk); n != 1 || err != nil {
 		t.Fatalf("inject: sent %d: %v", n, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -112,19 +114,19 @@ type world struct {
 
 func newWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) *world {
 	t.Helper()
-	return newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (transport.Link, transport.Link) { return la, lb })
+	return newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (link.Link, link.Link) { return la, lb })
 }
 
 // newWorldOn is newWorld with the engines on the links wrap makes of the pair's links
 // (a tap, for instance).
-func newWorldOn(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config), wrap func(la, lb *simlink.Link) (transport.Link, transport.Link)) *world {
+func newWorldOn(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config), wrap func(la, lb *simlink.Link) (link.Link, link.Link)) *world {
 	t.Helper()
 	w := &world{t: t, clock: simlink.NewManualClock(1), memA: newTestMem(), memB: newTestMem(), rec: newRecorder()}
 	ncfg.Clock = w.clock
 	w.la, w.lb = simlink.Pair(ncfg)
 	w.net = w.la.Network()
 	ea, eb := wrap(w.la, w.lb)
-	mk := func(l transport.Link, m *testMem) *transport.Engine {
+	mk := func(l link.Link, m *testMem) *transport.Engine {
 		cfg := transport.DefaultConfig(l)
 		cfg.Now = w.clock.Now
 		cfg.Resolver = m

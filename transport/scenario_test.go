@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -614,7 +616,7 @@ func TestPartitionRealClock(t *testing.T) {
 	memB := newTestMem()
 	target := make([]byte, 64<<10)
 	memB.add(0x77, 0, 0x9000, target, transport.AccessRemoteRead|transport.AccessRemoteWrite)
-	mk := func(l transport.Link, m transport.MemoryResolver) *transport.Engine {
+	mk := func(l link.Link, m transport.MemoryResolver) *transport.Engine {
 		cfg := transport.DefaultConfig(l)
 		cfg.Resolver = m
 		cfg.RetryTimeout = partitionTimeout

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -469,7 +471,7 @@ func TestRNRDelayCap(t *testing.T) {
 	b, _ := valEngine(w, 2, func(c *transport.Config) { c.RNRDelay = 0xffff * 16 * time.Microsecond })
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 	var naks, sends []int64
-	al.onRx = func(now int64, p *wire.Packet, _ *transport.Packet) {
+	al.onRx = func(now int64, p *wire.Packet, _ *link.Packet) {
 		if p.Opcode == wire.OpAck && p.Ack.Syndrome == wire.SynNakRNR {
 			if p.Ack.Value != 0xffff {
 				t.Errorf("RNR NAK Value %#x, want 0xffff", p.Ack.Value)
@@ -477,7 +479,7 @@ func TestRNRDelayCap(t *testing.T) {
 			naks = append(naks, now)
 		}
 	}
-	al.onTx = func(now int64, p *wire.Packet, _ *transport.Packet) {
+	al.onTx = func(now int64, p *wire.Packet, _ *link.Packet) {
 		if p.Opcode == wire.OpSendOnly {
 			sends = append(sends, now)
 		}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+
 	"github.com/xdpndk/xdpndk/transport/wire"
 
 	"github.com/xdpndk/xdpndk/memreg"

@@ -240,7 +240,7 @@ type Device struct {
 // Links returns one Link per bound queue, in the order of Config.Queues.
 func (d *Device) Links() []*Link { return d.links }
 
-// DeviceLink returns every queue of the device as one transport.Link, for one engine to
+// DeviceLink returns every queue of the device as one link.Link, for one engine to
 // serve them all (what ndk.Open runs its engine on).
 func (d *Device) DeviceLink() *DeviceLink { return d.devLink }
 

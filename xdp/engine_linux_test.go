@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
@@ -79,7 +81,7 @@ func testEngineOverAFXDP(t *testing.T, zeroCopy bool) {
 				return b
 			}
 			region := &oneRegion{base: 0x7000_0000, buf: alloc(db, 1<<20)}
-			mk := func(l transport.Link, res transport.MemoryResolver) *transport.Engine {
+			mk := func(l link.Link, res transport.MemoryResolver) *transport.Engine {
 				c := transport.DefaultConfig(l)
 				c.Resolver = res
 				c.ZeroCopyTx = zeroCopy

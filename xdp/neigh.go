@@ -8,7 +8,7 @@ import (
 // Errors of next-hop resolution (Resolver.NextHop, Link.ResolvePeer), wrapped with the peer
 // address and the reason. Each also matches the errno a socket reports for the same cause
 // (errors.Is with syscall.EHOSTUNREACH or syscall.ENETUNREACH), so that callers that only
-// know transport.PeerResolver can tell them apart.
+// know link.PeerResolver can tell them apart.
 var (
 	// ErrNoEthernetNextHop means the route to the peer does not leave through an Ethernet
 	// device that resolves neighbours: the peer is a local address (loopback), the device

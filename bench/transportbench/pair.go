@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/congestion"
@@ -110,7 +112,7 @@ type PairConfig struct {
 	QP transport.QPConfig
 	// Wrap, if not nil, is given each engine's link (side 0: A, 1: B) and returns the
 	// Link the engine runs on: a tracing or fault-injecting wrapper around it.
-	Wrap func(side int, l transport.Link) transport.Link
+	Wrap func(side int, l link.Link) link.Link
 	// MemSize is the size of the region each engine registers (Region); 0 means 1 MiB.
 	MemSize int
 }
@@ -152,7 +154,7 @@ func NewPair(cfg PairConfig) (*Pair, error) {
 	})
 	p.Net = p.LinkA.Network()
 	mk := func(side int, l *simlink.Link, m *Region) (*transport.Engine, error) {
-		var link transport.Link = l
+		var link link.Link = l
 		if cfg.Wrap != nil {
 			link = cfg.Wrap(side, l)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 )
 
@@ -217,7 +219,7 @@ func TestPairWrapAndRegion(t *testing.T) {
 	var seen int
 	p, err := NewPair(PairConfig{
 		Seed: 1,
-		Wrap: func(side int, l transport.Link) transport.Link {
+		Wrap: func(side int, l link.Link) link.Link {
 			if side == 0 {
 				return countingLink{Link: l, n: &seen}
 			}
@@ -247,11 +249,11 @@ func TestPairWrapAndRegion(t *testing.T) {
 }
 
 type countingLink struct {
-	transport.Link
+	link.Link
 	n *int
 }
 
-func (c countingLink) Send(pkts []transport.Packet) (int, error) {
+func (c countingLink) Send(pkts []link.Packet) (int, error) {
 	n, err := c.Link.Send(pkts)
 	*c.n += n
 	return n, err

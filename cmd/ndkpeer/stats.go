@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
 	"github.com/xdpndk/xdpndk/internal/plumb"
@@ -55,7 +57,7 @@ type serverStats struct {
 		Timeouts    uint64 `json:"timeouts"`
 	} `json:"qp"`
 	Engine   transport.EngineStats `json:"engine"`
-	Link     transport.LinkStats   `json:"link"`
+	Link     link.Stats            `json:"link"`
 	Steering *bpf.Counters         `json:"steering,omitempty"`
 	Socket   *xdp.Statistics       `json:"socket,omitempty"`
 	Memory   struct {

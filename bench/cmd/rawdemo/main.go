@@ -25,11 +25,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/bench/linkbench"
 	"github.com/xdpndk/xdpndk/bench/ndkbench"
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
@@ -261,7 +262,7 @@ func exchange(ctx context.Context, name string, from, to *xdp.Link, dst netip.Ad
 	for i := range payload {
 		payload[i] = seq + byte(i*7)
 	}
-	var out [1]transport.Packet
+	var out [1]link.Packet
 	out[0].Remote = dst
 	out[0].SetData(payload)
 	deadline := time.Now().Add(2 * time.Second)
@@ -278,7 +279,7 @@ func exchange(ctx context.Context, name string, from, to *xdp.Link, dst netip.Ad
 		}
 		_ = from.Wait(time.Millisecond)
 	}
-	var in [1]transport.Packet
+	var in [1]link.Packet
 	for {
 		k, err := to.Receive(in[:])
 		if err != nil {
