@@ -222,7 +222,7 @@ func (c *Config) normalize() error {
 // refuseAll is the resolver of an engine without memory: every remote access is refused.
 type refuseAll struct{}
 
-func (refuseAll) Acquire(memreg.PD, uint32, uint64, uint32, Access) (memreg.Span, error) {
-	return memreg.Span{}, ErrAccess
+func (refuseAll) Acquire(memreg.PD, uint32, uint64, uint32, memreg.Access) (memreg.Span, error) {
+	return memreg.Span{}, memreg.ErrAccess
 }
-func (refuseAll) Invalidate(memreg.PD, uint32) error { return ErrAccess }
+func (refuseAll) Invalidate(memreg.PD, uint32) error { return memreg.ErrAccess }

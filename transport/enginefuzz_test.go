@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -178,8 +180,8 @@ func fzSetup(t *testing.T) *fzHarness {
 		n := &fzNode{idx: i, nd: nd, vl: vl, orig: fzPatterns()[i], bump: fzBufStart}
 		n.arena = bytes.Clone(n.orig)
 		n.writable = [][2]int{{0, fzLen1}}
-		nd.mem.add(fzTok1, 0, fzBase1, n.arena[:fzLen1:fzLen1], transport.AccessRemoteRead|transport.AccessRemoteWrite)
-		nd.mem.add(fzTok2, 0, fzBase2, n.arena[fzLen1:fzLen1+fzLen2:fzLen1+fzLen2], transport.AccessRemoteRead)
+		nd.mem.add(fzTok1, 0, fzBase1, n.arena[:fzLen1:fzLen1], memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
+		nd.mem.add(fzTok2, 0, fzBase2, n.arena[fzLen1:fzLen1+fzLen2:fzLen1+fzLen2], memreg.AccessRemoteRead)
 		vl.onTx = func(_ int64, p *wire.Packet, pk *link.Packet) { h.learn(n, p, pk) }
 		h.n[i] = n
 	}

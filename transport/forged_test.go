@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -94,7 +96,7 @@ func newForgedWorld(t *testing.T) *forgedWorld {
 	}
 	f.regionB = make([]byte, 16<<10)
 	fillRandom(f.regionB, rand.New(rand.NewPCG(41, 1)))
-	w.memB.add(winTokenB, 0, winBaseB, f.regionB, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+	w.memB.add(winTokenB, 0, winBaseB, f.regionB, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 	f.aAddr, f.bAddr = w.la.LocalAddr(), w.lb.LocalAddr()
 
 	// Traffic both ways, so that the tap has seen every kind of packet.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -364,7 +366,7 @@ func TestCMFloorPayload(t *testing.T) {
 
 	region := make([]byte, 8192)
 	pattern(region, 3)
-	b.mem.add(0x55, 0, 0x4000, region, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+	b.mem.add(0x55, 0, 0x4000, region, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 	sendA, sendB, wdata := make([]byte, 5000), make([]byte, 3000), make([]byte, 3000)
 	pattern(sendA, 1)
 	pattern(sendB, 2)
@@ -430,7 +432,7 @@ func TestDataLengthValidation(t *testing.T) {
 			b, _ := valEngine(w, 2, nil)
 			qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 			region := newSemGuarded(4096, 1)
-			b.mem.add(0x55, 0, 0x4000, region.region, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+			b.mem.add(0x55, 0, 0x4000, region.region, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 			local := newSemGuarded(100, 2)
 			op := wire.OpReadRequest
 			wr := semRead(1, 0, 0x4000, 0x55, local.region)
