@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/memreg"
 )
@@ -50,8 +52,8 @@ type Config struct {
 
 	// Attach selects native or generic XDP. Default bpf.AttachAuto (native, then generic).
 	Attach bpf.Mode
-	// Bind selects zero-copy or copy mode. Default BindAuto (zero-copy, then copy).
-	Bind BindMode
+	// Bind selects zero-copy or copy mode. Default xsk.BindAuto (zero-copy, then copy).
+	Bind xsk.BindMode
 	// DisableNeedWakeup turns off XDP_USE_NEED_WAKEUP, so every TX batch makes a system call.
 	DisableNeedWakeup bool
 	// BusyPoll, when non-zero, asks for busy polling on the sockets (SO_BUSY_POLL).

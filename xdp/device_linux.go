@@ -86,9 +86,9 @@ func Open(cfg Config) (d *Device, err error) {
 	// longer than the rest needs multi-buffer.
 	frameRoom := cfg.FrameSize - xsk.PacketHeadroom
 	needSG := 14+4+mtu > frameRoom
-	sg := MultiBufferAuto
+	sg := xsk.MultiBufferAuto
 	if needSG {
-		sg = MultiBufferRequire
+		sg = xsk.MultiBufferRequire
 	}
 	perQueue := cfg.Frames
 	d.umem, err = memreg.NewUMEM(memreg.UMEMOptions{
@@ -107,15 +107,15 @@ func Open(cfg Config) (d *Device, err error) {
 	if err := d.openNeighbours(cfg, attrs); err != nil {
 		return d, err
 	}
-	var first *Socket
+	var first *xsk.Socket
 	for _, q := range queues {
-		sc := SocketConfig{
+		sc := xsk.SocketConfig{
 			IfIndex: d.ifindex, Queue: q,
 			RxSize: cfg.RingSize, FillSize: cfg.RingSize, CompSize: cfg.RingSize, TxSize: cfg.RingSize / 2,
 			Bind: cfg.Bind, MultiBuffer: sg, NeedWakeup: !cfg.DisableNeedWakeup, Unaligned: true,
 			Shared: first, BusyPoll: cfg.BusyPoll, TxBudget: int(cfg.RingSize / 2),
 		}
-		s, err := NewSocket(d.umem, sc)
+		s, err := xsk.NewSocket(d.umem, sc)
 		if err != nil {
 			var be *xsk.BindError
 			if errors.As(err, &be) {
@@ -184,7 +184,7 @@ func Open(cfg Config) (d *Device, err error) {
 // and lowers the payload limit so that a full-size packet fits in that many frames of
 // frameRoom bytes. Packets needing more descriptors would be refused by the kernel as
 // invalid. Copy mode has no such limit.
-func (d *Device) limitZeroCopy(s *Socket, frameRoom, l2l3 int) error {
+func (d *Device) limitZeroCopy(s *xsk.Socket, frameRoom, l2l3 int) error {
 	if !s.Mode().ZeroCopy {
 		return nil
 	}
@@ -271,7 +271,7 @@ func (d *Device) Addr() netip.Addr { return d.addr }
 // Mode is what a Device got from the kernel.
 type Mode struct {
 	Attach bpf.Mode        // native (driver) or generic (SKB) XDP
-	Socket SocketMode      // of the first queue's socket; all queues share it
+	Socket xsk.SocketMode  // of the first queue's socket; all queues share it
 	Pages  memreg.PageKind // what backs the UMEM
 }
 

@@ -30,10 +30,10 @@
 //     steering (ethtool) and one Link per interface queue; DeviceLink serves them all as
 //     one link.
 //
-// The names of the lower packages that package xdp had before the split (Socket, NewSocket,
-// SocketConfig, Desc, Encap, ParseUDP, Datagram, Checksum, the framing errors, ...) remain
-// here as aliases, thin wrappers and the same error values. Each Link is driven by one engine
-// goroutine; Device and the Wake/Stats/Close methods are safe anywhere.
+// The lower packages' names have one spelling, in their own package: xsk.Socket,
+// xsk.BindMode (the type of Config.Bind), frame.Encap, frame.ParseUDP and so on. Each Link
+// is driven by one engine goroutine; Device and the Wake/Stats/Close methods are safe
+// anywhere.
 //
 // Modes are chosen best first and reported, never silently: native XDP then generic,
 // zero-copy then copy, multi-buffer when the MTU needs it, need_wakeup by default. On veth,

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/memreg"
@@ -43,7 +46,7 @@ const (
 // staging, kicks, counters and the link.Link contract; waiting is in wait_linux.go.
 type Link struct {
 	dev   *Device
-	sock  *Socket
+	sock  *xsk.Socket
 	umem  *memreg.UMEM
 	mem   []byte
 	pool  *memreg.FramePool
@@ -54,8 +57,8 @@ type Link struct {
 	maxPayload int
 
 	// engine-owned state
-	rx       rxState // RX descriptors taken from the ring, frames going back to the fill ring
-	tx       []Desc  // staged TX descriptors: a whole Send, up to the TX ring size
+	rx       rxState    // RX descriptors taken from the ring, frames going back to the fill ring
+	tx       []xsk.Desc // staged TX descriptors: a whole Send, up to the TX ring size
 	ntx      int
 	comp     [compBatch]uint64
 	zc       zcState  // datagram layout and framing, the FlagZeroCopy records for TxDone
@@ -84,7 +87,7 @@ type txAcc struct {
 	pkts, bytes, refs uint64
 }
 
-func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, error) {
+func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("create doorbell eventfd: %w", err)
@@ -94,7 +97,7 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		fsize:      uint64(d.umem.FrameSize()),
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
-		tx:         make([]Desc, s.Config().TxSize),
+		tx:         make([]xsk.Desc, s.Config().TxSize),
 		eventfd:    efd,
 	}
 	l.hops = newNextHops(d, l, &l.holding)
@@ -145,7 +148,7 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 		// One packet: its descriptors run to the first without DescContinued.
 		first := r.head
 		last := first
-		for last < r.tail-1 && r.descs[last].Options&DescContinued != 0 {
+		for last < r.tail-1 && r.descs[last].Options&xsk.DescContinued != 0 {
 			last++
 		}
 		r.head = last + 1
@@ -174,7 +177,7 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 
 // unwrap parses one received packet's descriptors into p. It reports false for anything
 // that is not a well-formed datagram to our address and port.
-func (l *Link) unwrap(descs []Desc, p *link.Packet) bool {
+func (l *Link) unwrap(descs []xsk.Desc, p *link.Packet) bool {
 	if len(descs) > link.MaxSegments {
 		return false
 	}
@@ -187,13 +190,13 @@ func (l *Link) unwrap(descs []Desc, p *link.Packet) bool {
 		}
 		total += int(d.Len)
 	}
-	frame := l.mem[descs[0].Addr : descs[0].Addr+uint64(descs[0].Len)]
-	var dg Datagram
-	if ParseUDP(frame, total, &dg) != nil || dg.PayloadLen == 0 || dg.Dst != l.local {
+	first := l.mem[descs[0].Addr : descs[0].Addr+uint64(descs[0].Len)]
+	var dg frame.Datagram
+	if frame.ParseUDP(first, total, &dg) != nil || dg.PayloadLen == 0 || dg.Dst != l.local {
 		return false
 	}
 	left := dg.PayloadLen
-	seg := frame[dg.PayloadOffset:]
+	seg := first[dg.PayloadOffset:]
 	for i, d := range descs {
 		if i > 0 {
 			seg = l.mem[d.Addr : d.Addr+uint64(d.Len)]
@@ -301,7 +304,7 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 
 // transmit frames datagram p (plen bytes) with header template e and stages it on the TX
 // ring. It reports false when there is no room now (frames, ring slots, zero-copy records).
-func (l *Link) transmit(p *link.Packet, e *Encap, plen int) (bool, error) {
+func (l *Link) transmit(p *link.Packet, e *frame.Encap, plen int) (bool, error) {
 	hl := e.HeaderLen()
 	descs, nframes, refs := l.zc.plan(p, hl, plen)
 	if nframes > len(l.tx) {
@@ -460,7 +463,7 @@ func (l *Link) LocalAddr() netip.AddrPort { return l.local }
 func (l *Link) Queue() int { return l.queue }
 
 // Socket returns the link's AF_XDP socket (for its Mode and Statistics).
-func (l *Link) Socket() *Socket { return l.sock }
+func (l *Link) Socket() *xsk.Socket { return l.sock }
 
 // Stats implements link.Link. RxDropped includes the kernel's drops for the socket.
 func (l *Link) Stats() link.Stats {

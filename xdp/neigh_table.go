@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/xdpndk/xdpndk/xdp/frame"
 )
 
 // The next-hop table: one per Device, keyed by peer IP address (the UDP port is written per
@@ -30,7 +32,7 @@ type neighSnap struct {
 	// encap is the header template towards the peer (NeighbourResolved): our MAC, the next
 	// hop's MAC, our address and port, the peer's address. Its DstPort is a placeholder:
 	// Link.Send writes each datagram's port (Encap.PutTo).
-	encap   Encap
+	encap   frame.Encap
 	mac     [6]byte
 	gateway netip.Addr
 	err     error // NeighbourFailed: why

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
@@ -184,8 +186,8 @@ func TestNeighResolveAsync(t *testing.T) {
 	}
 	// The template carries the next hop's MAC; the port is written per datagram.
 	s := w.t.lookup(ip).snap.Load()
-	var buf [MaxHeaderLen]byte
-	var sum Checksum
+	var buf [frame.MaxHeaderLen]byte
+	var sum frame.Checksum
 	if _, err := s.encap.PutTo(buf[:], 10, &sum, 0, 5555); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/xdpndk/xdpndk/xdp/frame"
 )
 
 // The resolution worker: one goroutine per Device, for all its links. It takes resolution
@@ -355,7 +357,7 @@ func definitive(err error) bool {
 // resolvedSnap builds the snapshot of a peer resolved through gateway to mac.
 func (w *neighWorker) resolvedSnap(ip netip.Addr, mac [6]byte, gateway netip.Addr) (*neighSnap, error) {
 	s := &neighSnap{state: NeighbourResolved, mac: mac, gateway: gateway}
-	s.encap = Encap{SrcMAC: w.cfg.srcMAC, DstMAC: mac, Src: w.cfg.src, Dst: ip.WithZone(""),
+	s.encap = frame.Encap{SrcMAC: w.cfg.srcMAC, DstMAC: mac, Src: w.cfg.src, Dst: ip.WithZone(""),
 		SrcPort: w.cfg.port, DstPort: w.cfg.port}
 	if err := s.encap.Validate(); err != nil {
 		return nil, fmt.Errorf("header template for %v: %w", ip, err)

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
@@ -40,7 +42,7 @@ type nextHops struct {
 type hopsLink interface {
 	// transmit frames datagram p (plen bytes) with header template e and stages it on the
 	// TX ring; false: no room now.
-	transmit(p *link.Packet, e *Encap, plen int) (bool, error)
+	transmit(p *link.Packet, e *frame.Encap, plen int) (bool, error)
 }
 
 // hopsAcc counts what the next hops did with the datagrams of one engine call, added to the

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
@@ -18,7 +20,7 @@ type fakeHopsLink struct {
 	full   bool // no room: transmit reports false
 }
 
-func (f *fakeHopsLink) transmit(p *link.Packet, _ *Encap, plen int) (bool, error) {
+func (f *fakeHopsLink) transmit(p *link.Packet, _ *frame.Encap, plen int) (bool, error) {
 	if f.full {
 		return false, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
@@ -154,12 +156,12 @@ func connRequestFrame(bed *testbed.Bed, src, dst netip.AddrPort) ([]byte, error)
 	}
 	wire.PutTrailer(payload[n:], wire.UpdateCRC(0, payload[:n]))
 	payload = payload[:n+wire.TrailerLen]
-	e := xdp.Encap{SrcMAC: [6]byte(bed.B.MAC), DstMAC: [6]byte(bed.A.MAC), Src: src.Addr(), Dst: dst.Addr(),
+	e := frame.Encap{SrcMAC: [6]byte(bed.B.MAC), DstMAC: [6]byte(bed.A.MAC), Src: src.Addr(), Dst: dst.Addr(),
 		SrcPort: src.Port(), DstPort: dst.Port()}
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	var sum xdp.Checksum
+	var sum frame.Checksum
 	sum.Add(payload)
 	frame := make([]byte, e.HeaderLen()+len(payload))
 	hl, err := e.Put(frame, len(payload), &sum, 0)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/bpf"
@@ -59,7 +61,7 @@ type serverStats struct {
 	Engine   transport.EngineStats `json:"engine"`
 	Link     link.Stats            `json:"link"`
 	Steering *bpf.Counters         `json:"steering,omitempty"`
-	Socket   *xdp.Statistics       `json:"socket,omitempty"`
+	Socket   *xsk.Statistics       `json:"socket,omitempty"`
 	Memory   struct {
 		TestBuffers uint64 `json:"test_buffers"`
 		Limit       uint64 `json:"limit"`

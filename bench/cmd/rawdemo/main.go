@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/bench/linkbench"
@@ -334,7 +336,7 @@ func ping(ctx context.Context, h *testbed.Host, dst netip.Addr) error {
 		defer c.Close()
 		const id, seq = 0x7864, 1 // "xd"
 		msg := []byte{8, 0, 0, 0, id >> 8, id & 0xff, 0, seq, 'x', 'd', 'p', 'n', 'd', 'k'}
-		var sum xdp.Checksum
+		var sum frame.Checksum
 		sum.Add(msg)
 		ck := sum.Fold()
 		msg[2], msg[3] = byte(ck>>8), byte(ck)
