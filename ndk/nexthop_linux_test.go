@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
 	"github.com/xdpndk/xdpndk/xdp/frame"
 
 	"golang.org/x/sys/unix"
@@ -302,7 +304,7 @@ func TestUnresolvedPeersDoNotStallTheEngine(t *testing.T) {
 
 	waitUntil(t, 15*time.Second, "the spoofed source's resolution to fail", func() bool {
 		info, _ := dev.Neighbour(spoof)
-		return info.State == xdp.NeighbourFailed
+		return info.State == nexthop.NeighbourFailed
 	})
 	duringSpoof := pp.trips.Load() - injected
 	if duringSpoof == 0 {

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
-	"github.com/xdpndk/xdpndk/xdp"
 )
 
 // resolvingLink is a simlink that also implements link.PeerResolver with a result the
@@ -93,9 +94,9 @@ func TestConnectResolvesPeerFirst(t *testing.T) {
 		err  error
 		want Status
 	}{
-		{"host unreachable", ctx, fmt.Errorf("next hop: %w", xdp.ErrNextHopUnresolved), StatusHostUnreachable},
-		{"no route", ctx, fmt.Errorf("next hop: %w", xdp.ErrNoRoute), StatusNetworkUnreachable},
-		{"not ethernet", ctx, fmt.Errorf("next hop: %w", xdp.ErrNoEthernetNextHop), StatusNetworkUnreachable},
+		{"host unreachable", ctx, fmt.Errorf("next hop: %w", nexthop.ErrNextHopUnresolved), StatusHostUnreachable},
+		{"no route", ctx, fmt.Errorf("next hop: %w", nexthop.ErrNoRoute), StatusNetworkUnreachable},
+		{"not ethernet", ctx, fmt.Errorf("next hop: %w", nexthop.ErrNoEthernetNextHop), StatusNetworkUnreachable},
 		{"cancelled", cancelled, nil, StatusCancelled},
 		{"other", ctx, errors.New("netlink socket closed"), StatusUnsuccessful},
 	} {

@@ -1,6 +1,7 @@
 package xdp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,8 +79,8 @@ type Config struct {
 	NeighbourEntries int
 	// NeighbourResolving bounds the peers being resolved at once. A datagram to a new peer
 	// beyond it is held without a resolution request (counted in
-	// NeighbourStats.RequestsDropped); the next one asks again. ResolvePeer is not bound
-	// by it (its callers wait). Default 256; at most NeighbourEntries/2.
+	// nexthop.NeighbourStats.RequestsDropped); the next one asks again. ResolvePeer is not
+	// bound by it (its callers wait). Default 256; at most NeighbourEntries/2.
 	NeighbourResolving int
 	// NeighbourRefresh is the age after which the next hop of a peer still in use is
 	// re-validated in the background (route lookup and neighbour state; the old MAC stays
@@ -93,7 +94,7 @@ type Config struct {
 	// resolve, when set (tests only), replaces the kernel as the source of next hops: the
 	// worker calls it on a goroutine of its own per peer, with a context that ends at
 	// ResolveTimeout.
-	resolve resolveFunc
+	resolve func(ctx context.Context, peer netip.Addr) ([6]byte, error)
 }
 
 // DefaultConfig returns a Config for the named interface with every default filled in, but

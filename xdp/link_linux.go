@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/xdp/frame"
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
 	"github.com/xdpndk/xdpndk/xdp/xsk"
 
 	"golang.org/x/sys/unix"
@@ -33,17 +34,17 @@ const (
 // Receive hands out views of the frames the kernel wrote, with no copy.
 //
 // The next hop of each peer comes from the device's next-hop table, which a worker
-// goroutine fills (neigh_worker.go): no method of the engine ever waits for a resolution.
-// A datagram to a peer not resolved yet is held (copied) and sent once the worker has
-// resolved the peer, or dropped (counted) if it cannot be; ResolvePeer resolves a peer
-// ahead of time.
+// goroutine fills (package xdp/nexthop): no method of the engine ever waits for a
+// resolution. A datagram to a peer not resolved yet is held (copied) and sent once the
+// worker has resolved the peer, or dropped (counted) if it cannot be; ResolvePeer resolves
+// a peer ahead of time.
 //
 // The Link coordinates parts that own their state, each a value field, engine goroutine
 // only: rxState (rx_linux.go) the RX descriptors taken from the ring and the frames going
 // back to the fill ring; zcState (zerocopy_linux.go) the layout of a datagram in frames and
-// descriptors, its framing, and the zero-copy records behind TxDone; nextHops
-// (nexthops_linux.go) the peers' table entries and the hold area. The Link keeps the rings'
-// staging, kicks, counters and the link.Link contract; waiting is in wait_linux.go.
+// descriptors, its framing, and the zero-copy records behind TxDone; hops (a nexthop.Hops)
+// the peers' table entries and the hold area. The Link keeps the rings' staging, kicks,
+// counters and the link.Link contract; waiting is in wait_linux.go.
 type Link struct {
 	dev   *Device
 	sock  *xsk.Socket
@@ -61,8 +62,8 @@ type Link struct {
 	tx       []xsk.Desc // staged TX descriptors: a whole Send, up to the TX ring size
 	ntx      int
 	comp     [compBatch]uint64
-	zc       zcState  // datagram layout and framing, the FlagZeroCopy records for TxDone
-	hops     nextHops // next hops of the peers and the datagrams held for them
+	zc       zcState      // datagram layout and framing, the FlagZeroCopy records for TxDone
+	hops     nexthop.Hops // next hops of the peers and the datagrams held for them
 	acc      txAcc
 	pollfds  [2]unix.PollFd // Wait's: the socket and the doorbell
 	timeout  unix.Timespec
@@ -72,7 +73,7 @@ type Link struct {
 	eventfd int
 	busy    atomic.Int32
 	closed  atomic.Bool
-	holding atomic.Bool // hops.hold.n > 0: the worker rings this link when it finishes resolutions
+	holding atomic.Bool // hops.Held() > 0: the worker rings this link when it finishes resolutions
 	once    sync.Once
 	stats   linkCounters
 }
@@ -100,7 +101,7 @@ func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link
 		tx:         make([]xsk.Desc, s.Config().TxSize),
 		eventfd:    efd,
 	}
-	l.hops = newNextHops(d, l, &l.holding)
+	l.hops = nexthop.NewHops(d.hops, d.addr, (*hopsTx)(l), d.maxPayload, &l.holding)
 	l.zc = newZCState(d, s, pool, len(l.tx))
 	l.pollfds[0] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
@@ -127,7 +128,7 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 		return 0, link.ErrClosed
 	}
 	defer l.exit()
-	if l.hops.hold.n > 0 && l.hops.service() {
+	if l.hops.Held() > 0 && l.hops.Service() {
 		l.finishTx()
 	}
 	if l.rx.owed > 0 {
@@ -251,8 +252,8 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 	}
 	defer l.exit()
 	l.reclaim()
-	if l.hops.hold.n > 0 {
-		l.hops.service()
+	if l.hops.Held() > 0 {
+		l.hops.Service()
 	}
 	taken := 0
 	var err error
@@ -268,9 +269,9 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			break
 		}
 		ip := p.Remote.Addr()
-		s := l.hops.snapFor(ip)
-		if s == nil || s.state != NeighbourResolved || (l.hops.hold.n > 0 && l.hops.hold.holds(ip)) {
-			if s != nil && s.state == NeighbourResolved {
+		s := l.hops.Lookup(ip)
+		if s == nil || !s.Resolved() || (l.hops.Held() > 0 && l.hops.Holds(ip)) {
+			if s != nil && s.Resolved() {
 				break // earlier datagrams to the peer wait in the hold for room: they go first
 			}
 			// Held or dropped. A FlagZeroCopy datagram's cookie is reported done at once
@@ -279,7 +280,7 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			if zc && l.zc.queue.full() {
 				break // the caller must collect TxDone first
 			}
-			if err = l.hops.take(p, ip, s); err != nil {
+			if err = l.hops.Take(p, ip, s); err != nil {
 				break
 			}
 			if zc {
@@ -288,7 +289,7 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			taken++
 			continue
 		}
-		ok, terr := l.transmit(p, &s.encap, plen)
+		ok, terr := l.transmit(p, s.Encap(), plen)
 		if terr != nil {
 			err = terr
 			break
@@ -300,6 +301,14 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 	}
 	l.finishTx()
 	return taken, err
+}
+
+// hopsTx is a Link as its next hops' nexthop.Transmitter, which sends held datagrams.
+type hopsTx Link
+
+// Transmit is Link.transmit.
+func (t *hopsTx) Transmit(p *link.Packet, e *frame.Encap, plen int) (bool, error) {
+	return (*Link)(t).transmit(p, e, plen)
 }
 
 // transmit frames datagram p (plen bytes) with header template e and stages it on the TX
@@ -355,12 +364,12 @@ func (l *Link) finishTx() {
 		l.stats.txZeroCopy.Add(a.refs)
 	}
 	*a = txAcc{}
-	if h := &l.hops.acc; h.held|h.unresolved|h.overflow|h.failed != 0 {
-		l.stats.txHeld.Add(h.held)
-		l.stats.txUnresolved.Add(h.unresolved)
-		l.stats.txHoldOverflow.Add(h.overflow)
-		l.stats.txFailed.Add(h.failed)
-		*h = hopsAcc{}
+	if h := l.hops.Counters(); h.Held|h.Unresolved|h.Overflow|h.Failed != 0 {
+		l.stats.txHeld.Add(h.Held)
+		l.stats.txUnresolved.Add(h.Unresolved)
+		l.stats.txHoldOverflow.Add(h.Overflow)
+		l.stats.txFailed.Add(h.Failed)
+		*h = nexthop.Counters{}
 	}
 }
 
@@ -440,7 +449,7 @@ func (l *Link) TxDone(dst []uint64) int {
 		return 0
 	}
 	defer l.exit()
-	if l.hops.hold.n > 0 && l.hops.service() {
+	if l.hops.Held() > 0 && l.hops.Service() {
 		l.finishTx()
 	}
 	if l.zc.pending() {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
 	"github.com/xdpndk/xdpndk/xdp/frame"
 
 	"golang.org/x/sys/unix"
@@ -76,7 +78,7 @@ func (p *ndkPair) startUnresolved(bed *testbed.Bed) (*unresolvedPeers, error) {
 	// A answers the request at once; its reply needs the spoofed source's next hop.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		if info, _ := dev.Neighbour(spoof); info.State == xdp.NeighbourPending {
+		if info, _ := dev.Neighbour(spoof); info.State == nexthop.NeighbourPending {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -109,7 +111,7 @@ func (u *unresolvedPeers) pending() bool {
 		return false
 	}
 	info, _ := u.dev.Neighbour(u.spoof)
-	return info.State == xdp.NeighbourPending
+	return info.State == nexthop.NeighbourPending
 }
 
 // finish waits for both resolutions to end (poll runs A's engine meanwhile, which
@@ -128,7 +130,7 @@ func (u *unresolvedPeers) finish(link func() uint64, poll func() bool) error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if info, _ := u.dev.Neighbour(u.spoof); info.State == xdp.NeighbourFailed {
+		if info, _ := u.dev.Neighbour(u.spoof); info.State == nexthop.NeighbourFailed {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
 	"github.com/xdpndk/xdpndk/xdp/frame"
 
 	"github.com/xdpndk/xdpndk/transport/link"
@@ -104,7 +106,7 @@ func run() (err error) {
 
 	heading("Next hop: the kernel resolves B's MAC for A (ARP), we read its neighbour table")
 	if err := bed.A.Do(func() error {
-		r, err := xdp.NewResolver()
+		r, err := nexthop.NewResolver()
 		if err != nil {
 			return err
 		}
