@@ -4,8 +4,8 @@ import "errors"
 
 // ErrAccess is what every refused remote access matches (errors.Is): each error of Resolve,
 // Acquire and Invalidate is one of the reasons below, which match it (Invalidate of a normal
-// MR's token: an error matching both ErrAccess and ErrWrongKind). Package transport
-// re-exports it as transport.ErrAccess, the reason a MemoryResolver refuses. The NDK status
+// MR's token: an error matching both ErrAccess and ErrWrongKind). It is also the reason a
+// transport.MemoryResolver refuses (the engine names it memreg.ErrAccess). The NDK status
 // of the failing initiator request is STATUS_ACCESS_VIOLATION (0xC0000005) for every reason
 // (as NetworkDirect providers report it), and the connection is torn down.
 var ErrAccess = errors.New("remote access refused")

@@ -4,8 +4,8 @@ package memreg
 // transport, whose Access is this type), and the NDKPI flags that grant them.
 
 // Access is a set of remote rights checked by Resolve and Acquire: remote read (RDMA Read
-// by the peer) and remote write (RDMA Write). It is the transport's too: transport.Access
-// is this type, and its constants these constants.
+// by the peer) and remote write (RDMA Write). It is the transport's too: a
+// transport.MemoryResolver is asked for these rights in this type.
 type Access uint8
 
 const (

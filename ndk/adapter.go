@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
@@ -98,7 +100,7 @@ const (
 // Adapter is an open NDK adapter: a link, the protocol engine running on it, and the
 // registry of its memory. Its methods are safe for concurrent use.
 type Adapter struct {
-	link  transport.Link
+	link  link.Link
 	eng   *transport.Engine
 	reg   *memreg.Registry
 	opts  Options
@@ -132,10 +134,10 @@ type Adapter struct {
 	srqs  map[*SRQ]struct{}
 }
 
-// OpenLink opens an adapter on any transport.Link (an AF_XDP link, or a simlink in tests).
+// OpenLink opens an adapter on any link.Link (an AF_XDP link, or a simlink in tests).
 // The adapter owns the link from now on and closes it in Close. Errors:
 // STATUS_INVALID_PARAMETER for a nil link or an option out of range.
-func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
+func OpenLink(link link.Link, opts Options) (*Adapter, error) {
 	if link == nil {
 		return nil, errorf(StatusInvalidParameter, "nil link")
 	}
@@ -193,7 +195,7 @@ func OpenLink(link transport.Link, opts Options) (*Adapter, error) {
 }
 
 // normalize fills in the defaults of o for an adapter on link and checks what was given.
-func (o *Options) normalize(link transport.Link) error {
+func (o *Options) normalize(link link.Link) error {
 	def := DefaultOptions()
 	if !o.Progress.valid() {
 		return errorf(StatusInvalidParameter, "progress mode %d", o.Progress)

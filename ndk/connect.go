@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 )
 
@@ -98,7 +100,7 @@ func deadlineError(err error) error {
 	return err
 }
 
-// resolveError maps a failed peer resolution (transport.PeerResolver) to its NTSTATUS: the
+// resolveError maps a failed peer resolution (link.PeerResolver) to its NTSTATUS: the
 // caller's context ended, nobody answered for the address, or there is no way there.
 func resolveError(err error) error {
 	switch {
@@ -156,7 +158,7 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	if !dest.IsValid() || dest.Addr().IsUnspecified() {
 		return errorf(StatusInvalidAddress, "destination %v", dest)
 	}
-	if r, ok := a.link.(transport.PeerResolver); ok {
+	if r, ok := a.link.(link.PeerResolver); ok {
 		// Learn how to reach the peer first (the AF_XDP link's next hop), so that an
 		// unreachable host fails here, with the QP still idle.
 		if err := r.ResolvePeer(ctx, dest.Addr()); err != nil {

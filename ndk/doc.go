@@ -5,7 +5,7 @@
 // decisions).
 //
 // The verbs run over xdpndk's reliable protocol (package transport) on an AF_XDP link
-// (Open) or on any transport.Link (OpenLink: transport/simlink in tests):
+// (Open) or on any link.Link (OpenLink: transport/simlink in tests):
 //
 //	application                      ndk                          transport / memreg
 //	───────────                      ───                          ──────────────────

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/internal/privileged"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/memreg"
-	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/xdp"
 )
@@ -65,7 +66,7 @@ func withUMEM(t testing.TB, opts Options) Options {
 	return opts
 }
 
-func openT(t testing.TB, l transport.Link, opts Options) *Adapter {
+func openT(t testing.TB, l link.Link, opts Options) *Adapter {
 	t.Helper()
 	a, err := OpenLink(l, opts)
 	if err != nil {

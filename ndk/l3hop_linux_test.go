@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/internal/privileged"
@@ -177,7 +179,7 @@ func checkHop(t *testing.T, where string, seen map[hopKey]int, out bool, src, ds
 func checkNextHop(t *testing.T, who string, dev *xdp.Device, peer, gateway netip.Addr, mac []byte) {
 	t.Helper()
 	info, ok := dev.Neighbour(peer)
-	if !ok || info.State != xdp.NeighbourResolved || info.Gateway != gateway || info.MAC != [6]byte(mac) {
+	if !ok || info.State != nexthop.NeighbourResolved || info.Gateway != gateway || info.MAC != [6]byte(mac) {
 		t.Fatalf("%s's next hop towards %v: %+v (found %v); want resolved through %v at %x", who, peer, info, ok, gateway, mac)
 	}
 }
@@ -424,13 +426,13 @@ func TestL3HopConnectUnreachable(t *testing.T) {
 	}
 	fw2, _ := bed.R.Forwarded()
 	err = c2.Connect(ctx, a.qp, netip.AddrPortFrom(noRoute, servicePort), 4, 4, nil)
-	if StatusOf(err) != StatusNetworkUnreachable || !errors.Is(err, xdp.ErrNoRoute) {
+	if StatusOf(err) != StatusNetworkUnreachable || !errors.Is(err, nexthop.ErrNoRoute) {
 		t.Fatalf("Connect to %v (no route): %v, want STATUS_NETWORK_UNREACHABLE", noRoute, err)
 	}
 	if st := a.qp.tq.State(); st != transport.QPIdle {
 		t.Fatalf("QP after the unroutable Connect is %v, want idle", st)
 	}
-	if info, ok := dev.Neighbour(noRoute); ok && info.State != xdp.NeighbourFailed {
+	if info, ok := dev.Neighbour(noRoute); ok && info.State != nexthop.NeighbourFailed {
 		t.Fatalf("A's next-hop entry for %v: %+v", noRoute, info)
 	}
 	if fw3, _ := bed.R.Forwarded(); fw3 != fw2 {

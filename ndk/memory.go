@@ -53,6 +53,6 @@ func memError(err error) error {
 
 // The engine checks and resolves a peer's remote accesses through the adapter's registry
 // itself: *memreg.Registry has the method set of transport.MemoryResolver (Acquire holds the
-// region until the engine is done with the bytes), transport.Access is memreg.Access, and
-// every refusal of the registry matches transport.ErrAccess, which is memreg.ErrAccess.
+// region until the engine is done with the bytes), asked for memreg.Access rights, and
+// every refusal of the registry matches memreg.ErrAccess, the reason the engine expects.
 var _ transport.MemoryResolver = (*memreg.Registry)(nil)

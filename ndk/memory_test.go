@@ -153,10 +153,10 @@ func TestMemRulesRegister(t *testing.T) {
 // (StatusAccessViolation).
 func remote(f *memFixture, token uint32, addr uint64, n uint32, a memreg.Access) error {
 	var r transport.MemoryResolver = f.reg
-	s, err := r.Acquire(f.pd, token, addr, n, transport.Access(a))
+	s, err := r.Acquire(f.pd, token, addr, n, memreg.Access(a))
 	if err != nil {
-		if !errors.Is(err, transport.ErrAccess) {
-			return errors.New("refusal does not match transport.ErrAccess")
+		if !errors.Is(err, memreg.ErrAccess) {
+			return errors.New("refusal does not match memreg.ErrAccess")
 		}
 		return err
 	}
@@ -316,7 +316,7 @@ func TestMemRulesFastRegister(t *testing.T) {
 					p[j] = byte(i + 1)
 				}
 			}
-			s, err := f.reg.Acquire(f.pd, f.fr.RemoteToken(), base+4000, 8000, transport.AccessRemoteRead)
+			s, err := f.reg.Acquire(f.pd, f.fr.RemoteToken(), base+4000, 8000, memreg.AccessRemoteRead)
 			if err != nil {
 				return err
 			}
@@ -388,11 +388,11 @@ func TestResolverRefusalsDoNotAllocate(t *testing.T) {
 	var r transport.MemoryResolver = f.reg
 	tok, va := f.mr.RemoteToken(), f.mr.VA()
 	allocs := testing.AllocsPerRun(1000, func() {
-		if s, err := r.Acquire(f.pd, tok, va, 64, transport.AccessRemoteRead); err == nil {
+		if s, err := r.Acquire(f.pd, tok, va, 64, memreg.AccessRemoteRead); err == nil {
 			s.MR.Release()
 		}
-		_, _ = r.Acquire(f.pd, tok, va, 64, transport.AccessRemoteWrite)
-		_, _ = r.Acquire(f.otherP, tok, va, 64, transport.AccessRemoteRead)
+		_, _ = r.Acquire(f.pd, tok, va, 64, memreg.AccessRemoteWrite)
+		_, _ = r.Acquire(f.otherP, tok, va, 64, memreg.AccessRemoteRead)
 		_ = r.Invalidate(f.pd, tok)
 	})
 	if allocs != 0 {

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/internal/privileged"
@@ -213,12 +217,12 @@ func connRequestFrame(t *testing.T, srcMAC, dstMAC net.HardwareAddr, src, dst ne
 	}
 	wire.PutTrailer(payload[n:], wire.UpdateCRC(0, payload[:n]))
 	payload = payload[:n+wire.TrailerLen]
-	e := xdp.Encap{SrcMAC: [6]byte(srcMAC), DstMAC: [6]byte(dstMAC), Src: src.Addr(), Dst: dst.Addr(),
+	e := frame.Encap{SrcMAC: [6]byte(srcMAC), DstMAC: [6]byte(dstMAC), Src: src.Addr(), Dst: dst.Addr(),
 		SrcPort: src.Port(), DstPort: dst.Port()}
 	if err := e.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var sum xdp.Checksum
+	var sum frame.Checksum
 	sum.Add(payload)
 	frame := make([]byte, e.HeaderLen()+len(payload))
 	hl, err := e.Put(frame, len(payload), &sum, 0)
@@ -300,7 +304,7 @@ func TestUnresolvedPeersDoNotStallTheEngine(t *testing.T) {
 
 	waitUntil(t, 15*time.Second, "the spoofed source's resolution to fail", func() bool {
 		info, _ := dev.Neighbour(spoof)
-		return info.State == xdp.NeighbourFailed
+		return info.State == nexthop.NeighbourFailed
 	})
 	duringSpoof := pp.trips.Load() - injected
 	if duringSpoof == 0 {

@@ -9,15 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
-	"github.com/xdpndk/xdpndk/xdp"
 )
 
-// resolvingLink is a simlink that also implements transport.PeerResolver with a result the
+// resolvingLink is a simlink that also implements link.PeerResolver with a result the
 // test sets, and records the peers it was asked for.
 type resolvingLink struct {
-	transport.Link
+	link.Link
 	mu    sync.Mutex
 	err   error
 	peers []netip.Addr
@@ -91,9 +94,9 @@ func TestConnectResolvesPeerFirst(t *testing.T) {
 		err  error
 		want Status
 	}{
-		{"host unreachable", ctx, fmt.Errorf("next hop: %w", xdp.ErrNextHopUnresolved), StatusHostUnreachable},
-		{"no route", ctx, fmt.Errorf("next hop: %w", xdp.ErrNoRoute), StatusNetworkUnreachable},
-		{"not ethernet", ctx, fmt.Errorf("next hop: %w", xdp.ErrNoEthernetNextHop), StatusNetworkUnreachable},
+		{"host unreachable", ctx, fmt.Errorf("next hop: %w", nexthop.ErrNextHopUnresolved), StatusHostUnreachable},
+		{"no route", ctx, fmt.Errorf("next hop: %w", nexthop.ErrNoRoute), StatusNetworkUnreachable},
+		{"not ethernet", ctx, fmt.Errorf("next hop: %w", nexthop.ErrNoEthernetNextHop), StatusNetworkUnreachable},
 		{"cancelled", cancelled, nil, StatusCancelled},
 		{"other", ctx, errors.New("netlink socket closed"), StatusUnsuccessful},
 	} {

@@ -3,6 +3,7 @@ package ndk
 import (
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // The module's own commands, benchmarks and tests reach the engine under an adapter
@@ -10,6 +11,6 @@ import (
 func init() {
 	plumb.SetExtra = func(opts any, x plumb.Extra) { opts.(*Options).x = x }
 	plumb.Engine = func(a any) *transport.Engine { return a.(*Adapter).eng }
-	plumb.Link = func(a any) transport.Link { return a.(*Adapter).link }
+	plumb.Link = func(a any) link.Link { return a.(*Adapter).link }
 	plumb.QP = func(q any) *transport.QP { return q.(*QP).tq }
 }

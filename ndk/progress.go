@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Progress says who runs the protocol engine of an Adapter.
@@ -102,7 +102,7 @@ const fallbackIdleWatch = 100 * time.Millisecond
 func (a *Adapter) fallback() {
 	defer close(a.runDone)
 	d := int64(a.opts.InlineFallback)
-	w, _ := a.link.(transport.Watcher)
+	w, _ := a.link.(link.Watcher)
 	pause := time.Duration(d)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -83,7 +85,7 @@ func runCCCase(t *testing.T, c ccCase) {
 	per := c.writes * ccWriteSize
 	target := make([]byte, c.senders*per)
 	mem := newTestMem()
-	mem.add(1, 0, 0x10000, target, transport.AccessRemoteWrite)
+	mem.add(1, 0, 0x10000, target, memreg.AccessRemoteWrite)
 	rxEngine := mkEngine(rxLink, mem)
 	engines := []simlink.Poller{rxEngine}
 	rec := newRecorder()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/congestion"
@@ -14,7 +16,7 @@ import (
 type Config struct {
 	// Link is what the engine sends and receives on. Required. The engine owns it while it
 	// runs but does not close it.
-	Link Link
+	Link link.Link
 	// Now is the monotonic clock in nanoseconds. Default: time since the engine's creation.
 	// Tests pass a manual clock shared with transport/simlink.
 	Now func() int64
@@ -135,7 +137,7 @@ const (
 )
 
 // DefaultConfig returns a Config with every default filled in, for link.
-func DefaultConfig(link Link) Config {
+func DefaultConfig(link link.Link) Config {
 	c := Config{Link: link}
 	_ = c.normalize()
 	return c
@@ -221,7 +223,7 @@ func (c *Config) normalize() error {
 // refuseAll is the resolver of an engine without memory: every remote access is refused.
 type refuseAll struct{}
 
-func (refuseAll) Acquire(memreg.PD, uint32, uint64, uint32, Access) (memreg.Span, error) {
-	return memreg.Span{}, ErrAccess
+func (refuseAll) Acquire(memreg.PD, uint32, uint64, uint32, memreg.Access) (memreg.Span, error) {
+	return memreg.Span{}, memreg.ErrAccess
 }
-func (refuseAll) Invalidate(memreg.PD, uint32) error { return ErrAccess }
+func (refuseAll) Invalidate(memreg.PD, uint32) error { return memreg.ErrAccess }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
@@ -19,7 +21,7 @@ import (
 // Run. NewQP, Listen, Connect and the posting methods of QPs are safe from any goroutine.
 type Engine struct {
 	cfg  Config
-	link Link
+	link link.Link
 	now  func() int64
 
 	mu      sync.Mutex // guards qps (writers: NewQP/close), cmds, listeners
@@ -31,10 +33,10 @@ type Engine struct {
 
 	// engine goroutine state
 	active []*QP // connected or erroring QPs the engine polls
-	rxPkts [64]Packet
+	rxPkts [64]link.Packet
 	tx     txBatch
 	parsed wire.Packet
-	segs   [MaxSegments][]byte
+	segs   [link.MaxSegments][]byte
 	txDone [64]uint64 // cookies read from the link's TxDone
 	round  uint64     // Poll calls so far (never 0 after the first): acks deferred by a round
 
@@ -269,7 +271,7 @@ func (e *Engine) Run(ctx context.Context, spin time.Duration) error {
 			runtime.Gosched()
 			continue
 		}
-		if err := e.Sleep(now, next, 10*time.Millisecond); errors.Is(err, ErrClosed) {
+		if err := e.Sleep(now, next, 10*time.Millisecond); errors.Is(err, link.ErrClosed) {
 			return err
 		}
 	}
@@ -429,8 +431,8 @@ func (e *Engine) deactivate(q *QP) {
 // input parses one datagram and hands it to its QP or to the connection manager. Anything
 // that does not match a live QP exactly is dropped and counted; nothing a forged packet
 // carries can change a QP that it does not match.
-func (e *Engine) input(now int64, pkt *Packet) {
-	nseg := min(int(pkt.NSegs), MaxSegments)
+func (e *Engine) input(now int64, pkt *link.Packet) {
+	nseg := min(int(pkt.NSegs), link.MaxSegments)
 	for i := range nseg {
 		e.segs[i] = pkt.Segs[i]
 	}

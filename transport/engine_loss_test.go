@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -32,7 +34,7 @@ func TestLossySendsAndWrites(t *testing.T) {
 			recvs := make([][]byte, n)
 			msgs := make([][]byte, n)
 			target := make([]byte, 64<<10)
-			w.memB.add(9, 0, 0x1000, target, transport.AccessRemoteWrite)
+			w.memB.add(9, 0, 0x1000, target, memreg.AccessRemoteWrite)
 			wdata := make([]byte, 64<<10)
 			pattern(wdata, 99)
 			posted, sent := 0, 0

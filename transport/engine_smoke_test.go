@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -35,7 +37,7 @@ func TestSmokeVerbs(t *testing.T) {
 
 	// Write 10000 bytes into B's memory, then read them back.
 	target := make([]byte, 20000)
-	w.memB.add(0x55, 0, 0x10000, target, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+	w.memB.add(0x55, 0, 0x10000, target, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 	data := make([]byte, 10000)
 	pattern(data, 2)
 	if err := qa.PostSend(&transport.WorkRequest{Kind: transport.OpWrite, NSGE: 1, SGL: [transport.MaxSGE][]byte{data}, RemoteAddr: 0x10000 + 100, RemoteToken: 0x55, Context: 2}); err != nil {

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -176,9 +180,9 @@ func fzSetup(t *testing.T) *fzHarness {
 		n := &fzNode{idx: i, nd: nd, vl: vl, orig: fzPatterns()[i], bump: fzBufStart}
 		n.arena = bytes.Clone(n.orig)
 		n.writable = [][2]int{{0, fzLen1}}
-		nd.mem.add(fzTok1, 0, fzBase1, n.arena[:fzLen1:fzLen1], transport.AccessRemoteRead|transport.AccessRemoteWrite)
-		nd.mem.add(fzTok2, 0, fzBase2, n.arena[fzLen1:fzLen1+fzLen2:fzLen1+fzLen2], transport.AccessRemoteRead)
-		vl.onTx = func(_ int64, p *wire.Packet, pk *transport.Packet) { h.learn(n, p, pk) }
+		nd.mem.add(fzTok1, 0, fzBase1, n.arena[:fzLen1:fzLen1], memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
+		nd.mem.add(fzTok2, 0, fzBase2, n.arena[fzLen1:fzLen1+fzLen2:fzLen1+fzLen2], memreg.AccessRemoteRead)
+		vl.onTx = func(_ int64, p *wire.Packet, pk *link.Packet) { h.learn(n, p, pk) }
 		h.n[i] = n
 	}
 	qa, qb := h.n[0].newQP(h), h.n[1].newQP(h)
@@ -213,7 +217,7 @@ func (n *fzNode) newQP(h *fzHarness) *transport.QP {
 func (h *fzHarness) peer(n *fzNode) *fzNode { return h.n[1-n.idx] }
 
 // learn records what a datagram engine n sent tells an attacker on the path.
-func (h *fzHarness) learn(n *fzNode, p *wire.Packet, pk *transport.Packet) {
+func (h *fzHarness) learn(n *fzNode, p *wire.Packet, pk *link.Packet) {
 	from := n.nd.addr
 	if pk.LocalPort != 0 {
 		from = netip.AddrPortFrom(from.Addr(), pk.LocalPort)

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -56,7 +60,7 @@ func injectFrom(t *testing.T, w *world, from, to netip.AddrPort, dgram []byte) {
 		t.Fatal(err)
 	}
 	defer l.Close() // nothing may answer it anyway; a closed host keeps no queue
-	pk := []transport.Packet{{Remote: to, LocalPort: from.Port(), NSegs: 1, Segs: [transport.MaxSegments][]byte{dgram}}}
+	pk := []link.Packet{{Remote: to, LocalPort: from.Port(), NSegs: 1, Segs: [link.MaxSegments][]byte{dgram}}}
 	if n, err := l.Send(pk); n != 1 || err != nil {
 		t.Fatalf("inject: sent %d: %v", n, err)
 	}
@@ -92,7 +96,7 @@ func newForgedWorld(t *testing.T) *forgedWorld {
 	}
 	f.regionB = make([]byte, 16<<10)
 	fillRandom(f.regionB, rand.New(rand.NewPCG(41, 1)))
-	w.memB.add(winTokenB, 0, winBaseB, f.regionB, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+	w.memB.add(winTokenB, 0, winBaseB, f.regionB, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 	f.aAddr, f.bAddr = w.la.LocalAddr(), w.lb.LocalAddr()
 
 	// Traffic both ways, so that the tap has seen every kind of packet.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -22,33 +24,33 @@ type region struct {
 	pd     uint32
 	base   uint64
 	buf    []byte
-	access transport.Access
+	access memreg.Access
 	valid  bool
 }
 
 func newTestMem() *testMem { return &testMem{regions: map[uint32]*region{}} }
 
-func (m *testMem) add(token, pd uint32, base uint64, buf []byte, access transport.Access) {
+func (m *testMem) add(token, pd uint32, base uint64, buf []byte, access memreg.Access) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.regions[token] = &region{pd: pd, base: base, buf: buf, access: access, valid: true}
 }
 
 // Acquire implements transport.MemoryResolver: Resolve, with the PD typed as memreg's.
-func (m *testMem) Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, access transport.Access) (memreg.Span, error) {
+func (m *testMem) Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, access memreg.Access) (memreg.Span, error) {
 	return m.Resolve(uint32(pd), token, addr, length, access)
 }
 
-func (m *testMem) Resolve(pd, token uint32, addr uint64, length uint32, access transport.Access) (memreg.Span, error) {
+func (m *testMem) Resolve(pd, token uint32, addr uint64, length uint32, access memreg.Access) (memreg.Span, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.regions[token]
 	if r == nil || !r.valid || r.pd != pd || r.access&access != access || addr < r.base {
-		return memreg.Span{}, transport.ErrAccess
+		return memreg.Span{}, memreg.ErrAccess
 	}
 	off := addr - r.base
 	if off > uint64(len(r.buf)) || uint64(length) > uint64(len(r.buf))-off {
-		return memreg.Span{}, transport.ErrAccess
+		return memreg.Span{}, memreg.ErrAccess
 	}
 	return memreg.Span{Buf: r.buf[off : off+uint64(length)], N: uint64(length)}, nil
 }
@@ -58,7 +60,7 @@ func (m *testMem) Invalidate(pd memreg.PD, token uint32) error {
 	defer m.mu.Unlock()
 	r := m.regions[token]
 	if r == nil || !r.valid || r.pd != uint32(pd) {
-		return transport.ErrAccess
+		return memreg.ErrAccess
 	}
 	r.valid = false
 	return nil
@@ -112,19 +114,19 @@ type world struct {
 
 func newWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) *world {
 	t.Helper()
-	return newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (transport.Link, transport.Link) { return la, lb })
+	return newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (link.Link, link.Link) { return la, lb })
 }
 
 // newWorldOn is newWorld with the engines on the links wrap makes of the pair's links
 // (a tap, for instance).
-func newWorldOn(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config), wrap func(la, lb *simlink.Link) (transport.Link, transport.Link)) *world {
+func newWorldOn(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config), wrap func(la, lb *simlink.Link) (link.Link, link.Link)) *world {
 	t.Helper()
 	w := &world{t: t, clock: simlink.NewManualClock(1), memA: newTestMem(), memB: newTestMem(), rec: newRecorder()}
 	ncfg.Clock = w.clock
 	w.la, w.lb = simlink.Pair(ncfg)
 	w.net = w.la.Network()
 	ea, eb := wrap(w.la, w.lb)
-	mk := func(l transport.Link, m *testMem) *transport.Engine {
+	mk := func(l link.Link, m *testMem) *transport.Engine {
 		cfg := transport.DefaultConfig(l)
 		cfg.Now = w.clock.Now
 		cfg.Resolver = m

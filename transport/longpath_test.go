@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -54,7 +56,7 @@ func (c longPathRun) run(t *testing.T) (transport.QPStats, uint64) {
 	}
 	target := make([]byte, 16*ccWriteSize)
 	mem := newTestMem()
-	mem.add(1, 0, 0x10000, target, transport.AccessRemoteWrite)
+	mem.add(1, 0, 0x10000, target, memreg.AccessRemoteWrite)
 	rxE, txE := mk(rxLink, mem), mk(txLink, newTestMem())
 	rec := newRecorder()
 	stalled := func(now int64) bool {

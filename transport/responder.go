@@ -139,13 +139,13 @@ func (rs *responder) acceptWrite(now int64, p *wire.Packet) bool {
 	var dst memreg.Span
 	var err error
 	if p.RDMA.Addr > ^uint64(0)-uint64(total) {
-		err = ErrAccess // the range wraps past 2^64
+		err = memreg.ErrAccess // the range wraps past 2^64
 	} else {
-		dst, err = rs.res.Acquire(memreg.PD(rs.pd), p.RDMA.Token, p.RDMA.Addr, total, AccessRemoteWrite)
+		dst, err = rs.res.Acquire(memreg.PD(rs.pd), p.RDMA.Token, p.RDMA.Addr, total, memreg.AccessRemoteWrite)
 	}
 	if err == nil && uint64(dst.Len()) < uint64(total) {
 		releaseSpan(&dst)
-		err = ErrAccess
+		err = memreg.ErrAccess
 	}
 	if err != nil {
 		return rs.refuse(now, wire.SynNakAccess, p.PSN, "a Write outside the memory it may access")
@@ -289,13 +289,13 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Read longer than any message")
 	}
 	var src memreg.Span
-	err := ErrAccess // a range that wraps past 2^64
+	err := memreg.ErrAccess // a range that wraps past 2^64
 	if p.RDMA.Addr <= ^uint64(0)-length {
-		src, err = rs.res.Acquire(memreg.PD(rs.pd), p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, AccessRemoteRead)
+		src, err = rs.res.Acquire(memreg.PD(rs.pd), p.RDMA.Token, p.RDMA.Addr, p.RDMA.Length, memreg.AccessRemoteRead)
 	}
 	if err == nil && uint64(src.Len()) != length {
 		releaseSpan(&src)
-		err = ErrAccess
+		err = memreg.ErrAccess
 	}
 	if err != nil {
 		return rs.refuse(now, wire.SynNakAccess, p.PSN, "a Read outside the memory it may access")

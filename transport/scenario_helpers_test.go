@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -137,7 +139,7 @@ func splitSGL(b []byte, n int, rng *rand.Rand) (sgl [transport.MaxSGE][]byte, ns
 	return sgl, uint8(n)
 }
 
-// tapLink is a transport.Link that passes everything to a simlink link and remembers what
+// tapLink is a link.Link that passes everything to a simlink link and remembers what
 // its engine sent: the header fields and bytes an attacker on the path could observe, so
 // forged-packet tests can craft datagrams that are right in every field but one.
 type tapLink struct {
@@ -162,8 +164,8 @@ func newTap(l *simlink.Link) *tapLink {
 	return &tapLink{Link: l, last: map[wire.Opcode]sniffed{}}
 }
 
-// Send implements transport.Link.
-func (t *tapLink) Send(pkts []transport.Packet) (int, error) {
+// Send implements link.Link.
+func (t *tapLink) Send(pkts []link.Packet) (int, error) {
 	n, err := t.Link.Send(pkts)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -232,7 +234,7 @@ func (t *tapLink) port(tb testing.TB) uint16 {
 func newTapWorld(t testing.TB, ncfg simlink.Config, tweak func(*transport.Config)) (*world, *tapLink, *tapLink) {
 	t.Helper()
 	var ta, tb *tapLink
-	w := newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (transport.Link, transport.Link) {
+	w := newWorldOn(t, ncfg, tweak, func(la, lb *simlink.Link) (link.Link, link.Link) {
 		ta, tb = newTap(la), newTap(lb)
 		return ta, tb
 	})

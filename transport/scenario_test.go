@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -132,8 +136,8 @@ func newScnFlow(name string, dir uint64, seed uint64, sizes []int, kinds []trans
 	fillRandom(f.rregion, rng)
 	const wbase, rbase = 0x7f00_0000_0000, 0x7e00_0000_0000
 	f.wrTokens = [2]uint32{uint32(0x100 + dir), uint32(0x200 + dir)}
-	mem.add(f.wrTokens[0], 0, wbase, f.wregion, transport.AccessRemoteWrite)
-	mem.add(f.wrTokens[1], 0, rbase, f.rregion, transport.AccessRemoteRead)
+	mem.add(f.wrTokens[0], 0, wbase, f.wregion, memreg.AccessRemoteWrite)
+	mem.add(f.wrTokens[1], 0, rbase, f.rregion, memreg.AccessRemoteRead)
 
 	woff := 64
 	for i, o := range ops {
@@ -441,7 +445,7 @@ func TestPartitionTimesOut(t *testing.T) {
 	qa, qb := w.connect(transport.QPConfig{})
 	target := make([]byte, 256<<10)
 	fillRandom(target, rand.New(rand.NewPCG(21, 0)))
-	w.memB.add(0x77, 0, 0x9000, target, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+	w.memB.add(0x77, 0, 0x9000, target, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 
 	// Some traffic first, so that RTT samples exist; B posts receives for everything A
 	// will send, so that A holds credits and its Sends are not waiting for any.
@@ -613,8 +617,8 @@ func TestPartitionRealClock(t *testing.T) {
 	rec := newRecorder()
 	memB := newTestMem()
 	target := make([]byte, 64<<10)
-	memB.add(0x77, 0, 0x9000, target, transport.AccessRemoteRead|transport.AccessRemoteWrite)
-	mk := func(l transport.Link, m transport.MemoryResolver) *transport.Engine {
+	memB.add(0x77, 0, 0x9000, target, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
+	mk := func(l link.Link, m transport.MemoryResolver) *transport.Engine {
 		cfg := transport.DefaultConfig(l)
 		cfg.Resolver = m
 		cfg.RetryTimeout = partitionTimeout
@@ -777,7 +781,7 @@ func TestLostAcksKeepRTT(t *testing.T) {
 	w := newWorld(t, simlink.Config{Seed: 31, Default: simlink.Impairments{Latency: lat}}, func(c *transport.Config) { ackDelay = c.AckDelay })
 	qa, qb := w.connect(transport.QPConfig{})
 	target := make([]byte, 8000)
-	w.memB.add(9, 0, 0x1000, target, transport.AccessRemoteWrite)
+	w.memB.add(9, 0, 0x1000, target, memreg.AccessRemoteWrite)
 	data := make([]byte, 4000)
 	fillRandom(data, rand.New(rand.NewPCG(31, 0)))
 	write := func(ctx uint64) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -45,13 +47,13 @@ type semTap struct {
 	onRx   func(now int64, p *wire.Packet)
 	last   map[wire.Opcode][]byte // a copy of the last datagram sent, per opcode
 	parsed wire.Packet
-	segs   [transport.MaxSegments][]byte
+	segs   [link.MaxSegments][]byte
 
 	maxPayload int // MaxPayload to report (0: the network's)
 	largest    int // the longest datagram sent
 }
 
-// MaxPayload implements transport.Link: maxPayload when set, as for a host whose link takes
+// MaxPayload implements link.Link: maxPayload when set, as for a host whose link takes
 // less than the network does.
 func (t *semTap) MaxPayload() int {
 	if t.maxPayload > 0 {
@@ -65,17 +67,17 @@ func newSemTap(l *simlink.Link, clock func() int64) *semTap {
 }
 
 // parse parses pk into t.parsed; false if it is not a valid datagram. t.mu held.
-func (t *semTap) parse(pk *transport.Packet) bool {
-	n := min(int(pk.NSegs), transport.MaxSegments)
+func (t *semTap) parse(pk *link.Packet) bool {
+	n := min(int(pk.NSegs), link.MaxSegments)
 	for i := range n {
 		t.segs[i] = pk.Segs[i]
 	}
 	return wire.Parse(t.segs[:n], &t.parsed) == nil
 }
 
-// Send implements transport.Link: datagrams are passed on one at a time so that a dropped
+// Send implements link.Link: datagrams are passed on one at a time so that a dropped
 // one can be skipped while still being reported as sent.
-func (t *semTap) Send(pkts []transport.Packet) (int, error) {
+func (t *semTap) Send(pkts []link.Packet) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range pkts {
@@ -105,8 +107,8 @@ func (t *semTap) Send(pkts []transport.Packet) (int, error) {
 	return len(pkts), nil
 }
 
-// Receive implements transport.Link.
-func (t *semTap) Receive(pkts []transport.Packet) (int, error) {
+// Receive implements link.Link.
+func (t *semTap) Receive(pkts []link.Packet) (int, error) {
 	n, err := t.Link.Receive(pkts)
 	if n == 0 {
 		return n, err
@@ -133,9 +135,9 @@ func (t *semTap) replay(op wire.Opcode, to netip.AddrPort) error {
 	if len(b) == 0 {
 		return errors.New("nothing to replay")
 	}
-	pk := transport.Packet{Remote: to}
+	pk := link.Packet{Remote: to}
 	pk.SetData(b)
-	_, err := t.Link.Send([]transport.Packet{pk})
+	_, err := t.Link.Send([]link.Packet{pk})
 	return err
 }
 
@@ -191,7 +193,7 @@ type semNode struct {
 	mem  *testMem
 
 	rx   []semRawMsg // raw host: what arrived
-	pkts [64]transport.Packet
+	pkts [64]link.Packet
 	buf  [semMaxPayload]byte
 }
 
@@ -296,9 +298,9 @@ func (nd *semNode) sendRaw(to netip.AddrPort, p *wire.Packet, payload []byte) {
 	n := hl + copy(nd.buf[hl:], payload)
 	crc := wire.UpdateCRC(0, nd.buf[:n])
 	wire.PutTrailer(nd.buf[n:n+wire.TrailerLen], crc)
-	pk := transport.Packet{Remote: to}
+	pk := link.Packet{Remote: to}
 	pk.SetData(nd.buf[:n+wire.TrailerLen])
-	if _, err := nd.link.Send([]transport.Packet{pk}); err != nil {
+	if _, err := nd.link.Send([]link.Packet{pk}); err != nil {
 		nd.w.t.Fatal(err)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -35,7 +37,7 @@ const (
 	semOpRead  = transport.OpRead
 	semOpRecv  = transport.OpReceive
 	semOpRecvI = transport.OpReceiveInv
-	semRW      = transport.AccessRemoteRead | transport.AccessRemoteWrite
+	semRW      = memreg.AccessRemoteRead | memreg.AccessRemoteWrite
 )
 
 // TestSemPostIdleAndEarlyReceives: work requests on a QP that is not connected fail
@@ -403,9 +405,9 @@ func TestSemRemoteAccessViolation(t *testing.T) {
 			for i, r := range []struct {
 				tok  uint32
 				base uint64
-				acc  transport.Access
+				acc  memreg.Access
 				pd   uint32
-			}{{tok, base, semRW, 0}, {roTok, roBase, transport.AccessRemoteRead, 0}, {woTok, woBase, transport.AccessRemoteWrite, 0},
+			}{{tok, base, semRW, 0}, {roTok, roBase, memreg.AccessRemoteRead, 0}, {woTok, woBase, memreg.AccessRemoteWrite, 0},
 				{invTok, invBase, semRW, 0}, {pdTok, pdBase, semRW, 7}} {
 				regions[r.tok] = newSemGuarded(size, 10+i)
 				b.mem.add(r.tok, r.pd, r.base, regions[r.tok].region, r.acc)
@@ -518,7 +520,7 @@ func TestSemSendAndInvalidate(t *testing.T) {
 	var validAtCompletion error
 	w.runUntil(time.Second, "send and invalidate", func() bool {
 		if len(w.rec.of(qb)) == 1 && validAtCompletion == nil {
-			_, validAtCompletion = b.mem.Resolve(0, 0x41, 0x10000, 1, transport.AccessRemoteWrite)
+			_, validAtCompletion = b.mem.Resolve(0, 0x41, 0x10000, 1, memreg.AccessRemoteWrite)
 		}
 		return len(w.rec.of(qa)) == 1 && len(w.rec.of(qb)) == 1
 	})

@@ -3,6 +3,8 @@ package transport
 import (
 	"net/netip"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
@@ -13,9 +15,9 @@ const txBatchLen = 64
 // own header buffer, CRC trailer and bounce buffer, so a packet's segments reference them
 // (or the caller's memory) until the link took it. Engine goroutine only.
 type txBatch struct {
-	link   Link
+	link   link.Link
 	ctr    *engineCounters
-	pkts   [txBatchLen]Packet
+	pkts   [txBatchLen]link.Packet
 	hdr    [txBatchLen][wire.HeaderLen + wire.CMExtLen + wire.MaxPrivateData]byte
 	trl    [txBatchLen][wire.TrailerLen]byte
 	bounce [txBatchLen][]byte
@@ -44,7 +46,7 @@ func (t *txBatch) ok() bool { return t.slot() >= 0 }
 // markZeroCopy makes the packet emitted last a zero-copy packet with cookie c.
 func (t *txBatch) markZeroCopy(c uint64) {
 	pk := &t.pkts[t.n-1]
-	pk.Flags |= FlagZeroCopy
+	pk.Flags |= link.FlagZeroCopy
 	pk.Cookie = c
 }
 
@@ -54,7 +56,7 @@ func (t *txBatch) emit(i int, to netip.AddrPort, srcPort uint16, hdrLen int, pay
 	hdr := t.hdr[i][:hdrLen]
 	crc := wire.UpdateCRC(0, hdr)
 	pk := &t.pkts[i]
-	*pk = Packet{Remote: to, LocalPort: srcPort}
+	*pk = link.Packet{Remote: to, LocalPort: srcPort}
 	pk.Segs[0] = hdr
 	n := 1
 	for _, b := range payload {
@@ -83,7 +85,7 @@ func (t *txBatch) flush() {
 		// peer): drop it, counted; reliability retransmits or times the QP out. The link
 		// will never report its cookie, so account it here.
 		t.ctr.txRefused.Add(1)
-		if n < t.n && t.pkts[n].Flags&FlagZeroCopy != 0 {
+		if n < t.n && t.pkts[n].Flags&link.FlagZeroCopy != 0 {
 			t.refused(t.pkts[n].Cookie)
 		}
 		n++

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -29,13 +31,13 @@ type valLink struct {
 	// mutate may change an outgoing datagram's header and extension (not its payload
 	// length); true: send the changed datagram instead.
 	mutate func(p *wire.Packet) bool
-	onTx   func(now int64, p *wire.Packet, pk *transport.Packet)
-	onRx   func(now int64, p *wire.Packet, pk *transport.Packet)
+	onTx   func(now int64, p *wire.Packet, pk *link.Packet)
+	onRx   func(now int64, p *wire.Packet, pk *link.Packet)
 	sent   map[wire.Opcode]int
 
 	parsed wire.Packet
-	segs   [transport.MaxSegments][]byte
-	one    [1]transport.Packet
+	segs   [link.MaxSegments][]byte
+	one    [1]link.Packet
 	enc    []byte
 }
 
@@ -57,17 +59,17 @@ func (l *valLink) inject(from netip.AddrPort, dgram []byte) {
 }
 
 // parse parses pk into l.parsed; false if it is not a valid datagram. l.mu held.
-func (l *valLink) parse(pk *transport.Packet) bool {
-	n := min(int(pk.NSegs), transport.MaxSegments)
+func (l *valLink) parse(pk *link.Packet) bool {
+	n := min(int(pk.NSegs), link.MaxSegments)
 	for i := range n {
 		l.segs[i] = pk.Segs[i]
 	}
 	return wire.Parse(l.segs[:n], &l.parsed) == nil
 }
 
-// Send implements transport.Link: one datagram at a time, each shown to onTx and, if
+// Send implements link.Link: one datagram at a time, each shown to onTx and, if
 // mutate rewrites it, sent rewritten.
-func (l *valLink) Send(pkts []transport.Packet) (int, error) {
+func (l *valLink) Send(pkts []link.Packet) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range pkts {
@@ -89,7 +91,7 @@ func (l *valLink) Send(pkts []transport.Packet) (int, error) {
 // rewrite encodes l.parsed (as mutate left it) with its payload into l.enc and points pk
 // at it; a packet that does not encode (a piggybacked NAK) is sent as it was. It reports
 // whether what is sent parses (into l.parsed). l.mu held.
-func (l *valLink) rewrite(pk *transport.Packet) bool {
+func (l *valLink) rewrite(pk *link.Packet) bool {
 	p := &l.parsed
 	if p.Opcode >= wire.OpConnRequest {
 		p.CM.PrivateLen = uint16(len(p.PrivateData))
@@ -100,15 +102,15 @@ func (l *valLink) rewrite(pk *transport.Packet) bool {
 			n += copy(l.enc[n:], b)
 		}
 		wire.PutTrailer(l.enc[n:n+wire.TrailerLen], wire.UpdateCRC(0, l.enc[:n]))
-		pk.Segs = [transport.MaxSegments][]byte{l.enc[: n+wire.TrailerLen : n+wire.TrailerLen]}
+		pk.Segs = [link.MaxSegments][]byte{l.enc[: n+wire.TrailerLen : n+wire.TrailerLen]}
 		pk.NSegs = 1 // a zero-copy packet's cookie is still reported: simlink copies either way
 	}
 	return l.parse(pk)
 }
 
-// Receive implements transport.Link: injected datagrams first (a batch of their own), then
+// Receive implements link.Link: injected datagrams first (a batch of their own), then
 // the network's.
-func (l *valLink) Receive(pkts []transport.Packet) (int, error) {
+func (l *valLink) Receive(pkts []link.Packet) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held, l.injected = l.held[:0], false
@@ -116,7 +118,7 @@ func (l *valLink) Receive(pkts []transport.Packet) (int, error) {
 		n := min(len(pkts), len(l.inbox))
 		for i := range n {
 			d := l.inbox[i]
-			pkts[i] = transport.Packet{Remote: d.from, LocalPort: l.LocalAddr().Port()}
+			pkts[i] = link.Packet{Remote: d.from, LocalPort: l.LocalAddr().Port()}
 			pkts[i].SetData(d.b)
 			l.held = append(l.held, d)
 		}
@@ -131,7 +133,7 @@ func (l *valLink) Receive(pkts []transport.Packet) (int, error) {
 }
 
 // observe shows received datagrams to onRx. l.mu held.
-func (l *valLink) observe(pkts []transport.Packet) {
+func (l *valLink) observe(pkts []link.Packet) {
 	if l.onRx == nil {
 		return
 	}
@@ -142,15 +144,15 @@ func (l *valLink) observe(pkts []transport.Packet) {
 	}
 }
 
-// Release implements transport.Link: injected datagrams are simply forgotten.
-func (l *valLink) Release(pkts []transport.Packet) {
+// Release implements link.Link: injected datagrams are simply forgotten.
+func (l *valLink) Release(pkts []link.Packet) {
 	l.mu.Lock()
 	injected := l.injected
 	l.injected = false
 	l.mu.Unlock()
 	if injected {
 		for i := range pkts {
-			pkts[i] = transport.Packet{}
+			pkts[i] = link.Packet{}
 		}
 		return
 	}
@@ -212,7 +214,7 @@ func valInject(w *semWorld, from, to netip.AddrPort, dgram []byte) {
 		w.t.Fatal(err)
 	}
 	defer l.Close()
-	pk := []transport.Packet{{Remote: to, LocalPort: from.Port()}}
+	pk := []link.Packet{{Remote: to, LocalPort: from.Port()}}
 	pk[0].SetData(dgram)
 	if n, err := l.Send(pk); n != 1 || err != nil {
 		w.t.Fatalf("inject: sent %d: %v", n, err)

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/memreg"
+
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
@@ -362,7 +366,7 @@ func TestCMFloorPayload(t *testing.T) {
 
 	region := make([]byte, 8192)
 	pattern(region, 3)
-	b.mem.add(0x55, 0, 0x4000, region, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+	b.mem.add(0x55, 0, 0x4000, region, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 	sendA, sendB, wdata := make([]byte, 5000), make([]byte, 3000), make([]byte, 3000)
 	pattern(sendA, 1)
 	pattern(sendB, 2)
@@ -428,7 +432,7 @@ func TestDataLengthValidation(t *testing.T) {
 			b, _ := valEngine(w, 2, nil)
 			qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 			region := newSemGuarded(4096, 1)
-			b.mem.add(0x55, 0, 0x4000, region.region, transport.AccessRemoteRead|transport.AccessRemoteWrite)
+			b.mem.add(0x55, 0, 0x4000, region.region, memreg.AccessRemoteRead|memreg.AccessRemoteWrite)
 			local := newSemGuarded(100, 2)
 			op := wire.OpReadRequest
 			wr := semRead(1, 0, 0x4000, 0x55, local.region)
@@ -469,7 +473,7 @@ func TestRNRDelayCap(t *testing.T) {
 	b, _ := valEngine(w, 2, func(c *transport.Config) { c.RNRDelay = 0xffff * 16 * time.Microsecond })
 	qa, qb := w.connect(a, transport.QPConfig{}, b, transport.QPConfig{})
 	var naks, sends []int64
-	al.onRx = func(now int64, p *wire.Packet, _ *transport.Packet) {
+	al.onRx = func(now int64, p *wire.Packet, _ *link.Packet) {
 		if p.Opcode == wire.OpAck && p.Ack.Syndrome == wire.SynNakRNR {
 			if p.Ack.Value != 0xffff {
 				t.Errorf("RNR NAK Value %#x, want 0xffff", p.Ack.Value)
@@ -477,7 +481,7 @@ func TestRNRDelayCap(t *testing.T) {
 			naks = append(naks, now)
 		}
 	}
-	al.onTx = func(now int64, p *wire.Packet, _ *transport.Packet) {
+	al.onTx = func(now int64, p *wire.Packet, _ *link.Packet) {
 		if p.Opcode == wire.OpSendOnly {
 			sends = append(sends, now)
 		}

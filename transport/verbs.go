@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+
 	"github.com/xdpndk/xdpndk/transport/wire"
 
 	"github.com/xdpndk/xdpndk/memreg"
@@ -159,18 +160,6 @@ type CompletionSink interface {
 	Complete(qp *QP, c *Completion)
 }
 
-// Access is a set of remote rights checked by a MemoryResolver. It is memreg.Access, the
-// registry's own type (memreg is the home of the memory vocabulary: Access, PD, Span and
-// the refusals), so that a *memreg.Registry is a MemoryResolver as it is.
-type Access = memreg.Access
-
-const (
-	// AccessRemoteRead: the peer may read (RDMA Read). It is memreg.AccessRemoteRead.
-	AccessRemoteRead = memreg.AccessRemoteRead
-	// AccessRemoteWrite: the peer may write (RDMA Write). It is memreg.AccessRemoteWrite.
-	AccessRemoteWrite = memreg.AccessRemoteWrite
-)
-
 // MemoryResolver checks remote accesses and resolves them to memory. Its method set is
 // memreg.Registry's (Acquire, Invalidate), so package ndk hands its registry to the engine
 // as it is; tests use simple ones. Its methods are called on the engine goroutine and must
@@ -181,18 +170,14 @@ type MemoryResolver interface {
 	// contiguous or spread over fast-registered pages. If the Span holds a region (Span.MR
 	// not nil) the engine releases it exactly once, when it no longer uses the bytes: at
 	// once for a Write it placed, after the last response packet was acknowledged and
-	// transmitted for a Read. On refusal it returns an error matching ErrAccess, holds
+	// transmitted for a Read. On refusal it returns an error matching memreg.ErrAccess, holds
 	// nothing, and the caller writes nothing.
-	Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, access Access) (memreg.Span, error)
+	Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, access memreg.Access) (memreg.Span, error)
 	// Invalidate invalidates token for SendAndInvalidate; an error means the token could not
 	// be invalidated (not a fast-registered region or a window of pd) and the connection is
 	// aborted.
 	Invalidate(pd memreg.PD, token uint32) error
 }
-
-// ErrAccess is the reason a MemoryResolver refuses an access: memreg.ErrAccess, the same
-// error value, which every refusal of a memreg.Registry matches.
-var ErrAccess = memreg.ErrAccess
 
 // Limits of the connection and of one packet, for the layers above (they do not read the
 // wire format).

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -21,7 +23,7 @@ import (
 // checks that the packet's payload bytes, which a real link would be reading until then,
 // have not changed since Send: a change means the engine handed the memory back too early.
 type zcLink struct {
-	transport.Link
+	link.Link
 	mu       sync.Mutex
 	rng      *rand.Rand
 	held     bool
@@ -41,7 +43,7 @@ type zcPacket struct {
 	at      int
 }
 
-func newZCLink(l transport.Link, seed uint64) *zcLink {
+func newZCLink(l link.Link, seed uint64) *zcLink {
 	return &zcLink{Link: l, rng: rand.New(rand.NewPCG(seed, 7)), cookies: map[uint64]int{}}
 }
 
@@ -53,14 +55,14 @@ func payloadSum(segs [][]byte) uint32 {
 	return s
 }
 
-// Send implements transport.Link.
-func (z *zcLink) Send(pkts []transport.Packet) (int, error) {
+// Send implements link.Link.
+func (z *zcLink) Send(pkts []link.Packet) (int, error) {
 	n, err := z.Link.Send(pkts)
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	for i := range pkts[:n] {
 		p := &pkts[i]
-		if p.Flags&transport.FlagZeroCopy == 0 {
+		if p.Flags&link.FlagZeroCopy == 0 {
 			continue
 		}
 		// Segs[0] is the header and the last the trailer, both the engine's own buffers that
@@ -73,7 +75,7 @@ func (z *zcLink) Send(pkts []transport.Packet) (int, error) {
 	return n, err
 }
 
-// TxDone implements transport.Link.
+// TxDone implements link.Link.
 func (z *zcLink) TxDone(dst []uint64) int {
 	for z.Link.TxDone(z.inner[:]) == len(z.inner) { // the inner link's copies are done at once
 	}
@@ -128,7 +130,7 @@ func (z *zcLink) check(t *testing.T) {
 // newZCWorld is a world whose engines run with ZeroCopyTx on zcLinks.
 func newZCWorld(t *testing.T, ncfg simlink.Config, seed uint64) (*world, *zcLink, *zcLink) {
 	var za, zb *zcLink
-	w := newWorldOn(t, ncfg, func(c *transport.Config) { c.ZeroCopyTx = true }, func(la, lb *simlink.Link) (transport.Link, transport.Link) {
+	w := newWorldOn(t, ncfg, func(c *transport.Config) { c.ZeroCopyTx = true }, func(la, lb *simlink.Link) (link.Link, link.Link) {
 		za, zb = newZCLink(la, seed), newZCLink(lb, seed+1)
 		return za, zb
 	})
@@ -227,7 +229,7 @@ func TestZeroCopyReadHoldsRegion(t *testing.T) {
 	w := newWorldOn(t, simlink.Config{MaxPayload: 1472}, func(c *transport.Config) {
 		c.ZeroCopyTx = true
 		c.Resolver = reg
-	}, func(la, lb *simlink.Link) (transport.Link, transport.Link) {
+	}, func(la, lb *simlink.Link) (link.Link, link.Link) {
 		zb = newZCLink(lb, 5)
 		return newZCLink(la, 4), zb
 	})

@@ -1,11 +1,14 @@
 package xdp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"github.com/xdpndk/xdpndk/xdp/xsk"
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/memreg"
@@ -50,8 +53,8 @@ type Config struct {
 
 	// Attach selects native or generic XDP. Default bpf.AttachAuto (native, then generic).
 	Attach bpf.Mode
-	// Bind selects zero-copy or copy mode. Default BindAuto (zero-copy, then copy).
-	Bind BindMode
+	// Bind selects zero-copy or copy mode. Default xsk.BindAuto (zero-copy, then copy).
+	Bind xsk.BindMode
 	// DisableNeedWakeup turns off XDP_USE_NEED_WAKEUP, so every TX batch makes a system call.
 	DisableNeedWakeup bool
 	// BusyPoll, when non-zero, asks for busy polling on the sockets (SO_BUSY_POLL).
@@ -76,8 +79,8 @@ type Config struct {
 	NeighbourEntries int
 	// NeighbourResolving bounds the peers being resolved at once. A datagram to a new peer
 	// beyond it is held without a resolution request (counted in
-	// NeighbourStats.RequestsDropped); the next one asks again. ResolvePeer is not bound
-	// by it (its callers wait). Default 256; at most NeighbourEntries/2.
+	// nexthop.NeighbourStats.RequestsDropped); the next one asks again. ResolvePeer is not
+	// bound by it (its callers wait). Default 256; at most NeighbourEntries/2.
 	NeighbourResolving int
 	// NeighbourRefresh is the age after which the next hop of a peer still in use is
 	// re-validated in the background (route lookup and neighbour state; the old MAC stays
@@ -91,7 +94,7 @@ type Config struct {
 	// resolve, when set (tests only), replaces the kernel as the source of next hops: the
 	// worker calls it on a goroutine of its own per peer, with a context that ends at
 	// ResolveTimeout.
-	resolve resolveFunc
+	resolve func(ctx context.Context, peer netip.Addr) ([6]byte, error)
 }
 
 // DefaultConfig returns a Config for the named interface with every default filled in, but

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/memreg"
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
 	"github.com/xdpndk/xdpndk/xdp/xsk"
 )
 
@@ -86,9 +87,9 @@ func Open(cfg Config) (d *Device, err error) {
 	// longer than the rest needs multi-buffer.
 	frameRoom := cfg.FrameSize - xsk.PacketHeadroom
 	needSG := 14+4+mtu > frameRoom
-	sg := MultiBufferAuto
+	sg := xsk.MultiBufferAuto
 	if needSG {
-		sg = MultiBufferRequire
+		sg = xsk.MultiBufferRequire
 	}
 	perQueue := cfg.Frames
 	d.umem, err = memreg.NewUMEM(memreg.UMEMOptions{
@@ -101,21 +102,21 @@ func Open(cfg Config) (d *Device, err error) {
 	if err != nil {
 		return d, err
 	}
-	if d.resolver, err = NewResolver(); err != nil {
+	if d.resolver, err = nexthop.NewResolver(); err != nil {
 		return d, err
 	}
 	if err := d.openNeighbours(cfg, attrs); err != nil {
 		return d, err
 	}
-	var first *Socket
+	var first *xsk.Socket
 	for _, q := range queues {
-		sc := SocketConfig{
+		sc := xsk.SocketConfig{
 			IfIndex: d.ifindex, Queue: q,
 			RxSize: cfg.RingSize, FillSize: cfg.RingSize, CompSize: cfg.RingSize, TxSize: cfg.RingSize / 2,
 			Bind: cfg.Bind, MultiBuffer: sg, NeedWakeup: !cfg.DisableNeedWakeup, Unaligned: true,
 			Shared: first, BusyPoll: cfg.BusyPoll, TxBudget: int(cfg.RingSize / 2),
 		}
-		s, err := NewSocket(d.umem, sc)
+		s, err := xsk.NewSocket(d.umem, sc)
 		if err != nil {
 			var be *xsk.BindError
 			if errors.As(err, &be) {
@@ -166,8 +167,7 @@ func Open(cfg Config) (d *Device, err error) {
 		}
 		return d, err
 	}
-	d.workerOn = true
-	go d.worker.run()
+	d.hops.Start()
 	m := d.Mode()
 	d.log.Info("xdp device open", "interface", cfg.Interface, "addr", d.addr, "port", cfg.Port,
 		"queues", queues, "mode", m.String(), "max_payload", d.maxPayload, "zc_max_segs", d.zcMaxSegs)
@@ -184,7 +184,7 @@ func Open(cfg Config) (d *Device, err error) {
 // and lowers the payload limit so that a full-size packet fits in that many frames of
 // frameRoom bytes. Packets needing more descriptors would be refused by the kernel as
 // invalid. Copy mode has no such limit.
-func (d *Device) limitZeroCopy(s *Socket, frameRoom, l2l3 int) error {
+func (d *Device) limitZeroCopy(s *xsk.Socket, frameRoom, l2l3 int) error {
 	if !s.Mode().ZeroCopy {
 		return nil
 	}
@@ -227,11 +227,8 @@ type Device struct {
 	rxQueues   int      // RX queues the interface uses (served or not)
 	ntuple     []uint32 // locations of the n-tuple rules Open installed (SteerNtuple)
 
-	resolver *Resolver    // the worker's netlink socket
-	neigh    *neighTable  // next hops of the peers, read by the links
-	worker   *neighWorker // resolves them
-	backend  neighBackend
-	workerOn bool // the worker goroutine runs
+	resolver *nexthop.Resolver // the worker's netlink socket
+	hops     *nexthop.Table    // next hops of the peers, read by the links, and their worker
 
 	mu     sync.Mutex // guards closed
 	closed bool
@@ -240,7 +237,7 @@ type Device struct {
 // Links returns one Link per bound queue, in the order of Config.Queues.
 func (d *Device) Links() []*Link { return d.links }
 
-// DeviceLink returns every queue of the device as one transport.Link, for one engine to
+// DeviceLink returns every queue of the device as one link.Link, for one engine to
 // serve them all (what ndk.Open runs its engine on).
 func (d *Device) DeviceLink() *DeviceLink { return d.devLink }
 
@@ -271,7 +268,7 @@ func (d *Device) Addr() netip.Addr { return d.addr }
 // Mode is what a Device got from the kernel.
 type Mode struct {
 	Attach bpf.Mode        // native (driver) or generic (SKB) XDP
-	Socket SocketMode      // of the first queue's socket; all queues share it
+	Socket xsk.SocketMode  // of the first queue's socket; all queues share it
 	Pages  memreg.PageKind // what backs the UMEM
 }
 
@@ -296,31 +293,23 @@ func (d *Device) Mode() Mode {
 // the links exist) and the worker's backend, subscribed to the kernel's neighbour events.
 // It runs in the interface's namespace.
 func (d *Device) openNeighbours(cfg Config, attrs *netlink.LinkAttrs) error {
-	d.neigh = newNeighTable(cfg.NeighbourEntries)
-	nc := neighConfig{
-		srcMAC: d.mac, src: d.addr, port: cfg.Port, timeout: cfg.ResolveTimeout,
-		negativeTTL: cfg.NegativeTTL, refresh: cfg.NeighbourRefresh, idle: 2 * cfg.NeighbourRefresh,
-		maxResolving: cfg.NeighbourResolving,
+	nc := nexthop.Config{
+		SrcMAC: d.mac, Src: d.addr, Port: cfg.Port, Entries: cfg.NeighbourEntries,
+		MaxResolving: cfg.NeighbourResolving, ResolveTimeout: cfg.ResolveTimeout,
+		NegativeTTL: cfg.NegativeTTL, Refresh: cfg.NeighbourRefresh, Wake: d.ringHolders,
+		Resolve: cfg.resolve, Resolver: d.resolver, IfIndex: d.ifindex,
 	}
-	if cfg.resolve != nil {
-		d.backend = funcBackend{fn: cfg.resolve}
-		d.worker = newNeighWorker(d.neigh, nc, d.backend, d.ringHolders)
-		return nil
+	if cfg.resolve == nil {
+		switch {
+		case attrs.Flags&net.FlagLoopback != 0:
+			nc.DevErr = fmt.Errorf("%s is a loopback device: %w", attrs.Name, nexthop.ErrNoEthernetNextHop)
+		case attrs.RawFlags&unix.IFF_NOARP != 0:
+			nc.DevErr = fmt.Errorf("device %s does not resolve neighbours (NOARP): %w", attrs.Name, nexthop.ErrNoEthernetNextHop)
+		}
 	}
-	var devErr error
-	switch {
-	case attrs.Flags&net.FlagLoopback != 0:
-		devErr = fmt.Errorf("%s is a loopback device: %w", attrs.Name, ErrNoEthernetNextHop)
-	case attrs.RawFlags&unix.IFF_NOARP != 0:
-		devErr = fmt.Errorf("device %s does not resolve neighbours (NOARP): %w", attrs.Name, ErrNoEthernetNextHop)
-	}
-	b, err := newNetlinkBackend(d.resolver, d.ifindex, devErr)
-	if err != nil {
-		return err
-	}
-	d.backend = b
-	d.worker = newNeighWorker(d.neigh, nc, b, d.ringHolders)
-	return b.subscribe(d.worker)
+	var err error
+	d.hops, err = nexthop.NewTable(nc)
+	return err
 }
 
 // ringHolders rings the doorbell of every link that holds datagrams (the worker calls it
@@ -336,47 +325,33 @@ func (d *Device) ringHolders() {
 // ResolvePeer makes sure the device knows the next hop towards peer: it returns nil once
 // the peer is resolved, at once if it is already. Otherwise it has the device's worker
 // resolve it and waits, up to Config.ResolveTimeout, for the result: an error wrapping
-// ErrNextHopUnresolved (nobody answered ARP or neighbour discovery), ErrNoRoute (no route,
-// or not through this device) or ErrNoEthernetNextHop; a resolution that failed less than
-// Config.NegativeTTL ago fails at once with its error. If ctx ends first it returns an
+// nexthop.ErrNextHopUnresolved (nobody answered ARP or neighbour discovery),
+// nexthop.ErrNoRoute (no route, or not through this device) or
+// nexthop.ErrNoEthernetNextHop; a resolution that failed less than Config.NegativeTTL ago
+// fails at once with its error. If ctx ends first it returns an
 // error wrapping ctx.Err(), and the resolution goes on for the datagrams that follow.
 // It blocks its caller only: call it when a peer is set up (ndk's Connect does), never
 // from the goroutine that runs the links.
 func (d *Device) ResolvePeer(ctx context.Context, peer netip.Addr) error {
-	if err := checkPeer(peer, d.addr); err != nil {
+	if err := nexthop.CheckPeer(peer, d.addr); err != nil {
 		return err
 	}
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
-	if closed || !d.workerOn {
+	if closed || d.hops == nil || !d.hops.Running() {
 		return fmt.Errorf("resolve %v: xdp device closed", peer)
 	}
-	return d.worker.resolvePeer(ctx, peer)
+	return d.hops.ResolvePeer(ctx, peer)
 }
 
 // Neighbour returns the device's next-hop table entry for peer, if it has one.
-func (d *Device) Neighbour(peer netip.Addr) (NeighbourInfo, bool) { return d.neigh.info(peer) }
+func (d *Device) Neighbour(peer netip.Addr) (nexthop.NeighbourInfo, bool) {
+	return d.hops.Info(peer)
+}
 
 // NeighbourStats returns the counters of the device's next-hop table and worker.
-func (d *Device) NeighbourStats() NeighbourStats {
-	return d.neigh.snapshotStats(int(d.neigh.nResolving.Load()))
-}
-
-// checkPeer refuses a peer address datagrams cannot be sent to from local.
-func checkPeer(peer, local netip.Addr) error {
-	switch {
-	case !peer.IsValid():
-		return errors.New("xdp: invalid peer address")
-	case peer.Is4In6():
-		return fmt.Errorf("xdp: IPv4-mapped peer address %v: unmap it", peer)
-	case peer.Is4() != local.Is4():
-		return fmt.Errorf("xdp: peer %v and local address %v are of different IP versions", peer, local)
-	case peer.IsUnspecified(), peer.IsMulticast(), peer == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return fmt.Errorf("xdp: peer address %v is not unicast", peer)
-	}
-	return nil
-}
+func (d *Device) NeighbourStats() nexthop.NeighbourStats { return d.hops.Stats() }
 
 // Close closes every link, detaches and unloads the program, and frees the UMEM. It is
 // idempotent.
@@ -388,11 +363,8 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
-	if d.worker != nil {
-		d.worker.stop(d.workerOn)
-	}
-	if d.backend != nil {
-		d.backend.close()
+	if d.hops != nil {
+		d.hops.Close()
 	}
 	var errs []error
 	if d.prog != nil {

@@ -22,18 +22,20 @@
 //   - package xdp/xsk: Socket, the raw socket with its four rings, UMEM registration and the
 //     system calls (batch calls, no framing, nothing of the transport or of netlink);
 //   - package xdp/frame: Encap, ParseUDP, Datagram and Checksum, pure computation on bytes;
+//   - package xdp/nexthop: next-hop resolution, never blocking the engine: the Table (the
+//     bounded next-hop table and its netlink resolution worker) and each link's Hops (the
+//     peers' table entries and the hold area);
 //   - package xdp: Link adds framing, frame accounting, held datagrams and the link.Link
 //     contract to one Socket, through parts it owns (rxState: the RX ring and fill
-//     recycling; zcState: datagram layout, framing and zero-copy records; nextHops: the
-//     peers' table entries and the hold area); Device owns the UMEM, the steering
-//     program, the next-hop table with its resolution worker (neigh*.go, netlink), queue
+//     recycling; zcState: datagram layout, framing and zero-copy records; hops: its
+//     nexthop.Hops); Device owns the UMEM, the steering program, the nexthop.Table, queue
 //     steering (ethtool) and one Link per interface queue; DeviceLink serves them all as
 //     one link.
 //
-// The names of the lower packages that package xdp had before the split (Socket, NewSocket,
-// SocketConfig, Desc, Encap, ParseUDP, Datagram, Checksum, the framing errors, ...) remain
-// here as aliases, thin wrappers and the same error values. Each Link is driven by one engine
-// goroutine; Device and the Wake/Stats/Close methods are safe anywhere.
+// The lower packages' names have one spelling, in their own package: xsk.Socket,
+// xsk.BindMode (the type of Config.Bind), frame.Encap, frame.ParseUDP and so on. Each Link
+// is driven by one engine goroutine; Device and the Wake/Stats/Close methods are safe
+// anywhere.
 //
 // Modes are chosen best first and reported, never silently: native XDP then generic,
 // zero-copy then copy, multi-buffer when the MTU needs it, need_wakeup by default. On veth,

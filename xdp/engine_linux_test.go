@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
@@ -18,15 +20,15 @@ type oneRegion struct {
 	buf  []byte
 }
 
-func (r *oneRegion) Acquire(_ memreg.PD, token uint32, addr uint64, length uint32, _ transport.Access) (memreg.Span, error) {
+func (r *oneRegion) Acquire(_ memreg.PD, token uint32, addr uint64, length uint32, _ memreg.Access) (memreg.Span, error) {
 	if token != 1 || addr < r.base || addr-r.base > uint64(len(r.buf)) || uint64(length) > uint64(len(r.buf))-(addr-r.base) {
-		return memreg.Span{}, transport.ErrAccess
+		return memreg.Span{}, memreg.ErrAccess
 	}
 	off := addr - r.base
 	return memreg.Span{Buf: r.buf[off : off+uint64(length)], N: uint64(length)}, nil
 }
 
-func (r *oneRegion) Invalidate(memreg.PD, uint32) error { return transport.ErrAccess }
+func (r *oneRegion) Invalidate(memreg.PD, uint32) error { return memreg.ErrAccess }
 
 // chanSink delivers completions on a channel.
 type chanSink chan transport.Completion
@@ -79,7 +81,7 @@ func testEngineOverAFXDP(t *testing.T, zeroCopy bool) {
 				return b
 			}
 			region := &oneRegion{base: 0x7000_0000, buf: alloc(db, 1<<20)}
-			mk := func(l transport.Link, res transport.MemoryResolver) *transport.Engine {
+			mk := func(l link.Link, res transport.MemoryResolver) *transport.Engine {
 				c := transport.DefaultConfig(l)
 				c.Resolver = res
 				c.ZeroCopyTx = zeroCopy

@@ -9,6 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/memreg"
@@ -30,20 +34,20 @@ const (
 // Receive hands out views of the frames the kernel wrote, with no copy.
 //
 // The next hop of each peer comes from the device's next-hop table, which a worker
-// goroutine fills (neigh_worker.go): no method of the engine ever waits for a resolution.
-// A datagram to a peer not resolved yet is held (copied) and sent once the worker has
-// resolved the peer, or dropped (counted) if it cannot be; ResolvePeer resolves a peer
-// ahead of time.
+// goroutine fills (package xdp/nexthop): no method of the engine ever waits for a
+// resolution. A datagram to a peer not resolved yet is held (copied) and sent once the
+// worker has resolved the peer, or dropped (counted) if it cannot be; ResolvePeer resolves
+// a peer ahead of time.
 //
 // The Link coordinates parts that own their state, each a value field, engine goroutine
 // only: rxState (rx_linux.go) the RX descriptors taken from the ring and the frames going
 // back to the fill ring; zcState (zerocopy_linux.go) the layout of a datagram in frames and
-// descriptors, its framing, and the zero-copy records behind TxDone; nextHops
-// (nexthops_linux.go) the peers' table entries and the hold area. The Link keeps the rings'
-// staging, kicks, counters and the link.Link contract; waiting is in wait_linux.go.
+// descriptors, its framing, and the zero-copy records behind TxDone; hops (a nexthop.Hops)
+// the peers' table entries and the hold area. The Link keeps the rings' staging, kicks,
+// counters and the link.Link contract; waiting is in wait_linux.go.
 type Link struct {
 	dev   *Device
-	sock  *Socket
+	sock  *xsk.Socket
 	umem  *memreg.UMEM
 	mem   []byte
 	pool  *memreg.FramePool
@@ -54,12 +58,12 @@ type Link struct {
 	maxPayload int
 
 	// engine-owned state
-	rx       rxState // RX descriptors taken from the ring, frames going back to the fill ring
-	tx       []Desc  // staged TX descriptors: a whole Send, up to the TX ring size
+	rx       rxState    // RX descriptors taken from the ring, frames going back to the fill ring
+	tx       []xsk.Desc // staged TX descriptors: a whole Send, up to the TX ring size
 	ntx      int
 	comp     [compBatch]uint64
-	zc       zcState  // datagram layout and framing, the FlagZeroCopy records for TxDone
-	hops     nextHops // next hops of the peers and the datagrams held for them
+	zc       zcState      // datagram layout and framing, the FlagZeroCopy records for TxDone
+	hops     nexthop.Hops // next hops of the peers and the datagrams held for them
 	acc      txAcc
 	pollfds  [2]unix.PollFd // Wait's: the socket and the doorbell
 	timeout  unix.Timespec
@@ -69,7 +73,7 @@ type Link struct {
 	eventfd int
 	busy    atomic.Int32
 	closed  atomic.Bool
-	holding atomic.Bool // hops.hold.n > 0: the worker rings this link when it finishes resolutions
+	holding atomic.Bool // hops.Held() > 0: the worker rings this link when it finishes resolutions
 	once    sync.Once
 	stats   linkCounters
 }
@@ -84,7 +88,7 @@ type txAcc struct {
 	pkts, bytes, refs uint64
 }
 
-func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, error) {
+func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("create doorbell eventfd: %w", err)
@@ -94,10 +98,10 @@ func newLink(d *Device, s *Socket, pool *memreg.FramePool, queue int) (*Link, er
 		fsize:      uint64(d.umem.FrameSize()),
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
-		tx:         make([]Desc, s.Config().TxSize),
+		tx:         make([]xsk.Desc, s.Config().TxSize),
 		eventfd:    efd,
 	}
-	l.hops = newNextHops(d, l, &l.holding)
+	l.hops = nexthop.NewHops(d.hops, d.addr, (*hopsTx)(l), d.maxPayload, &l.holding)
 	l.zc = newZCState(d, s, pool, len(l.tx))
 	l.pollfds[0] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
@@ -124,7 +128,7 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 		return 0, link.ErrClosed
 	}
 	defer l.exit()
-	if l.hops.hold.n > 0 && l.hops.service() {
+	if l.hops.Held() > 0 && l.hops.Service() {
 		l.finishTx()
 	}
 	if l.rx.owed > 0 {
@@ -145,7 +149,7 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 		// One packet: its descriptors run to the first without DescContinued.
 		first := r.head
 		last := first
-		for last < r.tail-1 && r.descs[last].Options&DescContinued != 0 {
+		for last < r.tail-1 && r.descs[last].Options&xsk.DescContinued != 0 {
 			last++
 		}
 		r.head = last + 1
@@ -174,7 +178,7 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 
 // unwrap parses one received packet's descriptors into p. It reports false for anything
 // that is not a well-formed datagram to our address and port.
-func (l *Link) unwrap(descs []Desc, p *link.Packet) bool {
+func (l *Link) unwrap(descs []xsk.Desc, p *link.Packet) bool {
 	if len(descs) > link.MaxSegments {
 		return false
 	}
@@ -187,13 +191,13 @@ func (l *Link) unwrap(descs []Desc, p *link.Packet) bool {
 		}
 		total += int(d.Len)
 	}
-	frame := l.mem[descs[0].Addr : descs[0].Addr+uint64(descs[0].Len)]
-	var dg Datagram
-	if ParseUDP(frame, total, &dg) != nil || dg.PayloadLen == 0 || dg.Dst != l.local {
+	first := l.mem[descs[0].Addr : descs[0].Addr+uint64(descs[0].Len)]
+	var dg frame.Datagram
+	if frame.ParseUDP(first, total, &dg) != nil || dg.PayloadLen == 0 || dg.Dst != l.local {
 		return false
 	}
 	left := dg.PayloadLen
-	seg := frame[dg.PayloadOffset:]
+	seg := first[dg.PayloadOffset:]
 	for i, d := range descs {
 		if i > 0 {
 			seg = l.mem[d.Addr : d.Addr+uint64(d.Len)]
@@ -248,8 +252,8 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 	}
 	defer l.exit()
 	l.reclaim()
-	if l.hops.hold.n > 0 {
-		l.hops.service()
+	if l.hops.Held() > 0 {
+		l.hops.Service()
 	}
 	taken := 0
 	var err error
@@ -265,9 +269,9 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			break
 		}
 		ip := p.Remote.Addr()
-		s := l.hops.snapFor(ip)
-		if s == nil || s.state != NeighbourResolved || (l.hops.hold.n > 0 && l.hops.hold.holds(ip)) {
-			if s != nil && s.state == NeighbourResolved {
+		s := l.hops.Lookup(ip)
+		if s == nil || !s.Resolved() || (l.hops.Held() > 0 && l.hops.Holds(ip)) {
+			if s != nil && s.Resolved() {
 				break // earlier datagrams to the peer wait in the hold for room: they go first
 			}
 			// Held or dropped. A FlagZeroCopy datagram's cookie is reported done at once
@@ -276,7 +280,7 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			if zc && l.zc.queue.full() {
 				break // the caller must collect TxDone first
 			}
-			if err = l.hops.take(p, ip, s); err != nil {
+			if err = l.hops.Take(p, ip, s); err != nil {
 				break
 			}
 			if zc {
@@ -285,7 +289,7 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			taken++
 			continue
 		}
-		ok, terr := l.transmit(p, &s.encap, plen)
+		ok, terr := l.transmit(p, s.Encap(), plen)
 		if terr != nil {
 			err = terr
 			break
@@ -299,9 +303,17 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 	return taken, err
 }
 
+// hopsTx is a Link as its next hops' nexthop.Transmitter, which sends held datagrams.
+type hopsTx Link
+
+// Transmit is Link.transmit.
+func (t *hopsTx) Transmit(p *link.Packet, e *frame.Encap, plen int) (bool, error) {
+	return (*Link)(t).transmit(p, e, plen)
+}
+
 // transmit frames datagram p (plen bytes) with header template e and stages it on the TX
 // ring. It reports false when there is no room now (frames, ring slots, zero-copy records).
-func (l *Link) transmit(p *link.Packet, e *Encap, plen int) (bool, error) {
+func (l *Link) transmit(p *link.Packet, e *frame.Encap, plen int) (bool, error) {
 	hl := e.HeaderLen()
 	descs, nframes, refs := l.zc.plan(p, hl, plen)
 	if nframes > len(l.tx) {
@@ -352,12 +364,12 @@ func (l *Link) finishTx() {
 		l.stats.txZeroCopy.Add(a.refs)
 	}
 	*a = txAcc{}
-	if h := &l.hops.acc; h.held|h.unresolved|h.overflow|h.failed != 0 {
-		l.stats.txHeld.Add(h.held)
-		l.stats.txUnresolved.Add(h.unresolved)
-		l.stats.txHoldOverflow.Add(h.overflow)
-		l.stats.txFailed.Add(h.failed)
-		*h = hopsAcc{}
+	if h := l.hops.Counters(); h.Held|h.Unresolved|h.Overflow|h.Failed != 0 {
+		l.stats.txHeld.Add(h.Held)
+		l.stats.txUnresolved.Add(h.Unresolved)
+		l.stats.txHoldOverflow.Add(h.Overflow)
+		l.stats.txFailed.Add(h.Failed)
+		*h = nexthop.Counters{}
 	}
 }
 
@@ -437,7 +449,7 @@ func (l *Link) TxDone(dst []uint64) int {
 		return 0
 	}
 	defer l.exit()
-	if l.hops.hold.n > 0 && l.hops.service() {
+	if l.hops.Held() > 0 && l.hops.Service() {
 		l.finishTx()
 	}
 	if l.zc.pending() {
@@ -460,7 +472,7 @@ func (l *Link) LocalAddr() netip.AddrPort { return l.local }
 func (l *Link) Queue() int { return l.queue }
 
 // Socket returns the link's AF_XDP socket (for its Mode and Statistics).
-func (l *Link) Socket() *Socket { return l.sock }
+func (l *Link) Socket() *xsk.Socket { return l.sock }
 
 // Stats implements link.Link. RxDropped includes the kernel's drops for the socket.
 func (l *Link) Stats() link.Stats {

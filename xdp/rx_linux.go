@@ -3,6 +3,8 @@ package xdp
 import (
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"github.com/xdpndk/xdpndk/memreg"
 )
 
@@ -18,12 +20,12 @@ import (
 // repay and flushRecycle pay it back from the pool when the ring has room. Without that
 // every such moment would shrink the kernel's share for good, until receiving stopped.
 type rxState struct {
-	sock  *Socket
+	sock  *xsk.Socket
 	fill  fillRing // sock's fill ring (a fake in tests)
 	pool  *memreg.FramePool
 	fsize uint64
 
-	descs    [rxBatch]Desc
+	descs    [rxBatch]xsk.Desc
 	head     int // next unprocessed descriptor in descs
 	tail     int // end of the descriptors taken from the ring
 	recycle  [rxBatch]uint64
@@ -44,7 +46,7 @@ type fillRing interface {
 
 // newRxState gives the kernel every frame the fill ring of s holds, before any traffic
 // arrives, and returns the receive side of s.
-func newRxState(s *Socket, pool *memreg.FramePool, fsize uint64) rxState {
+func newRxState(s *xsk.Socket, pool *memreg.FramePool, fsize uint64) rxState {
 	return startRx(rxState{sock: s, fill: s, pool: pool, fsize: fsize, target: int(s.Config().FillSize)})
 }
 

@@ -5,6 +5,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport/link"
 )
@@ -39,7 +42,7 @@ func unwrapFixture(t testing.TB) *Link {
 // seedFrame writes a valid datagram of n payload bytes from 198.18.0.1 into the frame at
 // offset addr and returns its length.
 func seedFrame(t testing.TB, mem []byte, addr, n int) int {
-	e := Encap{
+	e := frame.Encap{
 		SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
 		Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"),
 		SrcPort: 40000, DstPort: testPort,
@@ -47,7 +50,7 @@ func seedFrame(t testing.TB, mem []byte, addr, n int) int {
 	if err := e.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var sum Checksum
+	var sum frame.Checksum
 	hl, err := e.Put(mem[addr:], n, &sum, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +64,7 @@ func seedFrame(t testing.TB, mem []byte, addr, n int) int {
 func FuzzUnwrap(f *testing.F) {
 	l := unwrapFixture(f)
 	n := seedFrame(f, l.mem, 256, 100)
-	seed := func(descs ...Desc) []byte {
+	seed := func(descs ...xsk.Desc) []byte {
 		b := []byte{byte(len(descs))}
 		for _, d := range descs {
 			b = binary.LittleEndian.AppendUint32(b, uint32(d.Addr))
@@ -70,22 +73,22 @@ func FuzzUnwrap(f *testing.F) {
 		}
 		return append(b, l.mem[256:256+n]...)
 	}
-	f.Add(seed(Desc{Addr: 256, Len: uint32(n)}))
-	f.Add(seed(Desc{Addr: 256, Len: 60, Options: DescContinued}, Desc{Addr: 4096, Len: uint32(n - 60)}))
-	f.Add(seed(Desc{Addr: 6 * 4096, Len: uint32(n)}))
-	f.Add(seed(Desc{Addr: 1 << 31, Len: 65535}))
+	f.Add(seed(xsk.Desc{Addr: 256, Len: uint32(n)}))
+	f.Add(seed(xsk.Desc{Addr: 256, Len: 60, Options: xsk.DescContinued}, xsk.Desc{Addr: 4096, Len: uint32(n - 60)}))
+	f.Add(seed(xsk.Desc{Addr: 6 * 4096, Len: uint32(n)}))
+	f.Add(seed(xsk.Desc{Addr: 1 << 31, Len: 65535}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 1 {
 			return
 		}
 		nd := int(in[0])%(link.MaxSegments+2) + 1
 		in = in[1:]
-		descs := make([]Desc, 0, nd)
+		descs := make([]xsk.Desc, 0, nd)
 		for range nd {
 			if len(in) < 7 {
 				return
 			}
-			descs = append(descs, Desc{
+			descs = append(descs, xsk.Desc{
 				Addr:    uint64(binary.LittleEndian.Uint32(in)),
 				Len:     uint32(binary.LittleEndian.Uint16(in[4:])),
 				Options: uint32(in[6]),
@@ -123,10 +126,10 @@ func TestUnwrapRejects(t *testing.T) {
 	l := unwrapFixture(t)
 	n := seedFrame(t, l.mem, 256, 100)
 	var p link.Packet
-	if !l.unwrap([]Desc{{Addr: 256, Len: uint32(n)}}, &p) || p.Len() != 100 {
+	if !l.unwrap([]xsk.Desc{{Addr: 256, Len: uint32(n)}}, &p) || p.Len() != 100 {
 		t.Fatalf("valid datagram refused (len %d)", p.Len())
 	}
-	for name, descs := range map[string][]Desc{
+	for name, descs := range map[string][]xsk.Desc{
 		"frame of another pool":      {{Addr: 6*4096 + 256, Len: uint32(n)}},
 		"beyond the umem":            {{Addr: 1 << 40, Len: 10}},
 		"length past the umem":       {{Addr: 7*4096 + 4000, Len: 4096}},
@@ -145,7 +148,7 @@ func TestUnwrapRejects(t *testing.T) {
 		netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), testPort+1),
 	} {
 		l.local = local
-		if l.unwrap([]Desc{{Addr: 256, Len: uint32(n)}}, &p) {
+		if l.unwrap([]xsk.Desc{{Addr: 256, Len: uint32(n)}}, &p) {
 			t.Errorf("datagram to 198.18.0.2:%d accepted by a link on %v", testPort, local)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/transport/link"
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
 )
 
 // Waiting: Wait sleeps in ppoll on the socket and the link's doorbell (an eventfd that
@@ -34,9 +35,9 @@ func (l *Link) Wait(timeout time.Duration) error {
 // resolved and kicks what waits on the TX ring. It reports whether something is ready at
 // once (datagrams to Receive, cookies for TxDone), and the longest the caller may sleep
 // before it must look again (the kernel signals no TX completion; held datagrams are
-// looked at again every holdRecheck). The caller is inside enter/exit.
+// looked at again every nexthop.HoldRecheck). The caller is inside enter/exit.
 func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
-	if l.hops.hold.n > 0 && l.hops.service() {
+	if l.hops.Held() > 0 && l.hops.Service() {
 		l.finishTx()
 	}
 	if l.rx.owed > 0 {
@@ -59,10 +60,10 @@ func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
 	if l.rx.owed > 0 {
 		limit = min(limit, repayPoll)
 	}
-	if l.hops.hold.n > 0 {
+	if l.hops.Held() > 0 {
 		// The worker rings when it finishes a resolution; lost requests are looked at
-		// again every holdRecheck.
-		limit = min(limit, holdRecheck)
+		// again every nexthop.HoldRecheck.
+		limit = min(limit, nexthop.HoldRecheck)
 	}
 	return false, limit
 }
@@ -76,7 +77,7 @@ func (l *Link) waitFinish(rang bool) error {
 	if l.closed.Load() {
 		return link.ErrClosed
 	}
-	if l.hops.hold.n > 0 && l.hops.service() {
+	if l.hops.Held() > 0 && l.hops.Service() {
 		l.finishTx()
 	}
 	return nil

@@ -3,6 +3,9 @@ package xdp
 import (
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport/link"
 )
@@ -151,7 +154,7 @@ type zcState struct {
 
 // newZCState sets up the transmit layout of socket s (with its frame pool and its TX
 // staging array of txSize descriptors) on the device's UMEM.
-func newZCState(d *Device, s *Socket, pool *memreg.FramePool, txSize int) zcState {
+func newZCState(d *Device, s *xsk.Socket, pool *memreg.FramePool, txSize int) zcState {
 	m := s.Mode()
 	z := zcState{mem: d.umem.Bytes(), fsize: uint64(d.umem.FrameSize()), pool: pool}
 	z.enabled = m.MultiBuffer
@@ -254,8 +257,8 @@ func (z *zcState) plan(p *link.Packet, hl, plen int) (descs, frames int, refs ui
 // pool, segments in refs as descriptors pointing at them. It writes the descriptors (descs
 // of them) to the start of tx and returns the offset of the first frame. The pool holds
 // enough frames and tx enough room (Send checked).
-func (z *zcState) build(p *link.Packet, e *Encap, plen, descs int, refs uint8, tx []Desc) (uint64, error) {
-	var sum Checksum
+func (z *zcState) build(p *link.Packet, e *frame.Encap, plen, descs int, refs uint8, tx []xsk.Desc) (uint64, error) {
+	var sum frame.Checksum
 	for j := 0; j < int(p.NSegs); j++ {
 		sum.Add(p.Segs[j])
 	}
@@ -274,7 +277,7 @@ func (z *zcState) build(p *link.Packet, e *Encap, plen, descs int, refs uint8, t
 		seg := p.Segs[j]
 		if refs&(1<<j) != 0 {
 			if open {
-				tx[ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
+				tx[ntx] = xsk.Desc{Addr: addr, Len: uint32(pos), Options: xsk.DescContinued}
 				ntx++
 				open = false
 			}
@@ -282,7 +285,7 @@ func (z *zcState) build(p *link.Packet, e *Encap, plen, descs int, refs uint8, t
 			_, ref := z.refSplit(off, uint64(len(seg)))
 			for n := ref; n > 0; {
 				k := z.refPiece(off, n)
-				tx[ntx] = Desc{Addr: off, Len: uint32(k), Options: DescContinued}
+				tx[ntx] = xsk.Desc{Addr: off, Len: uint32(k), Options: xsk.DescContinued}
 				ntx++
 				off += k
 				n -= k
@@ -292,7 +295,7 @@ func (z *zcState) build(p *link.Packet, e *Encap, plen, descs int, refs uint8, t
 		for len(seg) > 0 {
 			if !open || pos == len(buf) {
 				if open {
-					tx[ntx] = Desc{Addr: addr, Len: uint32(pos), Options: DescContinued}
+					tx[ntx] = xsk.Desc{Addr: addr, Len: uint32(pos), Options: xsk.DescContinued}
 					ntx++
 				}
 				addr, _ = z.pool.Get()
@@ -306,10 +309,10 @@ func (z *zcState) build(p *link.Packet, e *Encap, plen, descs int, refs uint8, t
 		}
 	}
 	if open {
-		tx[ntx] = Desc{Addr: addr, Len: uint32(pos)}
+		tx[ntx] = xsk.Desc{Addr: addr, Len: uint32(pos)}
 		ntx++
 	}
-	tx[ntx-1].Options &^= DescContinued
+	tx[ntx-1].Options &^= xsk.DescContinued
 	if ntx != descs {
 		panic("xdp: descriptor count mismatch") // broken internal invariant, not input
 	}

@@ -15,12 +15,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	axdp "github.com/asavie/xdp"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/xdp"
 )
 
 // errAsavieUnavailable is nil: asavie/xdp builds on this architecture.
@@ -50,7 +51,7 @@ type asavieSide struct {
 	host     *testbed.Host
 	xsk      *axdp.Socket
 	prog     *bpf.Program
-	enc      xdp.Encap      // headers towards the other side
+	enc      frame.Encap    // headers towards the other side
 	local    netip.AddrPort // our address and port on this side
 	attach   bpf.Mode       // native or generic XDP for the steering program
 	attached bool
@@ -84,7 +85,7 @@ func openAsavie(bed *testbed.Bed, queue int, attach bpf.Mode) (p *asaviePair, er
 		s := &asavieSide{host: h, local: netip.AddrPortFrom(h.Addr, Port), attach: attach}
 		p.sides[i] = s
 		peer := hosts[1-i]
-		s.enc = xdp.Encap{
+		s.enc = frame.Encap{
 			SrcMAC: [6]byte(h.MAC), DstMAC: [6]byte(peer.MAC), Src: h.Addr, Dst: peer.Addr,
 			SrcPort: Port, DstPort: Port,
 		}
@@ -234,7 +235,7 @@ func (p *asaviePair) unblock() {}
 // frame writes one datagram with payload into the free frame of desc and sets its length.
 func (s *asavieSide) frame(x *axdp.Socket, d *axdp.Desc, payload []byte) error {
 	fr := x.GetFrame(*d)
-	var sum xdp.Checksum
+	var sum frame.Checksum
 	sum.Add(payload)
 	hl, err := s.enc.Put(fr, len(payload), &sum, 0)
 	if err != nil {
@@ -303,12 +304,12 @@ func (p *asaviePair) recv(side int, buf []byte, timeout time.Duration) (int, err
 	s := p.sides[side]
 	x := s.xsk
 	deadline := time.Now().Add(timeout)
-	var dg xdp.Datagram
+	var dg frame.Datagram
 	for {
 		if x.NumReceived() > 0 {
 			descs := x.Receive(1)
 			fr := x.GetFrame(descs[0])
-			err := xdp.ParseUDP(fr, len(fr), &dg)
+			err := frame.ParseUDP(fr, len(fr), &dg)
 			n := 0
 			if err == nil {
 				n = copy(buf, dg.Payload(fr))
@@ -360,7 +361,7 @@ func (p *asaviePair) send(f *flow) error {
 func (p *asaviePair) receive(f *flow) error {
 	s := p.sides[1]
 	x := s.xsk
-	var dg xdp.Datagram
+	var dg frame.Datagram
 	for it := 0; ; it++ {
 		avail := x.NumReceived()
 		if avail == 0 {
@@ -373,7 +374,7 @@ func (p *asaviePair) receive(f *flow) error {
 		pk, b := 0, 0
 		for _, d := range descs {
 			fr := x.GetFrame(d)
-			if xdp.ParseUDP(fr, len(fr), &dg) == nil && dg.Dst == s.local {
+			if frame.ParseUDP(fr, len(fr), &dg) == nil && dg.Dst == s.local {
 				pk++
 				b += dg.PayloadLen
 			}
@@ -392,7 +393,7 @@ func (p *asaviePair) ping(pg *pinger) error {
 	x := s.xsk
 	payload := make([]byte, PingSize-IPUDPHeaderLen)
 	fillPattern(payload, 0)
-	var dg xdp.Datagram
+	var dg frame.Datagram
 	for seq := uint64(1); seq <= uint64(pg.n); seq++ {
 		if pg.stop.Load() || report.Now() > pg.deadline {
 			return nil
@@ -414,7 +415,7 @@ func (p *asaviePair) ping(pg *pinger) error {
 				rd := x.Receive(avail)
 				for _, d := range rd {
 					fr := x.GetFrame(d)
-					if xdp.ParseUDP(fr, len(fr), &dg) == nil && dg.Dst == s.local && seqOf(dg.Payload(fr)) == seq {
+					if frame.ParseUDP(fr, len(fr), &dg) == nil && dg.Dst == s.local && seqOf(dg.Payload(fr)) == seq {
 						got = true
 					}
 				}
@@ -438,7 +439,7 @@ func (p *asaviePair) echo(f *flow) error {
 	const slot = 4096
 	scratch := make([]byte, f.batch*slot)
 	lens := make([]int, f.batch)
-	var dg xdp.Datagram
+	var dg frame.Datagram
 	for it := 0; ; it++ {
 		avail := x.NumReceived()
 		if avail == 0 {
@@ -452,7 +453,7 @@ func (p *asaviePair) echo(f *flow) error {
 		n := 0
 		for _, d := range rd {
 			fr := x.GetFrame(d)
-			if xdp.ParseUDP(fr, len(fr), &dg) == nil && dg.Dst == s.local {
+			if frame.ParseUDP(fr, len(fr), &dg) == nil && dg.Dst == s.local {
 				lens[n] = copy(scratch[n*slot:(n+1)*slot], dg.Payload(fr))
 				n++
 			}

@@ -10,15 +10,16 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
 // xdpndkPair is our AF_XDP link on both hosts: one xdp.Device per veth end, bound to
-// queue 0, used through its transport.Link.
+// queue 0, used through its link.Link.
 type xdpndkPair struct {
 	name  string
 	devs  [2]*xdp.Device
@@ -100,7 +101,7 @@ func (p *xdpndkPair) close() error {
 }
 
 // sendOne sends pkts[:1], waiting (bounded by timeout) while the link is out of room.
-func sendOne(l *xdp.Link, pkts []transport.Packet, timeout time.Duration) error {
+func sendOne(l *xdp.Link, pkts []link.Packet, timeout time.Duration) error {
 	t0 := report.Now()
 	for {
 		n, err := l.Send(pkts[:1])
@@ -120,7 +121,7 @@ func sendOne(l *xdp.Link, pkts []transport.Packet, timeout time.Duration) error 
 }
 
 func (p *xdpndkPair) xmit(side int, payload []byte) error {
-	var pkt [1]transport.Packet
+	var pkt [1]link.Packet
 	pkt[0].Remote = p.peers[side]
 	pkt[0].SetData(payload)
 	return sendOne(p.links[side], pkt[:], time.Second)
@@ -128,7 +129,7 @@ func (p *xdpndkPair) xmit(side int, payload []byte) error {
 
 func (p *xdpndkPair) recv(side int, buf []byte, timeout time.Duration) (int, error) {
 	l := p.links[side]
-	var pkt [1]transport.Packet
+	var pkt [1]link.Packet
 	deadline := time.Now().Add(timeout)
 	for {
 		n, err := l.Receive(pkt[:])
@@ -156,7 +157,7 @@ func (p *xdpndkPair) recv(side int, buf []byte, timeout time.Duration) (int, err
 // send is A's one-way loop: Send batches of the same datagram until told to stop.
 func (p *xdpndkPair) send(f *flow) error {
 	l := p.links[0]
-	pkts := make([]transport.Packet, f.batch)
+	pkts := make([]link.Packet, f.batch)
 	for i := range pkts {
 		pkts[i].Remote = p.peers[0]
 		pkts[i].SetData(f.payload)
@@ -188,7 +189,7 @@ func (p *xdpndkPair) send(f *flow) error {
 // receive is B's one-way loop: spin on Receive, count, Release.
 func (p *xdpndkPair) receive(f *flow) error {
 	l := p.links[1]
-	pkts := make([]transport.Packet, f.batch)
+	pkts := make([]link.Packet, f.batch)
 	for it := 0; ; it++ {
 		n, err := l.Receive(pkts)
 		if err != nil {
@@ -217,10 +218,10 @@ func (p *xdpndkPair) ping(pg *pinger) error {
 	l := p.links[0]
 	payload := make([]byte, PingSize-IPUDPHeaderLen)
 	fillPattern(payload, 0)
-	var out [1]transport.Packet
+	var out [1]link.Packet
 	out[0].Remote = p.peers[0]
 	out[0].SetData(payload)
-	var in [16]transport.Packet
+	var in [16]link.Packet
 	for seq := uint64(1); seq <= uint64(pg.n); seq++ {
 		if pg.stop.Load() || report.Now() > pg.deadline {
 			return nil
@@ -256,8 +257,8 @@ func (p *xdpndkPair) ping(pg *pinger) error {
 // echo is B's ping-pong loop: send every datagram back where it came from.
 func (p *xdpndkPair) echo(f *flow) error {
 	l := p.links[1]
-	in := make([]transport.Packet, f.batch)
-	out := make([]transport.Packet, f.batch)
+	in := make([]link.Packet, f.batch)
+	out := make([]link.Packet, f.batch)
 	for it := 0; ; it++ {
 		n, err := l.Receive(in)
 		if err != nil {

@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
@@ -74,7 +78,7 @@ func (p *ndkPair) startUnresolved(bed *testbed.Bed) (*unresolvedPeers, error) {
 	// A answers the request at once; its reply needs the spoofed source's next hop.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		if info, _ := dev.Neighbour(spoof); info.State == xdp.NeighbourPending {
+		if info, _ := dev.Neighbour(spoof); info.State == nexthop.NeighbourPending {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -107,7 +111,7 @@ func (u *unresolvedPeers) pending() bool {
 		return false
 	}
 	info, _ := u.dev.Neighbour(u.spoof)
-	return info.State == xdp.NeighbourPending
+	return info.State == nexthop.NeighbourPending
 }
 
 // finish waits for both resolutions to end (poll runs A's engine meanwhile, which
@@ -126,7 +130,7 @@ func (u *unresolvedPeers) finish(link func() uint64, poll func() bool) error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if info, _ := u.dev.Neighbour(u.spoof); info.State == xdp.NeighbourFailed {
+		if info, _ := u.dev.Neighbour(u.spoof); info.State == nexthop.NeighbourFailed {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -154,12 +158,12 @@ func connRequestFrame(bed *testbed.Bed, src, dst netip.AddrPort) ([]byte, error)
 	}
 	wire.PutTrailer(payload[n:], wire.UpdateCRC(0, payload[:n]))
 	payload = payload[:n+wire.TrailerLen]
-	e := xdp.Encap{SrcMAC: [6]byte(bed.B.MAC), DstMAC: [6]byte(bed.A.MAC), Src: src.Addr(), Dst: dst.Addr(),
+	e := frame.Encap{SrcMAC: [6]byte(bed.B.MAC), DstMAC: [6]byte(bed.A.MAC), Src: src.Addr(), Dst: dst.Addr(),
 		SrcPort: src.Port(), DstPort: dst.Port()}
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	var sum xdp.Checksum
+	var sum frame.Checksum
 	sum.Add(payload)
 	frame := make([]byte, e.HeaderLen()+len(payload))
 	hl, err := e.Put(frame, len(payload), &sum, 0)

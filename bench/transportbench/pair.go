@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/congestion"
@@ -29,25 +31,25 @@ type Region struct {
 }
 
 // Acquire implements transport.MemoryResolver: Resolve, with the PD typed as memreg's.
-func (r *Region) Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, a transport.Access) (memreg.Span, error) {
+func (r *Region) Acquire(pd memreg.PD, token uint32, addr uint64, length uint32, a memreg.Access) (memreg.Span, error) {
 	return r.Resolve(uint32(pd), token, addr, length, a)
 }
 
 // Resolve returns the span [addr, addr+length) of Buf if pd is 0 and token RegionToken, and
-// refuses with transport.ErrAccess otherwise.
-func (r *Region) Resolve(pd, token uint32, addr uint64, length uint32, _ transport.Access) (memreg.Span, error) {
+// refuses with memreg.ErrAccess otherwise.
+func (r *Region) Resolve(pd, token uint32, addr uint64, length uint32, _ memreg.Access) (memreg.Span, error) {
 	if pd != 0 || token != RegionToken || addr < RegionBase {
-		return memreg.Span{}, transport.ErrAccess
+		return memreg.Span{}, memreg.ErrAccess
 	}
 	off := addr - RegionBase
 	if off > uint64(len(r.Buf)) || uint64(length) > uint64(len(r.Buf))-off {
-		return memreg.Span{}, transport.ErrAccess
+		return memreg.Span{}, memreg.ErrAccess
 	}
 	return memreg.Span{Buf: r.Buf[off : off+uint64(length)], N: uint64(length)}, nil
 }
 
 // Invalidate implements transport.MemoryResolver: it always refuses.
-func (r *Region) Invalidate(memreg.PD, uint32) error { return transport.ErrAccess }
+func (r *Region) Invalidate(memreg.PD, uint32) error { return memreg.ErrAccess }
 
 // opSlots is the size of Counter's per-operation arrays: every transport.OpKind value.
 const opSlots = 8
@@ -110,7 +112,7 @@ type PairConfig struct {
 	QP transport.QPConfig
 	// Wrap, if not nil, is given each engine's link (side 0: A, 1: B) and returns the
 	// Link the engine runs on: a tracing or fault-injecting wrapper around it.
-	Wrap func(side int, l transport.Link) transport.Link
+	Wrap func(side int, l link.Link) link.Link
 	// MemSize is the size of the region each engine registers (Region); 0 means 1 MiB.
 	MemSize int
 }
@@ -152,7 +154,7 @@ func NewPair(cfg PairConfig) (*Pair, error) {
 	})
 	p.Net = p.LinkA.Network()
 	mk := func(side int, l *simlink.Link, m *Region) (*transport.Engine, error) {
-		var link transport.Link = l
+		var link link.Link = l
 		if cfg.Wrap != nil {
 			link = cfg.Wrap(side, l)
 		}

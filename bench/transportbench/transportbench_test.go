@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/memreg"
+
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 func TestParse(t *testing.T) {
@@ -217,7 +219,7 @@ func TestPairWrapAndRegion(t *testing.T) {
 	var seen int
 	p, err := NewPair(PairConfig{
 		Seed: 1,
-		Wrap: func(side int, l transport.Link) transport.Link {
+		Wrap: func(side int, l link.Link) link.Link {
 			if side == 0 {
 				return countingLink{Link: l, n: &seen}
 			}
@@ -232,7 +234,7 @@ func TestPairWrapAndRegion(t *testing.T) {
 		t.Error("the wrapper saw no datagram of the connection set-up")
 	}
 	r := &Region{Buf: make([]byte, 100)}
-	if b, err := r.Resolve(0, RegionToken, RegionBase+10, 90, transport.AccessRemoteWrite); err != nil || b.Len() != 90 || &b.Buf[0] != &r.Buf[10] {
+	if b, err := r.Resolve(0, RegionToken, RegionBase+10, 90, memreg.AccessRemoteWrite); err != nil || b.Len() != 90 || &b.Buf[0] != &r.Buf[10] {
 		t.Errorf("Resolve in bounds: %d bytes, %v", b.Len(), err)
 	}
 	for _, c := range []struct {
@@ -240,18 +242,18 @@ func TestPairWrapAndRegion(t *testing.T) {
 		addr      uint64
 		n         uint32
 	}{{1, RegionToken, RegionBase, 1}, {0, 1, RegionBase, 1}, {0, RegionToken, RegionBase - 1, 1}, {0, RegionToken, RegionBase + 10, 91}} {
-		if _, err := r.Resolve(c.pd, c.token, c.addr, c.n, transport.AccessRemoteRead); !errors.Is(err, transport.ErrAccess) {
+		if _, err := r.Resolve(c.pd, c.token, c.addr, c.n, memreg.AccessRemoteRead); !errors.Is(err, memreg.ErrAccess) {
 			t.Errorf("Resolve(%+v) = %v, want ErrAccess", c, err)
 		}
 	}
 }
 
 type countingLink struct {
-	transport.Link
+	link.Link
 	n *int
 }
 
-func (c countingLink) Send(pkts []transport.Packet) (int, error) {
+func (c countingLink) Send(pkts []link.Packet) (int, error) {
 	n, err := c.Link.Send(pkts)
 	*c.n += n
 	return n, err

@@ -20,11 +20,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
 	"github.com/xdpndk/xdpndk/ndk"
-	"github.com/xdpndk/xdpndk/xdp"
 )
 
 // clientOptions are a test's parameters.
@@ -397,7 +398,7 @@ func resolveHost(ctx context.Context, host string) (netip.Addr, error) {
 // knows its next hop's MAC address, so that the link finds it at once; it turns the
 // failures into STATUS_NETWORK_UNREACHABLE / STATUS_HOST_UNREACHABLE errors.
 func resolvePeer(ctx context.Context, addr netip.Addr, ifi *net.Interface) error {
-	r, err := xdp.NewResolver()
+	r, err := nexthop.NewResolver()
 	if err != nil {
 		return err
 	}
@@ -412,11 +413,11 @@ func resolvePeer(ctx context.Context, addr netip.Addr, ifi *net.Interface) error
 		return fail(exitUnreachable, "%v is routed through interface %s, not %s: run on that interface (-i %s)", addr, name, ifi.Name, name)
 	case err == nil:
 		return nil
-	case errors.Is(err, xdp.ErrNextHopUnresolved), errors.Is(err, unix.EHOSTUNREACH):
+	case errors.Is(err, nexthop.ErrNextHopUnresolved), errors.Is(err, unix.EHOSTUNREACH):
 		return failWrap(exitUnreachable, ndk.StatusHostUnreachable, "%v is unreachable (STATUS_HOST_UNREACHABLE): no ARP answer for it (or its gateway) on %s: check the address and the link", addr, ifi.Name)
 	case errors.Is(err, unix.ENETUNREACH):
 		return failWrap(exitUnreachable, ndk.StatusNetworkUnreachable, "%v is unreachable (STATUS_NETWORK_UNREACHABLE): no route to it from this host: check the address and 'ip route'", addr)
-	case errors.Is(err, xdp.ErrNoEthernetNextHop):
+	case errors.Is(err, nexthop.ErrNoEthernetNextHop):
 		return failWrap(exitUnreachable, ndk.StatusNetworkUnreachable, "%v is not reachable over an Ethernet next hop (%v)", addr, err)
 	}
 	return fmt.Errorf("resolve the next hop to %v: %w", addr, err)

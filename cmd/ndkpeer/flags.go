@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/xdp"
@@ -92,11 +94,11 @@ func (f *adapterFlags) config() (adapterConfig, error) {
 	}
 	switch f.bindMode {
 	case "auto":
-		c.bind = xdp.BindAuto
+		c.bind = xsk.BindAuto
 	case "zerocopy":
-		c.bind = xdp.BindZeroCopy
+		c.bind = xsk.BindZeroCopy
 	case "copy":
-		c.bind = xdp.BindCopy
+		c.bind = xsk.BindCopy
 	default:
 		return c, fmt.Errorf("--bind-mode %q: auto, zerocopy or copy", f.bindMode)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpndk/xdpndk/bpf"
@@ -29,7 +31,7 @@ type adapterConfig struct {
 	steer         xdp.Steering // how our port reaches the queue served
 	progress      ndk.Progress
 	attach        bpf.Mode
-	bind          xdp.BindMode
+	bind          xsk.BindMode
 	busyPoll      time.Duration
 	heap          int // UMEM heap for test buffers, bytes
 }

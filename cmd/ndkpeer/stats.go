@@ -15,6 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/xsk"
+
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
 	"github.com/xdpndk/xdpndk/internal/plumb"
@@ -55,9 +59,9 @@ type serverStats struct {
 		Timeouts    uint64 `json:"timeouts"`
 	} `json:"qp"`
 	Engine   transport.EngineStats `json:"engine"`
-	Link     transport.LinkStats   `json:"link"`
+	Link     link.Stats            `json:"link"`
 	Steering *bpf.Counters         `json:"steering,omitempty"`
-	Socket   *xdp.Statistics       `json:"socket,omitempty"`
+	Socket   *xsk.Statistics       `json:"socket,omitempty"`
 	Memory   struct {
 		TestBuffers uint64 `json:"test_buffers"`
 		Limit       uint64 `json:"limit"`

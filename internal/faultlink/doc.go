@@ -1,4 +1,4 @@
-// Package faultlink wraps any transport.Link and impairs what it transmits, so the
+// Package faultlink wraps any link.Link and impairs what it transmits, so the
 // protocol's recovery can be tested on the real AF_XDP path as well as on simlink:
 //
 //	engine ── Send ──► faultlink.Link ──────────────────────────► inner Link ──► wire
@@ -14,7 +14,7 @@
 //	engine ◄─ Receive ─ injected datagrams (Inject), then the inner link's; a tap
 //	                    (Record) keeps copies of what the inner link delivered
 //
-// The wrapper keeps the transport.Link contract: it reads the caller's segments only during
+// The wrapper keeps the link.Link contract: it reads the caller's segments only during
 // Send (copies live in buffers preallocated by Wrap); a FlagZeroCopy datagram it drops,
 // holds or replaces by a copy has its cookie reported by the wrapper's own TxDone, once,
 // ahead of the inner link's cookies, while a datagram it passes on (also the original of a

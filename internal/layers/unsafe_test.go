@@ -11,7 +11,8 @@ import (
 )
 
 // unsafe is confined to files whose name says so (*_unsafe*.go), so that a reader finds
-// every use of it by name (docs/ARCHITECTURE.md); ndk has none. Test files are left out.
+// every use of it by name (docs/ARCHITECTURE.md); ndk and xdp/nexthop have none. Test
+// files are left out.
 func TestUnsafeConfined(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} {{join .GoFiles " "}} {{join .CgoFiles " "}}`, module+"/...").Output()
 	if err != nil {
@@ -39,6 +40,9 @@ func TestUnsafeConfined(t *testing.T) {
 				}
 				if under(pkg, "ndk") {
 					t.Errorf("%s/%s: ndk uses no unsafe", pkg, name)
+				}
+				if under(pkg, "xdp/nexthop") {
+					t.Errorf("%s/%s: next-hop resolution uses no unsafe", pkg, name)
 				}
 			}
 		}

@@ -12,6 +12,7 @@ package plumb
 import (
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/link"
 )
 
 // Extra is what an adapter takes beyond ndk.Options, for tests and benchmarks that open
@@ -37,7 +38,7 @@ var (
 	// Engine returns the engine of an *ndk.Adapter.
 	Engine func(adapter any) *transport.Engine
 	// Link returns the link of an *ndk.Adapter.
-	Link func(adapter any) transport.Link
+	Link func(adapter any) link.Link
 	// QP returns the engine's QP under an *ndk.QP.
 	QP func(qp any) *transport.QP
 )

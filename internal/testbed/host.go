@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"testing"
+	"time"
 )
 
 // ErrNotSupported is returned on systems other than Linux, which have no network namespaces.
@@ -126,4 +128,15 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 	}
 	full := append([]string{"netns", "exec", h.NS, name}, args...)
 	return exec.CommandContext(ctx, ip, full...)
+}
+
+// Run runs name with args inside h's namespace (Command), bounded to 10 s, and fails t
+// with the command's output if it fails.
+func (h *Host) Run(t testing.TB, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := h.Command(ctx, name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %v in %s: %v\n%s", name, args, h.NS, err, out)
+	}
 }

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
-	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
@@ -18,13 +19,13 @@ import (
 // dropReadResponses is a link that loses every read-response datagram it is given to send
 // while dropping is set (acknowledgements and everything else go through).
 type dropReadResponses struct {
-	transport.Link
+	link.Link
 	dropping atomic.Bool
 	dropped  atomic.Int64
 	pass     atomic.Int64 // read responses to let through first
 }
 
-func (d *dropReadResponses) Send(pkts []transport.Packet) (int, error) {
+func (d *dropReadResponses) Send(pkts []link.Packet) (int, error) {
 	for i := range pkts {
 		p := &pkts[i]
 		if d.dropping.Load() && p.NSegs > 0 && len(p.Segs[0]) > 1 && wire.Opcode(p.Segs[0][1]) == wire.OpReadResponse {

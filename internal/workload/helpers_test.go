@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/internal/faultlink"
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/memreg"
 	"github.com/xdpndk/xdpndk/ndk"
-	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
 
@@ -25,7 +26,7 @@ func openSim(t testing.TB, cfg simlink.Config, m faultlink.Impairments, seed uin
 	return openOn(t, fa), openOn(t, fb), fa, fb
 }
 
-func wrap(t testing.TB, l transport.Link, m faultlink.Impairments, seed uint64) *faultlink.Link {
+func wrap(t testing.TB, l link.Link, m faultlink.Impairments, seed uint64) *faultlink.Link {
 	t.Helper()
 	w, err := faultlink.Wrap(l, faultlink.Config{Seed: seed, Impairments: m})
 	if err != nil {
@@ -34,13 +35,13 @@ func wrap(t testing.TB, l transport.Link, m faultlink.Impairments, seed uint64) 
 	return w
 }
 
-func openOn(t testing.TB, l transport.Link) *ndk.Adapter {
+func openOn(t testing.TB, l link.Link) *ndk.Adapter {
 	t.Helper()
 	return openOnWith(t, l, ndk.DefaultOptions())
 }
 
 // openOnWith is openOn with options.
-func openOnWith(t testing.TB, l transport.Link, opts ndk.Options) *ndk.Adapter {
+func openOnWith(t testing.TB, l link.Link, opts ndk.Options) *ndk.Adapter {
 	t.Helper()
 	u, err := memreg.NewUMEM(memreg.UMEMOptions{Frames: 16, HeapSize: 16 << 20, HugePages: memreg.HugeOff})
 	if err != nil {

@@ -6,11 +6,12 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/internal/faultlink"
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
-	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
@@ -63,7 +64,7 @@ func openXDP(t testing.TB, h *testbed.Host, cfg xdp.Config, fc faultlink.Config,
 	}
 	plumb.SetExtra(&opts, plumb.Extra{UMEM: d.UMEM(), Heap: heap})
 	opts.ZeroCopyTx = true
-	var link transport.Link = fl
+	var link link.Link = fl
 	a, err := ndk.OpenLink(link, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,6 @@
 //
 // It is a leaf: it imports only the standard library, so a link implementation depends on
 // the contract and never on the engine (as wireguard-go's device depends on conn.Bind, which
-// its bind implementations provide). Package transport re-exports every name here
-// (transport.Link is link.Link), so code written against either name works.
+// its bind implementations provide). Every name here has this one spelling: the engine,
+// the links and package ndk all write link.Link, link.Packet and so on.
 package link

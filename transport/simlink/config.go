@@ -46,7 +46,7 @@ type Config struct {
 	// virtual-time tests) Wait never blocks and the caller moves time forward.
 	Clock Clock
 	// MaxPayload is the largest datagram, in bytes, that Send accepts (larger ones are
-	// refused with transport.ErrTooLarge) and the size of every buffer. 0 means
+	// refused with link.ErrTooLarge) and the size of every buffer. 0 means
 	// DefaultMaxPayload; at most MaxMaxPayload.
 	MaxPayload int
 	// Default is what every path without its own impairments (Network.SetPath) does.

@@ -1,4 +1,4 @@
-// Package simlink is an in-memory transport.Link: simulated hosts on a simulated network
+// Package simlink is an in-memory link.Link: simulated hosts on a simulated network
 // with seeded, reproducible impairments (loss, burst loss, duplication, reordering,
 // corruption, latency, bandwidth with a bounded queue, a path MTU, partitions). The
 // transport engine's reliability tests and benchmarks run on it; the engine cannot tell it
@@ -83,7 +83,7 @@
 // # Errors and limits
 //
 // Send refuses a datagram longer than Config.MaxPayload (what Link.MaxPayload reports),
-// empty, or with more than transport.MaxSegments segments, with transport.ErrTooLarge: the
+// empty, or with more than link.MaxSegments segments, with link.ErrTooLarge: the
 // contract's error for what can never be sent. A path MTU below MaxPayload
 // (Impairments.MTU) is different: Send accepts the datagram, the path silently drops it,
 // PathStats.DroppedMTU counts it, as a router with a smaller MTU and no ICMP would.

@@ -44,7 +44,7 @@ type PathStats struct {
 	// path, so only Network.Stats reports them.
 	DroppedUnknown uint64
 
-	// TooLarge counts datagrams Send refused with transport.ErrTooLarge (longer than
+	// TooLarge counts datagrams Send refused with link.ErrTooLarge (longer than
 	// MaxPayload, empty, or with too many segments). They are not in Sent.
 	TooLarge uint64
 }

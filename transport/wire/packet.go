@@ -3,7 +3,7 @@ package wire
 import "strconv"
 
 // MaxSegments is the most segments one received datagram may arrive in (an AF_XDP
-// multi-buffer packet). It equals transport.MaxSegments; wire does not import transport, so
+// multi-buffer packet). It equals link.MaxSegments (package transport/link); wire does not import it, so
 // the two constants are kept equal by hand.
 const MaxSegments = 4
 

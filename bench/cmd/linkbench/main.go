@@ -10,10 +10,11 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/xdpndk/xdpndk/bpf"
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/xdpndk/xdpndk/bpf"
 
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/bench/linkbench"

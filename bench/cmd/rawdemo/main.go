@@ -25,11 +25,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
+	"github.com/xdpndk/xdpndk/transport/link"
+
 	"github.com/xdpndk/xdpndk/bench/linkbench"
 	"github.com/xdpndk/xdpndk/bench/ndkbench"
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/testbed"
-	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/xdp"
 )
 
@@ -101,7 +106,7 @@ func run() (err error) {
 
 	heading("Next hop: the kernel resolves B's MAC for A (ARP), we read its neighbour table")
 	if err := bed.A.Do(func() error {
-		r, err := xdp.NewResolver()
+		r, err := nexthop.NewResolver()
 		if err != nil {
 			return err
 		}
@@ -261,7 +266,7 @@ func exchange(ctx context.Context, name string, from, to *xdp.Link, dst netip.Ad
 	for i := range payload {
 		payload[i] = seq + byte(i*7)
 	}
-	var out [1]transport.Packet
+	var out [1]link.Packet
 	out[0].Remote = dst
 	out[0].SetData(payload)
 	deadline := time.Now().Add(2 * time.Second)
@@ -278,7 +283,7 @@ func exchange(ctx context.Context, name string, from, to *xdp.Link, dst netip.Ad
 		}
 		_ = from.Wait(time.Millisecond)
 	}
-	var in [1]transport.Packet
+	var in [1]link.Packet
 	for {
 		k, err := to.Receive(in[:])
 		if err != nil {
@@ -333,7 +338,7 @@ func ping(ctx context.Context, h *testbed.Host, dst netip.Addr) error {
 		defer c.Close()
 		const id, seq = 0x7864, 1 // "xd"
 		msg := []byte{8, 0, 0, 0, id >> 8, id & 0xff, 0, seq, 'x', 'd', 'p', 'n', 'd', 'k'}
-		var sum xdp.Checksum
+		var sum frame.Checksum
 		sum.Add(msg)
 		ck := sum.Fold()
 		msg[2], msg[3] = byte(ck>>8), byte(ck)

@@ -1,4 +1,4 @@
-package xdp
+package nexthop
 
 import (
 	"context"
@@ -11,17 +11,6 @@ import (
 
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
-
-// hostRun runs name args inside h's namespace, bounded in time, and fails t with the
-// command's output if it fails.
-func hostRun(t testing.TB, h *testbed.Host, name string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if out, err := h.Command(ctx, name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v in %s: %v\n%s", name, args, h.NS, err, out)
-	}
-}
 
 // resolverOn creates a Resolver inside h's namespace and closes it in t.Cleanup.
 func resolverOn(t testing.TB, h *testbed.Host) *Resolver {
@@ -40,8 +29,8 @@ func TestResolverNextHop(t *testing.T) {
 	// The prefix is spelled out: the static and silent addresses below lie in it.
 	bed := testbed.NewT(t, testbed.Options{Prefix: netip.MustParsePrefix("198.18.0.0/24")})
 	a, b := bed.A, bed.B
-	hostRun(t, a, "ip", "route", "add", "198.19.5.0/24", "via", b.Addr.String())
-	hostRun(t, a, "ip", "neigh", "flush", "all")
+	a.Run(t, "ip", "route", "add", "198.19.5.0/24", "via", b.Addr.String())
+	a.Run(t, "ip", "neigh", "flush", "all")
 	macA, macB := [6]byte(a.MAC), [6]byte(b.MAC)
 	r := resolverOn(t, a)
 
@@ -74,7 +63,7 @@ func TestResolverNextHop(t *testing.T) {
 	t.Run("via gateway", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		hostRun(t, a, "ip", "neigh", "flush", "all")
+		a.Run(t, "ip", "neigh", "flush", "all")
 		nh, err := r.NextHop(ctx, netip.MustParseAddr("198.19.5.7"))
 		if err != nil {
 			t.Fatalf("NextHop: %v", err)
@@ -98,7 +87,7 @@ func TestResolverNextHop(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		static := netip.MustParseAddr("198.18.0.77")
-		hostRun(t, a, "ip", "neigh", "replace", static.String(), "lladdr", "02:00:5e:10:00:77",
+		a.Run(t, "ip", "neigh", "replace", static.String(), "lladdr", "02:00:5e:10:00:77",
 			"nud", "permanent", "dev", a.Ifname)
 		nh, err := r.NextHop(ctx, static)
 		if err != nil || nh.MAC != [6]byte{2, 0, 0x5e, 0x10, 0, 0x77} {
@@ -159,7 +148,7 @@ func TestResolverNextHop(t *testing.T) {
 // is refused with ErrNoEthernetNextHop instead of returning some MAC.
 func TestResolverNoARPDevice(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{Prefix: netip.MustParsePrefix("198.18.3.0/24")})
-	hostRun(t, bed.A, "ip", "link", "set", "dev", bed.A.Ifname, "arp", "off")
+	bed.A.Run(t, "ip", "link", "set", "dev", bed.A.Ifname, "arp", "off")
 	r := resolverOn(t, bed.A)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

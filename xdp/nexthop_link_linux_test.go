@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
+	"github.com/xdpndk/xdpndk/internal/fakeresolver"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/transport/link"
 )
@@ -44,16 +47,16 @@ func serviceUntil(t *testing.T, l *Link, what string, cond func() bool) {
 	}
 }
 
-// TestSendHoldsWhileResolving sends to a peer whose resolution blocks (an injected resolve
+// TestSendHoldsWhileResolving sends to a peer whose fakeresolver.Answer blocks (an injected resolve
 // function the test releases): Send takes the datagrams at once and holds them, a
 // FlagZeroCopy one as a copy whose cookie is done at once; nothing leaves while the
-// resolution is pending; after the release the link sends them, in order, with the bytes
+// fakeresolver.Answer is pending; after the release the link sends them, in order, with the bytes
 // they had when Send took them.
 func TestSendHoldsWhileResolving(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
-	r := newFakeResolver()
-	r.gate(bed.B.Addr)
-	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20, resolve: r.resolve})
+	r := fakeresolver.New()
+	r.Gate(bed.B.Addr)
+	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20, resolve: r.Resolve})
 	b := openOn(t, bed.B, Config{RingSize: 256, Frames: 512})
 	la, lb := a.Links()[0], b.Links()[0]
 	mustResolve(t, lb, la.LocalAddr().Addr())
@@ -86,9 +89,9 @@ func TestSendHoldsWhileResolving(t *testing.T) {
 	for i := range heap[:1200] { // the caller may reuse the buffer now
 		heap[i] = 0xEE
 	}
-	waitFor(t, "pending entry for the peer", func() bool {
+	testbed.WaitFor(t, "pending entry for the peer", func() bool {
 		info, _ := a.Neighbour(bed.B.Addr)
-		return info.State == NeighbourPending
+		return info.State == nexthop.NeighbourPending
 	})
 	for range 5 {
 		if err := la.Wait(5 * time.Millisecond); err != nil {
@@ -101,7 +104,7 @@ func TestSendHoldsWhileResolving(t *testing.T) {
 		t.Fatalf("%d datagrams left while their peer was being resolved", n)
 	}
 
-	r.release(bed.B.Addr, resolution{mac: [6]byte(bed.B.MAC)})
+	r.Release(bed.B.Addr, fakeresolver.Answer{MAC: [6]byte(bed.B.MAC)})
 	serviceUntil(t, la, "held datagrams sent", func() bool { return la.Stats().TxPackets == 2 })
 	got, _ := receiveOne(t, lb)
 	if !bytes.Equal(got, first) {
@@ -117,13 +120,15 @@ func TestSendHoldsWhileResolving(t *testing.T) {
 }
 
 // TestSendToFailedPeer checks negative caching on the link: datagrams to a peer whose
-// resolution failed are dropped and counted, at once and without a new resolution, a
+// fakeresolver.Answer failed are dropped and counted, at once and without a new fakeresolver.Answer, a
 // FlagZeroCopy one's cookie reported done.
 func TestSendToFailedPeer(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
-	r := newFakeResolver()
-	r.auto = func(netip.Addr, int) resolution { return resolution{err: ErrNextHopUnresolved} }
-	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, resolve: r.resolve, NegativeTTL: time.Minute})
+	r := fakeresolver.New()
+	r.Auto = func(netip.Addr, int) fakeresolver.Answer {
+		return fakeresolver.Answer{Err: nexthop.ErrNextHopUnresolved}
+	}
+	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, resolve: r.Resolve, NegativeTTL: time.Minute})
 	la := a.Links()[0]
 	dead := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.201"), testPort)
 	p := []link.Packet{{Remote: dead, Flags: link.FlagZeroCopy, Cookie: 5}}
@@ -142,7 +147,7 @@ func TestSendToFailedPeer(t *testing.T) {
 	if st.TxUnresolved != 11 || st.TxHeld != 1 || st.TxPackets != 0 || st.TxDropped != 11 {
 		t.Fatalf("after 10 more datagrams: %+v, want 11 unresolved, 1 held", st)
 	}
-	if n := r.callsFor(dead.Addr()); n != 1 {
+	if n := r.Calls(dead.Addr()); n != 1 {
 		t.Fatalf("%d resolutions, want 1 (negative cache)", n)
 	}
 	var done [16]uint64
@@ -150,7 +155,7 @@ func TestSendToFailedPeer(t *testing.T) {
 		t.Fatalf("cookies %v, want 11 in send order", done[:n])
 	}
 	err := la.ResolvePeer(context.Background(), dead.Addr())
-	if !errors.Is(err, ErrNextHopUnresolved) {
+	if !errors.Is(err, nexthop.ErrNextHopUnresolved) {
 		t.Fatalf("ResolvePeer of the failed peer: %v", err)
 	}
 }
@@ -217,7 +222,7 @@ func TestSendResolvedNoAllocs(t *testing.T) {
 	la, lb := a.Links()[0], openOn(t, bed.B, cfg).Links()[0]
 	mustResolve(t, la, bed.B.Addr)
 	dead := netip.MustParseAddr("198.18.0.99")
-	if err := la.ResolvePeer(context.Background(), dead); !errors.Is(err, ErrNextHopUnresolved) {
+	if err := la.ResolvePeer(context.Background(), dead); !errors.Is(err, nexthop.ErrNextHopUnresolved) {
 		t.Fatalf("resolve a silent address: %v", err)
 	}
 	var out [8]link.Packet

@@ -1,4 +1,4 @@
-package xdp
+package nexthop
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/xdpndk/xdpndk/xdp/frame"
 )
 
-// The resolution worker: one goroutine per Device, for all its links. It takes resolution
+// The resolution worker: one goroutine per Table (per xdp.Device), for all its links. It takes resolution
 // requests from the links (through a bounded queue they never wait on) and from ResolvePeer
 // callers, resolves many peers at once through a backend (the kernel over netlink in
-// production, neigh_netlink_linux.go), publishes the results in the table, and keeps the
+// production, netlink_linux.go), publishes the results in the table, and keeps the
 // table fresh: negative entries expire, resolved entries in use are re-validated, unused
 // ones are removed, and the table stays within its bound.
 
@@ -304,7 +306,7 @@ func (w *neighWorker) finish(j *neighJob, mac [6]byte, gateway netip.Addr, err e
 		return
 	}
 	now := w.now()
-	var s *neighSnap
+	var s *Snap
 	if err == nil {
 		s, err = w.resolvedSnap(e.ip, mac, gateway)
 	}
@@ -342,7 +344,7 @@ func (w *neighWorker) finish(j *neighJob, mac [6]byte, gateway netip.Addr, err e
 	}
 	e.expires = now + int64(w.cfg.negativeTTL)
 	w.untarget(e)
-	w.t.publish(e, &neighSnap{state: NeighbourFailed, err: err})
+	w.t.publish(e, &Snap{state: NeighbourFailed, err: err})
 	w.finished = true
 }
 
@@ -353,9 +355,9 @@ func definitive(err error) bool {
 }
 
 // resolvedSnap builds the snapshot of a peer resolved through gateway to mac.
-func (w *neighWorker) resolvedSnap(ip netip.Addr, mac [6]byte, gateway netip.Addr) (*neighSnap, error) {
-	s := &neighSnap{state: NeighbourResolved, mac: mac, gateway: gateway}
-	s.encap = Encap{SrcMAC: w.cfg.srcMAC, DstMAC: mac, Src: w.cfg.src, Dst: ip.WithZone(""),
+func (w *neighWorker) resolvedSnap(ip netip.Addr, mac [6]byte, gateway netip.Addr) (*Snap, error) {
+	s := &Snap{state: NeighbourResolved, mac: mac, gateway: gateway}
+	s.encap = frame.Encap{SrcMAC: w.cfg.srcMAC, DstMAC: mac, Src: w.cfg.src, Dst: ip.WithZone(""),
 		SrcPort: w.cfg.port, DstPort: w.cfg.port}
 	if err := s.encap.Validate(); err != nil {
 		return nil, fmt.Errorf("header template for %v: %w", ip, err)

@@ -1,14 +1,14 @@
-package xdp
+package nexthop
 
 import (
 	"net/netip"
 	"syscall"
 )
 
-// Errors of next-hop resolution (Resolver.NextHop, Link.ResolvePeer), wrapped with the peer
+// Errors of next-hop resolution (Resolver.NextHop, xdp.Link.ResolvePeer), wrapped with the peer
 // address and the reason. Each also matches the errno a socket reports for the same cause
 // (errors.Is with syscall.EHOSTUNREACH or syscall.ENETUNREACH), so that callers that only
-// know transport.PeerResolver can tell them apart.
+// know link.PeerResolver can tell them apart.
 var (
 	// ErrNoEthernetNextHop means the route to the peer does not leave through an Ethernet
 	// device that resolves neighbours: the peer is a local address (loopback), the device
@@ -20,7 +20,7 @@ var (
 	ErrNoRoute error = &reachError{"xdp: no route to peer through this device", syscall.ENETUNREACH}
 	// ErrNextHopUnresolved means the kernel did not resolve the next hop's MAC address
 	// (ARP or neighbour discovery) in time: for Resolver.NextHop before its context was
-	// done (the error then also wraps the context's error), for a Device within
+	// done (the error then also wraps the context's error), for a Table within
 	// Config.ResolveTimeout. It matches EHOSTUNREACH.
 	ErrNextHopUnresolved error = &reachError{"xdp: next hop address not resolved", syscall.EHOSTUNREACH}
 )
@@ -34,7 +34,7 @@ type reachError struct {
 func (e *reachError) Error() string { return e.msg }
 func (e *reachError) Unwrap() error { return e.errno }
 
-// NeighbourState is the state of a peer in a Device's next-hop table.
+// NeighbourState is the state of a peer in a Table.
 type NeighbourState uint8
 
 // States of a next-hop table entry.
@@ -44,7 +44,7 @@ const (
 	// NeighbourResolved: the next hop's MAC is known; datagrams go out at once.
 	NeighbourResolved
 	// NeighbourFailed: resolution failed a moment ago; datagrams to the peer are dropped
-	// (counted in LinkStats.TxUnresolved) until the entry expires (Config.NegativeTTL).
+	// (counted in xdp.LinkStats.TxUnresolved) until the entry expires (Config.NegativeTTL).
 	NeighbourFailed
 )
 
@@ -61,7 +61,7 @@ func (s NeighbourState) String() string {
 	return "none"
 }
 
-// NeighbourInfo is a snapshot of one peer's entry in a Device's next-hop table.
+// NeighbourInfo is a snapshot of one peer's entry in a Table.
 type NeighbourInfo struct {
 	// Peer is the peer's IP address (the table's key).
 	Peer netip.Addr
@@ -75,14 +75,14 @@ type NeighbourInfo struct {
 	Err error
 }
 
-// NeighbourStats are the counters of a Device's next-hop table and its resolution worker.
+// NeighbourStats are the counters of a Table and its resolution worker.
 type NeighbourStats struct {
-	Entries  int // entries in the table (at most Config.NeighbourEntries)
+	Entries  int // entries in the table (at most Config.Entries)
 	Pending  int // entries being resolved for the first time
 	Failed   int // entries cached as failed (negative entries)
 	Resolved int // entries with a usable next hop
 	// Resolving is the targets the worker is resolving now, first resolutions and
-	// re-validations together (at most Config.NeighbourResolving, plus ResolvePeer calls).
+	// re-validations together (at most Config.MaxResolving, plus ResolvePeer calls).
 	Resolving int
 
 	Requests        uint64 // resolution requests the worker accepted

@@ -1,4 +1,4 @@
-package xdp
+package nexthop
 
 import (
 	"net/netip"
@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/frame"
+
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
-// fakeHopsLink is a hopsLink that records what it is asked to transmit, without allocating.
+// fakeHopsLink is a Transmitter that records what it is asked to transmit, without allocating.
 type fakeHopsLink struct {
 	n      int
 	bytes  int
@@ -18,7 +20,7 @@ type fakeHopsLink struct {
 	full   bool // no room: transmit reports false
 }
 
-func (f *fakeHopsLink) transmit(p *link.Packet, _ *Encap, plen int) (bool, error) {
+func (f *fakeHopsLink) Transmit(p *link.Packet, _ *frame.Encap, plen int) (bool, error) {
 	if f.full {
 		return false, nil
 	}
@@ -30,8 +32,8 @@ func (f *fakeHopsLink) transmit(p *link.Packet, _ *Encap, plen int) (bool, error
 }
 
 // testNextHops returns a link's next hops over table t, transmitting through f.
-func testNextHops(t *neighTable, f *fakeHopsLink, holding *atomic.Bool) nextHops {
-	return nextHops{
+func testNextHops(t *neighTable, f *fakeHopsLink, holding *atomic.Bool) Hops {
+	return Hops{
 		table: t, local: netip.MustParseAddr("198.18.0.1"), link: f,
 		cache: make(map[netip.Addr]*neighEntry, linkCacheMax), hold: newHoldArea(64),
 		holdMax: time.Hour, holding: holding,
@@ -51,28 +53,28 @@ func TestNextHopsHoldThenSend(t *testing.T) {
 	var holding atomic.Bool
 	h := testNextHops(tbl, f, &holding)
 
-	s := h.snapFor(peer)
+	s := h.Lookup(peer)
 	if s == nil || s.state != NeighbourPending {
 		t.Fatalf("snapshot of a pending peer: %+v", s)
 	}
-	if err := h.take(testPacket(peer, 4791, 10, 40), peer, s); err != nil {
+	if err := h.Take(testPacket(peer, 4791, 10, 40), peer, s); err != nil {
 		t.Fatal(err)
 	}
-	if h.hold.n != 1 || !holding.Load() || h.acc.held != 1 {
+	if h.hold.n != 1 || !holding.Load() || h.acc.Held != 1 {
 		t.Fatalf("after take: %d held, holding %v, %+v", h.hold.n, holding.Load(), h.acc)
 	}
-	if h.service() || f.n != 0 || h.hold.n != 1 {
+	if h.Service() || f.n != 0 || h.hold.n != 1 {
 		t.Fatalf("a pending peer's datagram was sent: %d sent, %d held", f.n, h.hold.n)
 	}
 
-	tbl.publish(e, &neighSnap{state: NeighbourResolved})
+	tbl.publish(e, &Snap{state: NeighbourResolved})
 	tbl.gen.Add(1)
 	f.full = true
-	if h.service() || h.hold.n != 1 || !holding.Load() {
+	if h.Service() || h.hold.n != 1 || !holding.Load() {
 		t.Fatalf("a blocked link lost the held datagram: %d held", h.hold.n)
 	}
 	f.full = false
-	if !h.service() {
+	if !h.Service() {
 		t.Fatal("the retry after a blocked pass sent nothing")
 	}
 	if f.n != 1 || f.bytes != 10 || f.first != 40 || f.remote != netip.AddrPortFrom(peer, 4791) {
@@ -82,11 +84,11 @@ func TestNextHopsHoldThenSend(t *testing.T) {
 		t.Fatalf("after sending: %d held, holding %v", h.hold.n, holding.Load())
 	}
 
-	tbl.publish(e, &neighSnap{state: NeighbourFailed})
-	if err := h.take(testPacket(peer, 4791, 10, 0), peer, h.snapFor(peer)); err != nil {
+	tbl.publish(e, &Snap{state: NeighbourFailed})
+	if err := h.Take(testPacket(peer, 4791, 10, 0), peer, h.Lookup(peer)); err != nil {
 		t.Fatal(err)
 	}
-	if h.hold.n != 0 || h.acc.unresolved != 1 || h.acc.held != 1 {
+	if h.hold.n != 0 || h.acc.Unresolved != 1 || h.acc.Held != 1 {
 		t.Fatalf("a failed peer's datagram: %d held, %+v", h.hold.n, h.acc)
 	}
 }
@@ -97,19 +99,19 @@ func TestNextHopsNoAllocs(t *testing.T) {
 	tbl := newNeighTable(16)
 	peer := peerN(9)
 	e := tbl.insert(peer, 0, nil)
-	resolved := &neighSnap{state: NeighbourResolved}
+	resolved := &Snap{state: NeighbourResolved}
 	f := &fakeHopsLink{}
 	var holding atomic.Bool
 	h := testNextHops(tbl, f, &holding)
 	p := testPacket(peer, 4791, 32, 1)
 	round := func() {
 		tbl.publish(e, pendingSnap)
-		if err := h.take(p, peer, h.snapFor(peer)); err != nil {
+		if err := h.Take(p, peer, h.Lookup(peer)); err != nil {
 			t.Fatal(err)
 		}
 		tbl.publish(e, resolved)
 		tbl.gen.Add(1)
-		if !h.service() {
+		if !h.Service() {
 			t.Fatal("held datagram not sent")
 		}
 	}
@@ -118,7 +120,7 @@ func TestNextHopsNoAllocs(t *testing.T) {
 		t.Fatalf("hold and send allocates %v times per round", allocs)
 	}
 	// AllocsPerRun runs round once more than asked, to warm up.
-	if want := 1 + 201; f.n != want || h.acc.held != uint64(want) || h.hold.n != 0 {
-		t.Fatalf("%d sent, %d held in all, %d still held; want %d", f.n, h.acc.held, h.hold.n, want)
+	if want := 1 + 201; f.n != want || h.acc.Held != uint64(want) || h.hold.n != 0 {
+		t.Fatalf("%d sent, %d held in all, %d still held; want %d", f.n, h.acc.Held, h.hold.n, want)
 	}
 }

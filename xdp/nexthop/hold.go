@@ -1,4 +1,4 @@
-package xdp
+package nexthop
 
 import (
 	"net/netip"
@@ -24,12 +24,12 @@ const (
 	// oldest (which reliability retransmits anyway), so that one silent peer cannot take
 	// the whole area from the others.
 	holdPerPeer = 4
-	// holdRecheck is how often held datagrams whose peer has no table entry (their request
+	// HoldRecheck is how often held datagrams whose peer has no table entry (their request
 	// was dropped) are looked at again without a generation change: then the request is
 	// repeated, or the datagram dropped once older than the resolve timeout plus a second.
 	// It is measured on the table clock, so with a quiet worker (no resolution in progress)
 	// it stretches to neighIdleTick.
-	holdRecheck = 2 * neighTick
+	HoldRecheck = 2 * neighTick
 )
 
 // heldDgram is one held datagram.
@@ -131,10 +131,10 @@ const (
 
 // holdSink is what the hold area needs from its link.
 type holdSink interface {
-	// snapFor returns the table's state of ip, or nil if the table has no entry.
-	snapFor(ip netip.Addr) *neighSnap
+	// Lookup returns the table's state of ip, or nil if the table has no entry.
+	Lookup(ip netip.Addr) *Snap
 	// sendHeld transmits held datagram i of h to a resolved peer.
-	sendHeld(h *holdArea, i int, s *neighSnap) holdOutcome
+	sendHeld(h *holdArea, i int, s *Snap) holdOutcome
 	// askAgain repeats the resolution request for ip.
 	askAgain(ip netip.Addr)
 }
@@ -152,7 +152,7 @@ type holdResult struct {
 func (h *holdArea) service(sink holdSink, now int64, maxAge time.Duration, recheck bool) (r holdResult) {
 	for i := 0; i < h.n; {
 		d := &h.q[i]
-		s := sink.snapFor(d.ip)
+		s := sink.Lookup(d.ip)
 		switch {
 		case s != nil && s.state == NeighbourResolved:
 			switch sink.sendHeld(h, i, s) {

@@ -1,18 +1,20 @@
-package xdp
+package nexthop
 
 import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/xdpndk/xdpndk/xdp/frame"
 )
 
-// The next-hop table: one per Device, keyed by peer IP address (the UDP port is written per
+// The next-hop table: one per xdp.Device (in a Table), keyed by peer IP address (the UDP port is written per
 // datagram, so every port of a peer shares its entry). The device's resolution worker
-// (neigh_worker.go) is its only writer; the links read it from their engine goroutines
+// (worker.go) is its only writer; the links read it from their engine goroutines
 // without ever waiting for the worker:
 //
 //   - An entry is created by the worker when it starts resolving a peer, and removed
-//     (evicted) by the worker only. Its state lives in an immutable snapshot (neighSnap)
+//     (evicted) by the worker only. Its state lives in an immutable snapshot (Snap)
 //     that the worker replaces through an atomic pointer, so a link that holds an entry
 //     reads its state, MAC and header template with one atomic load, lock-free.
 //   - The map from IP to entry is guarded by mu: the worker takes it to insert or remove
@@ -24,27 +26,27 @@ import (
 // neighEvicted marks the snapshot of an entry no longer in the table.
 const neighEvicted NeighbourState = 0xFF
 
-// neighSnap is one state of an entry. It is never changed once published.
-type neighSnap struct {
+// Snap is one state of an entry. It is never changed once published.
+type Snap struct {
 	state NeighbourState
 	// encap is the header template towards the peer (NeighbourResolved): our MAC, the next
 	// hop's MAC, our address and port, the peer's address. Its DstPort is a placeholder:
 	// Link.Send writes each datagram's port (Encap.PutTo).
-	encap   Encap
+	encap   frame.Encap
 	mac     [6]byte
 	gateway netip.Addr
 	err     error // NeighbourFailed: why
 }
 
 var (
-	pendingSnap = &neighSnap{state: NeighbourPending}
-	evictedSnap = &neighSnap{state: neighEvicted}
+	pendingSnap = &Snap{state: NeighbourPending}
+	evictedSnap = &Snap{state: neighEvicted}
 )
 
 // neighEntry is one peer in the table.
 type neighEntry struct {
 	ip   netip.Addr
-	snap atomic.Pointer[neighSnap]
+	snap atomic.Pointer[Snap]
 	// used is the table clock of the last datagram (or ResolvePeer) to the peer. Links
 	// store it only when the clock moved, so a busy peer costs a load per datagram.
 	used atomic.Int64
@@ -222,7 +224,7 @@ func (t *neighTable) setFailed(e *neighEntry, failed bool) {
 }
 
 // publish replaces e's snapshot. Worker only.
-func (t *neighTable) publish(e *neighEntry, s *neighSnap) {
+func (t *neighTable) publish(e *neighEntry, s *Snap) {
 	old := e.snap.Load()
 	if old.state != s.state {
 		t.count(old.state, -1)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/xdp/nexthop"
+
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/transport/link"
 )
@@ -19,15 +21,15 @@ import (
 func TestDeviceResolvePeer(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{Prefix: netip.MustParsePrefix("198.18.0.0/24")})
 	a, b := bed.A, bed.B
-	hostRun(t, a, "ip", "route", "add", "198.19.5.0/24", "via", b.Addr.String())
-	hostRun(t, a, "ip", "neigh", "flush", "all")
+	a.Run(t, "ip", "route", "add", "198.19.5.0/24", "via", b.Addr.String())
+	a.Run(t, "ip", "neigh", "flush", "all")
 	d := openOn(t, a, Config{RingSize: 256, Frames: 512, ResolveTimeout: 500 * time.Millisecond, NegativeTTL: time.Minute})
 	ctx := context.Background()
 
 	if err := d.ResolvePeer(ctx, b.Addr); err != nil {
 		t.Fatalf("on-link peer: %v", err)
 	}
-	if info, ok := d.Neighbour(b.Addr); !ok || info.State != NeighbourResolved || info.MAC != [6]byte(b.MAC) || info.Gateway.IsValid() {
+	if info, ok := d.Neighbour(b.Addr); !ok || info.State != nexthop.NeighbourResolved || info.MAC != [6]byte(b.MAC) || info.Gateway.IsValid() {
 		t.Fatalf("on-link entry %+v", info)
 	}
 	behind := netip.MustParseAddr("198.19.5.7")
@@ -40,11 +42,11 @@ func TestDeviceResolvePeer(t *testing.T) {
 
 	silent := netip.MustParseAddr("198.18.0.99")
 	err := d.ResolvePeer(ctx, silent)
-	if !errors.Is(err, ErrNextHopUnresolved) || !errors.Is(err, syscall.EHOSTUNREACH) {
+	if !errors.Is(err, nexthop.ErrNextHopUnresolved) || !errors.Is(err, syscall.EHOSTUNREACH) {
 		t.Fatalf("silent address: %v, want ErrNextHopUnresolved", err)
 	}
 	st := d.NeighbourStats()
-	if err2 := d.ResolvePeer(ctx, silent); !errors.Is(err2, ErrNextHopUnresolved) {
+	if err2 := d.ResolvePeer(ctx, silent); !errors.Is(err2, nexthop.ErrNextHopUnresolved) {
 		t.Fatalf("silent address again: %v", err2)
 	}
 	if st2 := d.NeighbourStats(); st2.Requests != st.Requests || st2.Failures != 1 {
@@ -53,11 +55,11 @@ func TestDeviceResolvePeer(t *testing.T) {
 	t.Logf("silent address: %v", err)
 
 	err = d.ResolvePeer(ctx, netip.MustParseAddr("198.19.200.1"))
-	if !errors.Is(err, ErrNoRoute) || !errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) {
+	if !errors.Is(err, nexthop.ErrNoRoute) || !errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) {
 		t.Fatalf("no route: %v, want ErrNoRoute (ENETUNREACH only)", err)
 	}
 	err = d.ResolvePeer(ctx, a.Addr)
-	if !errors.Is(err, ErrNoEthernetNextHop) {
+	if !errors.Is(err, nexthop.ErrNoEthernetNextHop) {
 		t.Fatalf("own address: %v, want ErrNoEthernetNextHop", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -75,7 +77,7 @@ func TestDeviceResolvePeer(t *testing.T) {
 // the link's next call after that.
 func TestFirstContactHeld(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
-	hostRun(t, bed.A, "ip", "neigh", "flush", "all")
+	bed.A.Run(t, "ip", "neigh", "flush", "all")
 	la := openOn(t, bed.A, Config{RingSize: 256, Frames: 512}).Links()[0]
 	lb := openOn(t, bed.B, Config{RingSize: 256, Frames: 512}).Links()[0]
 	p := []link.Packet{{Remote: lb.LocalAddr()}}
@@ -98,15 +100,15 @@ func TestRouteChangeRevalidated(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{Prefix: netip.MustParsePrefix("198.18.0.0/24")})
 	a, b := bed.A, bed.B
 	gw2 := netip.MustParseAddr("198.18.0.3")
-	hostRun(t, b, "ip", "addr", "add", gw2.String()+"/24", "dev", b.Ifname)
-	hostRun(t, a, "ip", "route", "add", "198.19.5.0/24", "via", b.Addr.String())
+	b.Run(t, "ip", "addr", "add", gw2.String()+"/24", "dev", b.Ifname)
+	a.Run(t, "ip", "route", "add", "198.19.5.0/24", "via", b.Addr.String())
 	d := openOn(t, a, Config{RingSize: 256, Frames: 512, NeighbourRefresh: 200 * time.Millisecond})
 	behind := netip.MustParseAddr("198.19.5.7")
 	ctx := context.Background()
 	if err := d.ResolvePeer(ctx, behind); err != nil {
 		t.Fatal(err)
 	}
-	hostRun(t, a, "ip", "route", "replace", "198.19.5.0/24", "via", gw2.String())
+	a.Run(t, "ip", "route", "replace", "198.19.5.0/24", "via", gw2.String())
 	end := time.Now().Add(10 * time.Second)
 	for {
 		// ResolvePeer marks the entry used, as traffic to the peer would.
@@ -115,7 +117,7 @@ func TestRouteChangeRevalidated(t *testing.T) {
 		}
 		info, _ := d.Neighbour(behind)
 		if info.Gateway == gw2 {
-			if info.State != NeighbourResolved || info.MAC != [6]byte(b.MAC) {
+			if info.State != nexthop.NeighbourResolved || info.MAC != [6]byte(b.MAC) {
 				t.Fatalf("after the route change: %+v", info)
 			}
 			break
@@ -140,10 +142,10 @@ func TestNeighbourEventNewMAC(t *testing.T) {
 	if err := d.ResolvePeer(context.Background(), b.Addr); err != nil {
 		t.Fatal(err)
 	}
-	hostRun(t, b, "sysctl", "-qw", "net.ipv4.conf."+b.Ifname+".arp_notify=1")
+	b.Run(t, "sysctl", "-qw", "net.ipv4.conf."+b.Ifname+".arp_notify=1")
 	newMAC := net.HardwareAddr{0x02, 0x5e, 0x10, 0x00, 0x00, 0x42}
-	hostRun(t, b, "ip", "link", "set", "dev", b.Ifname, "address", newMAC.String())
-	waitFor(t, "A's table to take B's new MAC", func() bool {
+	b.Run(t, "ip", "link", "set", "dev", b.Ifname, "address", newMAC.String())
+	testbed.WaitFor(t, "A's table to take B's new MAC", func() bool {
 		info, _ := d.Neighbour(b.Addr)
 		return info.MAC == [6]byte(newMAC)
 	})

@@ -1,4 +1,4 @@
-package xdp
+package nexthop
 
 import (
 	"context"

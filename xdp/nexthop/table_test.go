@@ -1,15 +1,18 @@
-package xdp
+package nexthop
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xdpndk/xdpndk/internal/fakeresolver"
+	"github.com/xdpndk/xdpndk/internal/testbed"
+	"github.com/xdpndk/xdpndk/xdp/frame"
 
 	"github.com/xdpndk/xdpndk/transport/link"
 )
@@ -17,68 +20,8 @@ import (
 // Unit tests of the next-hop table, its worker and the hold area, with an injected resolve
 // function instead of the kernel: no privileges, no netlink.
 
-// resolution is what a fakeResolver answers for one peer.
-type resolution struct {
-	mac [6]byte
-	err error
-}
-
-// fakeResolver is a resolve function whose answers the test controls: for a peer with a
-// gate, the call blocks until the test sends the answer on it (or the context ends);
-// otherwise it answers with auto at once.
-type fakeResolver struct {
-	mu    sync.Mutex
-	gates map[netip.Addr]chan resolution
-	calls map[netip.Addr]int
-	auto  func(ip netip.Addr, call int) resolution
-}
-
-func newFakeResolver() *fakeResolver {
-	return &fakeResolver{gates: map[netip.Addr]chan resolution{}, calls: map[netip.Addr]int{}}
-}
-
-// gate makes calls for ip block until release.
-func (r *fakeResolver) gate(ip netip.Addr) {
-	r.mu.Lock()
-	r.gates[ip] = make(chan resolution, 1)
-	r.mu.Unlock()
-}
-
-// release answers the blocked call for ip.
-func (r *fakeResolver) release(ip netip.Addr, res resolution) {
-	r.mu.Lock()
-	g := r.gates[ip]
-	r.mu.Unlock()
-	g <- res
-}
-
-func (r *fakeResolver) callsFor(ip netip.Addr) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.calls[ip]
-}
-
-func (r *fakeResolver) resolve(ctx context.Context, ip netip.Addr) ([6]byte, error) {
-	r.mu.Lock()
-	r.calls[ip]++
-	call := r.calls[ip]
-	g := r.gates[ip]
-	auto := r.auto
-	r.mu.Unlock()
-	if g == nil {
-		res := auto(ip, call)
-		return res.mac, res.err
-	}
-	select {
-	case res := <-g:
-		return res.mac, res.err
-	case <-ctx.Done():
-		return [6]byte{}, ctx.Err()
-	}
-}
-
-// testPort is the UDP port of the tests' links and neighbour configurations; it is here, in
-// a file built on every platform, because the neighbour table tests use it too.
+// testPort is the UDP port of the neighbour configurations of the tests, package xdp's
+// test port.
 const testPort = 4793
 
 var (
@@ -87,10 +30,10 @@ var (
 	macTwo     = [6]byte{0x02, 0, 0, 0, 0, 0xB2}
 )
 
-// macFor is a resolution answering a MAC derived from ip.
-func macFor(ip netip.Addr, _ int) resolution {
+// macFor is a fakeresolver.Answer answering a MAC derived from ip.
+func macFor(ip netip.Addr, _ int) fakeresolver.Answer {
 	a := ip.As4()
-	return resolution{mac: [6]byte{0x02, 0x10, a[0], a[1], a[2], a[3]}}
+	return fakeresolver.Answer{MAC: [6]byte{0x02, 0x10, a[0], a[1], a[2], a[3]}}
 }
 
 func peerN(n int) netip.Addr {
@@ -108,29 +51,17 @@ func testNeighConfig() neighConfig {
 // testWorker is a running worker with a fake resolver.
 type testWorker struct {
 	*neighWorker
-	r     *fakeResolver
+	r     *fakeresolver.Resolver
 	wakes atomic.Int64
 }
 
-func startWorker(t *testing.T, nc neighConfig, maxEntries int, r *fakeResolver) *testWorker {
+func startWorker(t *testing.T, nc neighConfig, maxEntries int, r *fakeresolver.Resolver) *testWorker {
 	t.Helper()
 	tw := &testWorker{r: r}
-	tw.neighWorker = newNeighWorker(newNeighTable(maxEntries), nc, funcBackend{fn: r.resolve}, func() { tw.wakes.Add(1) })
+	tw.neighWorker = newNeighWorker(newNeighTable(maxEntries), nc, funcBackend{fn: r.Resolve}, func() { tw.wakes.Add(1) })
 	go tw.run()
 	t.Cleanup(func() { tw.stop(true) })
 	return tw
-}
-
-// waitFor polls cond until it holds, failing t after 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // state returns the table's state of ip (0 without an entry).
@@ -146,7 +77,7 @@ func (w *testWorker) state(ip netip.Addr) NeighbourState {
 func (w *testWorker) resolveNow(t *testing.T, ip netip.Addr) NeighbourInfo {
 	t.Helper()
 	w.ask(ip)
-	waitFor(t, fmt.Sprintf("%v resolved or failed", ip), func() bool {
+	testbed.WaitFor(t, fmt.Sprintf("%v resolved or failed", ip), func() bool {
 		s := w.state(ip)
 		return s == NeighbourResolved || s == NeighbourFailed
 	})
@@ -154,38 +85,38 @@ func (w *testWorker) resolveNow(t *testing.T, ip netip.Addr) NeighbourInfo {
 	return info
 }
 
-// TestNeighResolveAsync checks that a request returns at once while the resolution blocks,
+// TestNeighResolveAsync checks that a request returns at once while the fakeresolver.Answer blocks,
 // that the entry is pending meanwhile, and that releasing it publishes a resolved entry
 // with a working header template, bumps the generation and rings the doorbells.
 func TestNeighResolveAsync(t *testing.T) {
-	r := newFakeResolver()
+	r := fakeresolver.New()
 	w := startWorker(t, testNeighConfig(), 64, r)
 	ip := netip.MustParseAddr("198.18.0.2")
-	r.gate(ip)
-	w.ask(ip) // never waits: the resolution blocks on the worker's side
-	waitFor(t, "pending entry", func() bool { return w.state(ip) == NeighbourPending })
+	r.Gate(ip)
+	w.ask(ip) // never waits: the fakeresolver.Answer blocks on the worker's side
+	testbed.WaitFor(t, "pending entry", func() bool { return w.state(ip) == NeighbourPending })
 	st := w.t.snapshotStats(int(w.t.nResolving.Load()))
 	if st.Pending != 1 || st.Resolving != 1 || st.Entries != 1 || st.Requests != 1 {
 		t.Fatalf("while resolving: %+v", st)
 	}
 	gen := w.t.gen.Load()
 	w.ask(ip) // a second request for a peer in progress changes nothing
-	r.release(ip, resolution{mac: macOne})
-	waitFor(t, "resolved entry", func() bool { return w.state(ip) == NeighbourResolved })
+	r.Release(ip, fakeresolver.Answer{MAC: macOne})
+	testbed.WaitFor(t, "resolved entry", func() bool { return w.state(ip) == NeighbourResolved })
 	if w.t.gen.Load() == gen || w.wakes.Load() == 0 {
-		t.Fatalf("resolution did not bump the generation (%d -> %d) or ring (%d)", gen, w.t.gen.Load(), w.wakes.Load())
+		t.Fatalf("fakeresolver.Answer did not bump the generation (%d -> %d) or ring (%d)", gen, w.t.gen.Load(), w.wakes.Load())
 	}
-	if n := r.callsFor(ip); n != 1 {
+	if n := r.Calls(ip); n != 1 {
 		t.Fatalf("resolve called %d times, want 1", n)
 	}
 	st = w.t.snapshotStats(int(w.t.nResolving.Load()))
 	if st.Resolved != 1 || st.Pending != 0 || st.Resolving != 0 || st.Resolutions != 1 {
-		t.Fatalf("after resolution: %+v", st)
+		t.Fatalf("after fakeresolver.Answer: %+v", st)
 	}
 	// The template carries the next hop's MAC; the port is written per datagram.
 	s := w.t.lookup(ip).snap.Load()
-	var buf [MaxHeaderLen]byte
-	var sum Checksum
+	var buf [frame.MaxHeaderLen]byte
+	var sum frame.Checksum
 	if _, err := s.encap.PutTo(buf[:], 10, &sum, 0, 5555); err != nil {
 		t.Fatal(err)
 	}
@@ -194,13 +125,13 @@ func TestNeighResolveAsync(t *testing.T) {
 	}
 }
 
-// TestNeighNegativeCache checks that a failed resolution is cached for the negative TTL
+// TestNeighNegativeCache checks that a failed fakeresolver.Answer is cached for the negative TTL
 // (requests during it do not resolve again, ResolvePeer fails at once with the error),
 // and that the next request after it expires resolves again.
 func TestNeighNegativeCache(t *testing.T) {
-	r := newFakeResolver()
-	r.auto = func(ip netip.Addr, _ int) resolution {
-		return resolution{err: fmt.Errorf("nobody answers for %v: %w", ip, ErrNextHopUnresolved)}
+	r := fakeresolver.New()
+	r.Auto = func(ip netip.Addr, _ int) fakeresolver.Answer {
+		return fakeresolver.Answer{Err: fmt.Errorf("nobody answers for %v: %w", ip, ErrNextHopUnresolved)}
 	}
 	nc := testNeighConfig()
 	nc.negativeTTL = 300 * time.Millisecond
@@ -217,28 +148,28 @@ func TestNeighNegativeCache(t *testing.T) {
 	if !errors.Is(err, ErrNextHopUnresolved) {
 		t.Fatalf("ResolvePeer of a failed peer: %v", err)
 	}
-	if n := r.callsFor(ip); n != 1 {
+	if n := r.Calls(ip); n != 1 {
 		t.Fatalf("resolve called %d times during the negative TTL, want 1", n)
 	}
-	waitFor(t, "negative entry to expire", func() bool { return w.state(ip) == 0 })
+	testbed.WaitFor(t, "negative entry to expire", func() bool { return w.state(ip) == 0 })
 	if st := w.t.snapshotStats(0); st.Expired != 1 || st.Failures != 1 || st.Failed != 0 || st.Entries != 0 {
 		t.Fatalf("after expiry: %+v", st)
 	}
 	w.resolveNow(t, ip)
-	if n := r.callsFor(ip); n != 2 {
+	if n := r.Calls(ip); n != 2 {
 		t.Fatalf("resolve called %d times after expiry, want 2", n)
 	}
 }
 
-// TestNeighDeadline checks that a resolution that never answers fails at the timeout with
+// TestNeighDeadline checks that a fakeresolver.Answer that never answers fails at the timeout with
 // ErrNextHopUnresolved (not a context error, which would read as the caller's).
 func TestNeighDeadline(t *testing.T) {
-	r := newFakeResolver()
+	r := fakeresolver.New()
 	nc := testNeighConfig()
 	nc.timeout = 200 * time.Millisecond
 	w := startWorker(t, nc, 64, r)
 	ip := netip.MustParseAddr("198.18.0.201")
-	r.gate(ip) // never released
+	r.Gate(ip) // never released
 	info := w.resolveNow(t, ip)
 	if info.State != NeighbourFailed || !errors.Is(info.Err, ErrNextHopUnresolved) || errors.Is(info.Err, context.DeadlineExceeded) {
 		t.Fatalf("entry %+v, want failed with ErrNextHopUnresolved only", info)
@@ -249,18 +180,18 @@ func TestNeighDeadline(t *testing.T) {
 // are dropped and counted, ResolvePeer is not bound by it, and a dropped peer is resolved
 // when asked again later.
 func TestNeighResolvingBound(t *testing.T) {
-	r := newFakeResolver()
-	r.auto = macFor
+	r := fakeresolver.New()
+	r.Auto = macFor
 	nc := testNeighConfig()
 	nc.maxResolving = 2
 	w := startWorker(t, nc, 64, r)
 	for i := range 5 {
-		r.gate(peerN(i))
+		r.Gate(peerN(i))
 	}
 	for i := range 5 {
 		w.ask(peerN(i))
 	}
-	waitFor(t, "requests handled", func() bool {
+	testbed.WaitFor(t, "requests handled", func() bool {
 		st := w.t.snapshotStats(int(w.t.nResolving.Load()))
 		return st.Requests+st.RequestsDropped == 5
 	})
@@ -276,16 +207,16 @@ func TestNeighResolvingBound(t *testing.T) {
 		t.Fatalf("ResolvePeer beyond the bound: %v", err)
 	}
 	for i := range 2 {
-		r.release(peerN(i), macFor(peerN(i), 1))
+		r.Release(peerN(i), macFor(peerN(i), 1))
 	}
-	waitFor(t, "first two resolved", func() bool {
+	testbed.WaitFor(t, "first two resolved", func() bool {
 		return w.state(peerN(0)) == NeighbourResolved && w.state(peerN(1)) == NeighbourResolved
 	})
 	// A dropped peer asks again with its next datagram.
 	if w.state(peerN(3)) != 0 {
 		t.Fatalf("dropped request left an entry")
 	}
-	r.release(peerN(3), macFor(peerN(3), 1))
+	r.Release(peerN(3), macFor(peerN(3), 1))
 	if info := w.resolveNow(t, peerN(3)); info.State != NeighbourResolved {
 		t.Fatalf("peer asked again: %+v", info)
 	}
@@ -294,8 +225,8 @@ func TestNeighResolvingBound(t *testing.T) {
 // TestNeighTableBound checks that the table never holds more than its bound, evicting to
 // make room.
 func TestNeighTableBound(t *testing.T) {
-	r := newFakeResolver()
-	r.auto = macFor
+	r := fakeresolver.New()
+	r.Auto = macFor
 	w := startWorker(t, testNeighConfig(), 16, r)
 	for i := range 40 {
 		w.resolveNow(t, peerN(i))
@@ -311,11 +242,11 @@ func TestNeighTableBound(t *testing.T) {
 // TestNeighEvictionPolicy checks the order of eviction: a failed entry first, then the
 // least recently used.
 func TestNeighEvictionPolicy(t *testing.T) {
-	r := newFakeResolver()
+	r := fakeresolver.New()
 	bad := peerN(7)
-	r.auto = func(ip netip.Addr, call int) resolution {
+	r.Auto = func(ip netip.Addr, call int) fakeresolver.Answer {
 		if ip == bad {
-			return resolution{err: ErrNextHopUnresolved}
+			return fakeresolver.Answer{Err: ErrNextHopUnresolved}
 		}
 		return macFor(ip, call)
 	}
@@ -338,7 +269,7 @@ func TestNeighEvictionPolicy(t *testing.T) {
 	// All resolved now: the least recently used goes. Let the clock move, then use every
 	// peer but one.
 	start := w.t.clock.Load()
-	waitFor(t, "table clock to move", func() bool { return w.t.clock.Load() > start })
+	testbed.WaitFor(t, "table clock to move", func() bool { return w.t.clock.Load() > start })
 	lru := peerN(3)
 	for i := range 16 {
 		if p := peerN(i); i != 7 && p != lru {
@@ -359,23 +290,23 @@ func TestNeighEvictionPolicy(t *testing.T) {
 // use while it runs (never pending), a new MAC replaces it, a failure to ask keeps it, and
 // a definite failure fails it.
 func TestNeighRefresh(t *testing.T) {
-	r := newFakeResolver()
+	r := fakeresolver.New()
 	var answer atomic.Value
-	answer.Store(resolution{mac: macOne})
-	r.auto = func(netip.Addr, int) resolution { return answer.Load().(resolution) }
+	answer.Store(fakeresolver.Answer{MAC: macOne})
+	r.Auto = func(netip.Addr, int) fakeresolver.Answer { return answer.Load().(fakeresolver.Answer) }
 	nc := testNeighConfig()
 	nc.refresh = 150 * time.Millisecond
 	w := startWorker(t, nc, 64, r)
 	ip := netip.MustParseAddr("198.18.0.2")
 	if info := w.resolveNow(t, ip); info.MAC != macOne {
-		t.Fatalf("first resolution: %+v", info)
+		t.Fatalf("first fakeresolver.Answer: %+v", info)
 	}
 	e := w.t.lookup(ip)
 	// keepUsing touches the entry like traffic would until cond holds, checking that it
 	// stays resolved throughout.
-	keepUsing := func(what string, cond func(*neighSnap) bool) {
+	keepUsing := func(what string, cond func(*Snap) bool) {
 		t.Helper()
-		waitFor(t, what, func() bool {
+		testbed.WaitFor(t, what, func() bool {
 			w.t.touch(e)
 			s := e.snap.Load()
 			if s.state != NeighbourResolved && !cond(s) {
@@ -385,8 +316,8 @@ func TestNeighRefresh(t *testing.T) {
 		})
 	}
 	gen := w.t.gen.Load()
-	answer.Store(resolution{mac: macTwo})
-	keepUsing("new MAC", func(s *neighSnap) bool { return s.mac == macTwo })
+	answer.Store(fakeresolver.Answer{MAC: macTwo})
+	keepUsing("new MAC", func(s *Snap) bool { return s.mac == macTwo })
 	if w.t.gen.Load() == gen {
 		t.Fatal("MAC change did not bump the generation")
 	}
@@ -394,15 +325,15 @@ func TestNeighRefresh(t *testing.T) {
 		t.Fatalf("after a changed re-validation: %+v", st)
 	}
 	// A failure to ask (not an answer about the peer) keeps the next hop.
-	answer.Store(resolution{err: errors.New("netlink: no buffer space")})
+	answer.Store(fakeresolver.Answer{Err: errors.New("netlink: no buffer space")})
 	refreshes := w.t.snapshotStats(0).Refreshes
-	keepUsing("a failed re-validation", func(*neighSnap) bool { return w.t.snapshotStats(0).Refreshes >= refreshes+2 })
+	keepUsing("a failed re-validation", func(*Snap) bool { return w.t.snapshotStats(0).Refreshes >= refreshes+2 })
 	if s := e.snap.Load(); s.state != NeighbourResolved || s.mac != macTwo {
 		t.Fatalf("a transient re-validation error changed the entry: %+v", s)
 	}
 	// A definite answer fails it.
-	answer.Store(resolution{err: ErrNextHopUnresolved})
-	waitFor(t, "failed re-validation", func() bool {
+	answer.Store(fakeresolver.Answer{Err: ErrNextHopUnresolved})
+	testbed.WaitFor(t, "failed re-validation", func() bool {
 		w.t.touch(e)
 		return e.snap.Load().state == NeighbourFailed
 	})
@@ -411,26 +342,26 @@ func TestNeighRefresh(t *testing.T) {
 // TestNeighIdleExpiry checks that an entry nobody uses goes away after the idle period
 // (twice NeighbourRefresh on a device).
 func TestNeighIdleExpiry(t *testing.T) {
-	r := newFakeResolver()
-	r.auto = macFor
+	r := fakeresolver.New()
+	r.Auto = macFor
 	nc := testNeighConfig()
 	nc.idle = 200 * time.Millisecond
 	w := startWorker(t, nc, 64, r)
 	ip := peerN(1)
 	w.resolveNow(t, ip)
-	waitFor(t, "idle entry to expire", func() bool { return w.state(ip) == 0 })
+	testbed.WaitFor(t, "idle entry to expire", func() bool { return w.state(ip) == 0 })
 	if st := w.t.snapshotStats(0); st.Expired != 1 || st.Entries != 0 || st.Resolved != 0 {
 		t.Fatalf("after idle expiry: %+v", st)
 	}
 }
 
 // TestNeighResolvePeer checks ResolvePeer's outcomes: resolved, the caller's context
-// ending (not a resolution failure; the resolution goes on), and at once when resolved.
+// ending (not a fakeresolver.Answer failure; the fakeresolver.Answer goes on), and at once when resolved.
 func TestNeighResolvePeer(t *testing.T) {
-	r := newFakeResolver()
+	r := fakeresolver.New()
 	w := startWorker(t, testNeighConfig(), 64, r)
 	ip := peerN(5)
-	r.gate(ip)
+	r.Gate(ip)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := w.resolvePeer(ctx, ip)
@@ -438,14 +369,14 @@ func TestNeighResolvePeer(t *testing.T) {
 		t.Fatalf("ResolvePeer with a short context: %v", err)
 	}
 	if w.state(ip) != NeighbourPending {
-		t.Fatal("the resolution stopped with the caller's context")
+		t.Fatal("the fakeresolver.Answer stopped with the caller's context")
 	}
-	r.release(ip, resolution{mac: macOne})
+	r.Release(ip, fakeresolver.Answer{MAC: macOne})
 	if err := w.resolvePeer(context.Background(), ip); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.resolvePeer(context.Background(), ip); err != nil || r.callsFor(ip) != 1 {
-		t.Fatalf("second ResolvePeer: %v, %d resolutions", err, r.callsFor(ip))
+	if err := w.resolvePeer(context.Background(), ip); err != nil || r.Calls(ip) != 1 {
+		t.Fatalf("second ResolvePeer: %v, %d resolutions", err, r.Calls(ip))
 	}
 }
 
@@ -463,21 +394,21 @@ func (b eventBackend) note(w *neighWorker, n neighNote) {
 // TestNeighChangedEvent checks that a neighbour event with a new MAC updates a resolved
 // entry at once, without waiting for a re-validation.
 func TestNeighChangedEvent(t *testing.T) {
-	r := newFakeResolver()
-	r.auto = func(netip.Addr, int) resolution { return resolution{mac: macOne} }
+	r := fakeresolver.New()
+	r.Auto = func(netip.Addr, int) fakeresolver.Answer { return fakeresolver.Answer{MAC: macOne} }
 	w := &testWorker{r: r}
-	w.neighWorker = newNeighWorker(newNeighTable(64), testNeighConfig(), eventBackend{funcBackend{fn: r.resolve}}, func() {})
+	w.neighWorker = newNeighWorker(newNeighTable(64), testNeighConfig(), eventBackend{funcBackend{fn: r.Resolve}}, func() {})
 	go w.run()
 	t.Cleanup(func() { w.stop(true) })
 	ip := peerN(2)
 	w.resolveNow(t, ip)
 	w.notes <- neighNote{target: ip, usable: true, mac: macTwo}
-	waitFor(t, "MAC update from the event", func() bool {
+	testbed.WaitFor(t, "MAC update from the event", func() bool {
 		info, _ := w.t.info(ip)
 		return info.MAC == macTwo
 	})
-	if r.callsFor(ip) != 1 {
-		t.Fatalf("the event caused %d resolutions", r.callsFor(ip)-1)
+	if r.Calls(ip) != 1 {
+		t.Fatalf("the event caused %d resolutions", r.Calls(ip)-1)
 	}
 }
 
@@ -542,16 +473,16 @@ func TestHoldAreaBounds(t *testing.T) {
 
 // fakeSink is a holdSink over a map of states, recording what it sends.
 type fakeSink struct {
-	snaps  map[netip.Addr]*neighSnap
+	snaps  map[netip.Addr]*Snap
 	room   int // datagrams it can send before blocking
 	sent   []byte
 	asked  []netip.Addr
 	broken netip.Addr // sending to this peer fails outright
 }
 
-func (s *fakeSink) snapFor(ip netip.Addr) *neighSnap { return s.snaps[ip] }
-func (s *fakeSink) askAgain(ip netip.Addr)           { s.asked = append(s.asked, ip) }
-func (s *fakeSink) sendHeld(h *holdArea, i int, _ *neighSnap) holdOutcome {
+func (s *fakeSink) Lookup(ip netip.Addr) *Snap { return s.snaps[ip] }
+func (s *fakeSink) askAgain(ip netip.Addr)     { s.asked = append(s.asked, ip) }
+func (s *fakeSink) sendHeld(h *holdArea, i int, _ *Snap) holdOutcome {
 	if h.q[i].ip == s.broken {
 		return holdDropped
 	}
@@ -572,7 +503,7 @@ func TestHoldService(t *testing.T) {
 	for i, ip := range []netip.Addr{ok, failed, none, ok, none, broken, ok} {
 		h.add(testPacket(ip, 7, 4, byte(i)), 100)
 	}
-	s := &fakeSink{snaps: map[netip.Addr]*neighSnap{
+	s := &fakeSink{snaps: map[netip.Addr]*Snap{
 		ok: {state: NeighbourResolved}, failed: {state: NeighbourFailed}, broken: {state: NeighbourResolved},
 	}, room: 2, broken: broken}
 	r := h.service(s, 150, time.Second, false)
