@@ -37,6 +37,19 @@ var (
 	ErrLocal = errors.New("local error")
 )
 
+// failure is a part's decision that the connection ends (the QP acts on it: QP.fail): the
+// work request with sequence number seq (-1: none named) completes with st, everything
+// else outstanding is cancelled, and cause is what Cause reports. The zero failure (no
+// cause) is no failure.
+type failure struct {
+	st    Status
+	seq   int64
+	cause error
+}
+
+// failed reports whether f is a failure.
+func (f failure) failed() bool { return f.cause != nil }
+
 // Cause says why the QP failed or disconnected: an error wrapping one of ErrRetryTimeout,
 // ErrRNRTimeout, ErrKeepAlive, ErrRemoteNak, ErrRefused, ErrPeerDisconnected,
 // ErrDisconnected, ErrFlushed, ErrLocal (or, for an accepted connection that was never

@@ -213,7 +213,7 @@ func (c *cmState) poll(now int64) (next int64, busy bool) {
 			resend, expired := r.retry.poll(now)
 			if expired {
 				busy = true
-				r.qp.abort(now, fmt.Errorf("no ready-to-use from the requester: %w", ErrConnectTimeout))
+				r.qp.abort(fmt.Errorf("no ready-to-use from the requester: %w", ErrConnectTimeout))
 				c.dropHalfOpen(r, ErrConnectTimeout)
 				i--
 				continue
@@ -362,16 +362,17 @@ func (c *cmState) sendRequest(cn *Connector) {
 	q := cn.qp
 	p := c.packet(wire.OpConnRequest, 0, 0)
 	p.CM = wire.CMExt{ServiceID: cn.service, ConnID: cn.connID, SrcQPN: q.qpn, InitialPSN: cn.ourPSN,
-		MaxPayload: c.maxPayload(), IRD: uint8(q.cfg.IRD), ORD: uint8(q.cfg.ORD), DataPort: q.conn.srcPort}
+		MaxPayload: c.maxPayload(), IRD: uint8(q.cfg.IRD), ORD: uint8(q.cfg.ORD), DataPort: q.SourcePort()}
 	p.PrivateData = cn.private
 	c.send(cn.peer, p)
 }
 
 func (c *cmState) sendReply(r *ConnRequest) {
 	q := r.qp
-	p := c.packet(wire.OpConnReply, r.peerQPN, q.conn.cookie)
-	p.CM = wire.CMExt{ServiceID: r.l.service, ConnID: r.connID, SrcQPN: q.qpn, InitialPSN: q.snd.NextPSN(),
-		Cookie: q.conn.cookie, MaxPayload: c.maxPayload(), IRD: uint8(q.resp.ird), ORD: uint8(q.req.ord), DataPort: q.conn.srcPort}
+	ird, ord := q.readLimits()
+	p := c.packet(wire.OpConnReply, r.peerQPN, q.cookie())
+	p.CM = wire.CMExt{ServiceID: r.l.service, ConnID: r.connID, SrcQPN: q.qpn, InitialPSN: q.initialPSN(),
+		Cookie: q.cookie(), MaxPayload: c.maxPayload(), IRD: uint8(ird), ORD: uint8(ord), DataPort: q.SourcePort()}
 	p.PrivateData = r.private
 	c.send(r.Peer, p)
 }
@@ -382,7 +383,7 @@ func (c *cmState) maxPayload() uint16 { return uint16(min(c.e.link.MaxPayload(),
 
 func (c *cmState) sendRTU(cn *Connector) {
 	p := c.packet(wire.OpReadyToUse, cn.peerQPN, cn.cookie)
-	p.CM = wire.CMExt{ConnID: cn.connID, SrcQPN: cn.qp.qpn, DataPort: cn.qp.conn.srcPort}
+	p.CM = wire.CMExt{ConnID: cn.connID, SrcQPN: cn.qp.qpn, DataPort: cn.qp.SourcePort()}
 	c.send(cn.peer, p)
 }
 
@@ -394,7 +395,7 @@ func (c *cmState) sendReject(to netip.AddrPort, connID uint64, reason uint16, pr
 }
 
 func (c *cmState) sendDisconnect(q *QP, op wire.Opcode) {
-	p := c.packet(op, q.conn.peerQPN, q.conn.cookie)
-	p.CM = wire.CMExt{SrcQPN: q.qpn, DataPort: q.conn.srcPort}
-	c.send(q.conn.peer, p)
+	p := c.packet(op, q.peerQPN(), q.cookie())
+	p.CM = wire.CMExt{SrcQPN: q.qpn, DataPort: q.SourcePort()}
+	c.send(q.Peer(), p)
 }

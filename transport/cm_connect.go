@@ -123,10 +123,7 @@ func (c *Connector) Complete() error {
 		}
 		ird, ord := min(q.cfg.IRD, c.peerORD), min(q.cfg.ORD, c.peerIRD)
 		e.cm.connectQP(q, c.peer, c.peerPort, c.peerQPN, c.cookie, c.ourPSN, c.peerPSN, c.peerMax, ird, ord)
-		q.snd.seedRTO(c.handshake)
-		q.ka.start(now, q.cfg.KeepAlive)
-		q.state.Store(uint32(QPConnected))
-		e.activate(q)
+		q.established(now, c.handshake)
 		e.cm.sendRTU(c)
 	})
 	return nil
@@ -191,17 +188,10 @@ func (q *QP) leaveConnecting() { q.state.CompareAndSwap(uint32(QPConnecting), ui
 // PSNs, the payload size and read limits. Engine goroutine.
 func (c *cmState) connectQP(q *QP, peer netip.AddrPort, peerPort uint16, peerQPN uint32, cookie uint64, ourPSN, peerPSN wire.PSN, peerMax, ird, ord int) {
 	e := c.e
-	q.conn.peer = peer
-	q.conn.peerSrc = netip.AddrPortFrom(peer.Addr(), peerPort)
-	q.conn.peerQPN, q.conn.cookie = peerQPN, cookie
 	maxp := min(e.link.MaxPayload(), peerMax)
-	q.conn.mss = maxp - wire.HeaderLen - maxDataExt - wire.TrailerLen
-	q.resp.ird, q.req.ord = ird, ord
-	q.snd.connect(ourPSN, e.cfg.NewController(q.conn.mss))
-	q.rcv.connect(peerPSN, e.cfg.Window)
-	q.resp.maxJobs = min(q.resp.maxJobs, 2*ird) // IRD 0: the peer may not read
-	q.resp.jobs = q.resp.jobs[:min(len(q.resp.jobs), q.resp.maxJobs)]
-	q.snd.publishStats()
+	q.setup(connection{peer: peer, peerPort: peerPort, peerQPN: peerQPN, cookie: cookie,
+		ourPSN: ourPSN, peerPSN: peerPSN, maxPayload: maxp, ird: ird, ord: ord, window: e.cfg.Window,
+		cc: e.cfg.NewController(mssOf(maxp))})
 }
 
 // lingerConn keeps an attempt that completed or was abandoned listed until cmQuiet from now
@@ -323,7 +313,7 @@ func (c *cmState) onReject(now int64, from netip.AddrPort, p *wire.Packet) {
 	}
 	for _, r := range c.halfOpen {
 		if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() {
-			r.qp.abort(now, fmt.Errorf("the requester refused the reply: %w", ErrRejected))
+			r.qp.abort(fmt.Errorf("the requester refused the reply: %w", ErrRejected))
 			c.dropHalfOpen(r, ErrRejected)
 			return
 		}

@@ -40,14 +40,14 @@ func (q *QP) StartDisconnect(timeout time.Duration) *Disconnecting {
 		case QPConnected, QPError:
 		case QPDisconnected:
 			// After the peer's own disconnect: the implicit flush of what it left posted.
-			q.flush(now, StatusCancelled, -1, ErrDisconnected)
+			q.flush(StatusCancelled, -1, ErrDisconnected)
 			d.done <- nil
 			return
 		default:
 			d.done <- fmt.Errorf("disconnect a %v qp: %w", q.State(), ErrBadState)
 			return
 		}
-		q.flush(now, StatusCancelled, -1, ErrDisconnected)
+		q.flush(StatusCancelled, -1, ErrDisconnected)
 		q.state.Store(uint32(QPDisconnected))
 		d.retry.start(now, e.cfg.CMTimeout, timeout)
 		e.cm.discs = append(e.cm.discs, d)
@@ -81,7 +81,7 @@ func (c *cmState) finishDisconnect(d *disconnectState, err error) {
 // message). A message for no QP matches: it is dropped as such.
 func (c *cmState) disconnectMatches(p *wire.Packet) bool {
 	q := c.e.lookupQP(p.DestQPN)
-	return q == nil || (p.CM.SrcQPN == q.conn.peerQPN && p.CM.DataPort == q.conn.peerSrc.Port())
+	return q == nil || (p.CM.SrcQPN == q.peerQPN() && p.CM.DataPort == q.peerSource().Port())
 }
 
 // onDisconnect handles a DisconnectReq (answered, and the QP is disconnected without a
@@ -93,7 +93,7 @@ func (c *cmState) onDisconnect(from netip.AddrPort, p *wire.Packet) {
 		return
 	}
 	q := e.lookupQP(p.DestQPN)
-	if q == nil || q.conn.cookie == 0 || p.Cookie != q.conn.cookie || from != q.conn.peer {
+	if q == nil || q.cookie() == 0 || p.Cookie != q.cookie() || from != q.Peer() {
 		e.ctr.cmDrops.Add(1)
 		return
 	}

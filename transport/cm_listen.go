@@ -162,7 +162,7 @@ func (r *ConnRequest) Cancel(cause error) {
 	e.command(func(now int64) {
 		for _, x := range e.cm.halfOpen {
 			if x == r && r.replied {
-				r.qp.abort(now, cause)
+				r.qp.abort(cause)
 				e.cm.dropHalfOpen(r, cause)
 				return
 			}
@@ -186,12 +186,11 @@ func (c *cmState) established(now int64, q *QP) bool {
 				c.dropHalfOpen(r, ErrConnectCancelled) // flushed while connecting: it stays failed
 				return false
 			}
+			rtt := int64(0) // a reply sent again measures no round trip
 			if !r.resent {
-				q.snd.seedRTO(now - r.replyAt)
+				rtt = now - r.replyAt
 			}
-			q.ka.start(now, q.cfg.KeepAlive)
-			q.state.Store(uint32(QPConnected))
-			c.e.activate(q)
+			q.established(now, rtt)
 			if len(c.recent) >= maxRecent {
 				// The oldest goes: every entry lives as long, so the first expires first.
 				c.recent = append(c.recent[:0], c.recent[1:]...)
@@ -278,7 +277,7 @@ func (c *cmState) onRequest(now int64, from netip.AddrPort, p *wire.Packet) {
 func (c *cmState) onReadyToUse(now int64, from netip.AddrPort, p *wire.Packet) {
 	m := &p.CM
 	for _, r := range c.halfOpen {
-		if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() && p.Cookie == r.qp.conn.cookie &&
+		if r.replied && r.connID == m.ConnID && r.Peer.Addr() == from.Addr() && p.Cookie == r.qp.cookie() &&
 			m.SrcQPN == r.peerQPN && m.DataPort == r.peerPort {
 			c.established(now, r.qp)
 			return

@@ -9,12 +9,12 @@ import (
 // conn is a QP's connection as its packets need it: where they go and come from, what
 // every one of them carries (the peer's QPN, the cookie), how much payload fits, and the
 // way out (the engine's transmit batch). The requester and the responder send their data
-// packets through it, and the receiver's acknowledgement rides on them (piggyback) or
-// leaves on its own (sendAck). The connection manager fills it before the QP connects.
-// Engine goroutine only.
+// packets through it; an acknowledgement of the peer's stream that the QP offers rides on
+// the first of them with room for it (piggyback), or leaves on its own (sendAck). The
+// connection manager fills it, through the QP, before the QP connects. Engine goroutine
+// only.
 type conn struct {
 	tx       *txBatch
-	rcv      *receiver // the acknowledgement data packets carry
 	ctr      *qpCounters
 	zeroCopy bool   // Config.ZeroCopyTx
 	qpn      uint32 // this QP's (zero-copy cookies name it)
@@ -25,10 +25,37 @@ type conn struct {
 	cookie  uint64
 	srcPort uint16 // UDP source port: per-QP flow entropy
 	mss     int    // payload bytes per data packet
+
+	// the acknowledgement offered to the data packets leaving now (offer), and whether one
+	// carried it
+	ack            wire.AckExt
+	offered, taken bool
+}
+
+// offer makes a the acknowledgement that the next data packet with room for it carries,
+// until withdraw.
+func (c *conn) offer(a wire.AckExt) { c.ack, c.offered, c.taken = a, true, false }
+
+// withdraw ends the offer; it reports whether a data packet carried the acknowledgement.
+func (c *conn) withdraw() bool {
+	taken := c.taken
+	c.offered, c.taken = false, false
+	return taken
 }
 
 // maxDataExt is the longest opcode extension of a data packet; a QP's MSS leaves room for it.
 const maxDataExt = max(wire.SendExtLen, wire.RDMAExtLen, wire.ReadRespLen)
+
+// ackFits reports whether a data packet of opcode op with n payload bytes has room for a
+// piggybacked acknowledgement in a datagram whose extension and payload may take room
+// bytes: a full-size packet has none, and the ack then goes on its own.
+func ackFits(op wire.Opcode, n, room int) bool {
+	ext, _ := wire.ExtLen(op)
+	return ext+wire.AckExtLen+n <= room
+}
+
+// mssOf is the payload bytes of a data packet in a datagram of maxPayload bytes.
+func mssOf(maxPayload int) int { return maxPayload - wire.HeaderLen - maxDataExt - wire.TrailerLen }
 
 // canTransmit reports whether a packet can be queued now.
 func (c *conn) canTransmit() bool { return c.tx.ok() }
@@ -47,20 +74,25 @@ func (c *conn) begin(now int64, op wire.Opcode, psn wire.PSN, retx bool) (*wire.
 }
 
 // finish encodes the data packet begin started, with n payload bytes in at most two
-// pieces a and b (or a copy in the bounce buffer), lets it carry the pending
-// acknowledgement of the peer's stream if that fits, and queues it. With Config.ZeroCopyTx
-// a payload that is the caller's memory is sent by reference under the cookie of tag
-// (zcCookie); finish then reports true: one more packet the link must report done.
-func (c *conn) finish(now int64, p *wire.Packet, n uint32, a, b []byte, tag uint64) (zc bool) {
+// pieces a and b (or a copy in the bounce buffer), lets it carry the offered
+// acknowledgement of the peer's stream if one is offered and fits, and queues it. With
+// Config.ZeroCopyTx a payload that is the caller's memory is sent by reference under the
+// cookie of its owner o (owner.cookie); finish then reports true: one more packet the link
+// must report done.
+func (c *conn) finish(p *wire.Packet, n uint32, a, b []byte, o owner) (zc bool) {
 	i := c.tx.slot()
-	c.rcv.piggyback(now, p, int(n), c.mss+maxDataExt)
+	if c.offered && !c.taken && ackFits(p.Opcode, int(n), c.mss+maxDataExt) {
+		p.Flags |= wire.FlagAck
+		p.Ack = c.ack
+		c.taken = true
+	}
 	hl, err := wire.Encode(c.tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding a valid data packet failed: " + err.Error())
 	}
 	c.tx.emit(i, c.peer, c.srcPort, hl, a, b)
 	if n > 0 && c.zeroCopy && !sameBuffer(a, c.tx.bounce[i]) { // a bounced copy is ours
-		c.tx.markZeroCopy(zcCookie(c.qpn, tag))
+		c.tx.markZeroCopy(o.cookie(c.qpn))
 		zc = true
 	}
 	c.ctr.txPackets.Add(1)
@@ -68,14 +100,14 @@ func (c *conn) finish(now int64, p *wire.Packet, n uint32, a, b []byte, tag uint
 	return zc
 }
 
-// sendAck queues an Ack of the peer's stream (or the pending NAK), with flags (FlagAckReq
-// makes it a probe). The caller checked canTransmit.
-func (c *conn) sendAck(now int64, flags wire.Flags) {
+// sendAck queues an Ack packet carrying a (an acknowledgement of the peer's stream, or a
+// NAK), with flags (FlagAckReq makes it a probe). The caller checked canTransmit.
+func (c *conn) sendAck(now int64, flags wire.Flags, a wire.AckExt) {
 	i := c.tx.slot()
 	p := &c.tx.wire
 	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: wire.OpAck, Flags: flags, DestQPN: c.peerQPN, Cookie: c.cookie, TS: uint32(now / 1000)}
-	c.rcv.writeAck(now, p)
+	p.Ack = a
 	hl, err := wire.Encode(c.tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding an ack failed: " + err.Error())

@@ -183,24 +183,12 @@ func (q *QP) Close(ctx context.Context) error {
 	remove = func(now int64) {
 		if since == 0 {
 			since = now
-			// A QP the engine never polled (idle, connecting, refused) still has its
-			// receives in the posting ring: take them, so that they complete (cancelled, in
-			// posting order) with the rest.
-			q.resp.takeReceives(q.flushed())
-			q.flush(now, StatusCancelled, -1, ErrFlushed)
 			q.e.cm.forget(now, q)
 		}
-		// Requests and read jobs whose zero-copy packets the link still transmits complete
-		// (and release their memory) when it is done with them; give it closeDrain.
-		if (q.req.zcPending() || q.resp.zcPending()) && now-since < int64(closeDrain) {
+		if !q.close(now-since >= int64(closeDrain)) {
 			q.e.command(remove)
 			return
 		}
-		q.req.forceDrain()
-		q.resp.forceDrain()
-		// What was posted since the engine last took posts completes cancelled too.
-		q.req.cancelPosts()
-		q.resp.takeReceives(true)
 		q.e.deactivate(q)
 		q.e.mu.Lock()
 		delete(q.e.qps, q.qpn)
@@ -358,11 +346,6 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	return next, busy
 }
 
-// zcCookie names a zero-copy packet's QP and what its payload belongs to: bits 32-63 the
-// QPN, bits 0-31 the upper half of the packet's tag (wrTag, jobTag: the job bit and the
-// work request's sequence number or the job's index; the offset is left out).
-func zcCookie(qpn uint32, tag uint64) uint64 { return uint64(qpn)<<32 | tag>>32 }
-
 // collectTxDone takes the link's finished zero-copy transmissions and lets the work
 // requests and read jobs they belong to complete. It reports whether there were any.
 func (e *Engine) collectTxDone() bool {
@@ -381,16 +364,8 @@ func (e *Engine) collectTxDone() bool {
 
 // txFinished accounts one zero-copy packet whose bytes the link no longer reads.
 func (e *Engine) txFinished(cookie uint64) {
-	q := e.lookupQP(uint32(cookie >> 32))
-	if q == nil {
-		return
-	}
-	// A request waiting only for the link completes now: in order with the others, or,
-	// when the QP failed, as the failure drains its ring.
-	if job, idx, _ := splitTag(cookie << 32); job { // the tag half zcCookie kept
-		q.resp.zcDone(idx)
-	} else {
-		q.req.zcDone(idx, q.flushed())
+	if qpn, o := cookieOwner(cookie); e.lookupQP(qpn) != nil {
+		e.lookupQP(qpn).zcDone(o)
 	}
 }
 
@@ -446,15 +421,19 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 		return
 	}
 	q := e.lookupQP(p.DestQPN)
-	switch {
-	case q == nil || q.conn.cookie == 0:
+	if q == nil {
 		e.ctr.noQP.Add(1)
-	case pkt.Remote != q.conn.peerSrc:
-		e.ctr.badSource.Add(1)
-	case p.Cookie != q.conn.cookie:
-		e.ctr.badCookie.Add(1)
-	default:
+		return
+	}
+	switch q.match(pkt.Remote, p.Cookie) {
+	case matched:
 		q.input(now, p)
+	case unconnected:
+		e.ctr.noQP.Add(1)
+	case wrongSource:
+		e.ctr.badSource.Add(1)
+	case wrongCookie:
+		e.ctr.badCookie.Add(1)
 	}
 }
 

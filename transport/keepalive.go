@@ -124,13 +124,13 @@ func (q *QP) keepAlive(now int64) (next int64, probed, failed bool) {
 	switch a := k.due(now); a {
 	case kaProbe, kaRestart:
 		if q.conn.canTransmit() { // else the next round tries again
-			q.conn.sendAck(now, wire.FlagAckReq)
+			q.sendAck(now, wire.FlagAckReq)
 			k.probed(now, a == kaRestart)
 			q.ctr.keepAlives.Add(1)
 			probed = true
 		}
 	case kaFail:
-		q.fail(now, StatusTimeout, -1, keepAliveError(k.period))
+		q.fail(failure{StatusTimeout, -1, keepAliveError(k.period)})
 		return 0, false, true
 	}
 	return k.deadline(), probed, false

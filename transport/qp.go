@@ -102,9 +102,10 @@ type QP struct {
 	cause atomic.Pointer[error]
 	ka    keepAlive // the peer's liveness while connected (engine goroutine only)
 
-	// The parts, wired by newQP: each reaches the others it needs by pointer, and the QP
-	// through qpHooks (deliver, fail) only.
-	conn conn       // the connection: addresses, cookie, MSS, the way out; set up by the CM
+	// The parts, wired by newQP. None of them holds a pointer to the QP or to another part
+	// (the requester and the responder send through conn, the way out): each takes events
+	// and returns what should happen, and the QP (qp_flow.go) acts on it.
+	conn conn       // the connection: addresses, cookie, MSS, the way out; set up through the QP
 	snd  sender     // reliability of our stream: history, RTO, congestion control, loss
 	rcv  receiver   // reliability of the peer's stream: what arrived, acks, NAKs, credits
 	req  requester  // our work requests
@@ -226,7 +227,7 @@ func (q *QP) PostReceive(r *Receive) error {
 	return nil
 }
 
-// deliver hands a completion to the sink (qpHooks). The sink sees a pointer into the QP
+// deliver hands a completion to the sink. The sink sees a pointer into the QP
 // (so the completion does not escape to the heap); it is valid only during the call.
 func (q *QP) deliver(c Completion) {
 	q.comp = c
@@ -241,7 +242,7 @@ func (q *QP) Flush() {
 	q.e.command(func(now int64) {
 		if q.connIndex < 0 { // not polled: a QP that is idle or still connecting
 			q.flushReq.Store(false)
-			q.abort(now, ErrFlushed)
+			q.abort(ErrFlushed)
 		}
 	})
 }

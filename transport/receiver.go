@@ -9,14 +9,14 @@ import (
 // connection: which of the peer's PSNs arrived (ack.ReceiveTracker), when to acknowledge
 // them (every AckEvery packets, AckDelay after the oldest unacknowledged one, at once on a
 // gap, a duplicate or a probe, one poll round later for AckReq and for new credits), whether
-// a data packet of ours carries the acknowledgement (piggyback), the credits advertised,
-// and the NAK waiting to be sent. It decides; the QP sends (conn.sendAck).
+// a data packet of ours carries the acknowledgement (carry), the credits advertised, and
+// the NAK waiting to be sent. It decides and fills in acknowledgements; the QP sends them.
 //
-// Time (now) and the engine's poll round (round) are arguments: the receiver reads no
-// clock. Engine goroutine only.
+// Time (now), the engine's poll round (round) and the credit limit the QP advertises
+// (credits: the MSN limit of the receives posted, from its responder) are arguments: the
+// receiver reads no clock and calls nothing outside itself. Engine goroutine only.
 type receiver struct {
 	cfg receiverConfig
-	cr  creditSource // the credit limit to advertise
 	ctr *qpCounters
 
 	rx       *ack.ReceiveTracker // nil until the QP connects
@@ -49,15 +49,9 @@ type receiverConfig struct {
 	advertise bool
 }
 
-// creditSource is where the receiver reads the credit limit it advertises: the responder
-// (the MSN limit of the receives posted).
-type creditSource interface {
-	creditLimit() uint32
-}
-
 // newReceiver returns a receiver that is not yet connected.
-func newReceiver(cfg receiverConfig, cr creditSource, ctr *qpCounters) receiver {
-	return receiver{cfg: cfg, cr: cr, ctr: ctr}
+func newReceiver(cfg receiverConfig, ctr *qpCounters) receiver {
+	return receiver{cfg: cfg, ctr: ctr}
 }
 
 // connect starts tracking the peer's stream from its initial PSN, with a window of
@@ -133,12 +127,12 @@ func (r *receiver) NakFailed(psn wire.PSN) {
 func (r *receiver) NakPending() bool { return r.nakSend }
 
 // AckDue reports whether an acknowledgement (or the pending NAK) should leave now, in poll
-// round round, and, for when none leaves, when one will be due (0: none pending; now: the
-// next round).
-func (r *receiver) AckDue(now int64, round uint64) (due bool, next int64) {
+// round round, with credits the limit to advertise, and, for when none leaves, when one
+// will be due (0: none pending; now: the next round).
+func (r *receiver) AckDue(now int64, round uint64, limit uint32) (due bool, next int64) {
 	// New receives are advertised, and requested acks sent, one poll round later: data
 	// leaving in that round (the application's answer) carries them (piggyback).
-	credits := r.creditsDue()
+	credits := r.creditsDue(limit)
 	if credits && r.credRound == 0 {
 		r.credRound = round
 	}
@@ -155,32 +149,32 @@ func (r *receiver) AckDue(now int64, round uint64) (due bool, next int64) {
 }
 
 // creditsDue reports whether the credit limit changed since it was last advertised.
-func (r *receiver) creditsDue() bool { return r.cfg.advertise && r.cr.creditLimit() != r.lastCred }
+func (r *receiver) creditsDue(limit uint32) bool { return r.cfg.advertise && limit != r.lastCred }
 
-// piggyback makes data packet p (with n payload bytes, in a datagram whose extension and
-// payload may take room bytes) carry the pending acknowledgement of the peer's stream, if
-// one is pending, no NAK is waiting (those go on their own) and it fits.
-func (r *receiver) piggyback(now int64, p *wire.Packet, n, room int) {
-	if r.nakSend || (r.pending == 0 && !r.now && !r.soon && !r.creditsDue()) {
-		return
+// carry returns the acknowledgement a data packet leaving now may carry (piggyback), if one
+// is pending and no NAK waits (those go on their own); ok false: none. The packet that
+// carries it calls carried.
+func (r *receiver) carry(now int64, limit uint32) (a wire.AckExt, ok bool) {
+	if r.nakSend || (r.pending == 0 && !r.now && !r.soon && !r.creditsDue(limit)) {
+		return wire.AckExt{}, false
 	}
-	if ext, _ := wire.ExtLen(p.Opcode); ext+wire.AckExtLen+n > room {
-		return // a full-size packet: the ack goes on its own
-	}
-	p.Flags |= wire.FlagAck
-	p.Ack = r.ackExt(now)
-	r.ackSent()
+	return r.ackExt(now, limit), true
+}
+
+// carried records that a data packet carried the acknowledgement carry returned.
+func (r *receiver) carried(limit uint32) {
+	r.ackSent(limit)
 	r.ctr.acksPiggybacked.Add(1)
 }
 
-// writeAck fills the acknowledgement of Ack packet p, with the pending NAK if there is
-// one, and counts it sent.
-func (r *receiver) writeAck(now int64, p *wire.Packet) {
-	p.Ack = r.ackExt(now)
+// takeAck returns the acknowledgement of an Ack packet leaving now, with the pending NAK if
+// there is one, and counts it sent.
+func (r *receiver) takeAck(now int64, limit uint32) wire.AckExt {
+	a := r.ackExt(now, limit)
 	if r.nakSend {
-		p.Ack.Syndrome, p.Ack.NakPSN = r.nakSyn, r.nakPSN
+		a.Syndrome, a.NakPSN = r.nakSyn, r.nakPSN
 		if r.nakSyn == wire.SynNakRNR {
-			p.Ack.Value = uint16(min(r.cfg.rnrDelay/16/1000, 0xffff)) // the field's largest delay
+			a.Value = uint16(min(r.cfg.rnrDelay/16/1000, 0xffff)) // the field's largest delay
 		}
 		r.ctr.naksSent.Add(1)
 		r.ctr.naksSentBy[int(r.nakSyn)%nakKinds].Add(1)
@@ -191,21 +185,22 @@ func (r *receiver) writeAck(now int64, p *wire.Packet) {
 	} else {
 		r.ctr.acksSent.Add(1)
 	}
-	r.ackSent()
+	r.ackSent(limit)
+	return a
 }
 
 // ackExt is the acknowledgement of the peer's stream as it stands now: the cumulative
 // point, the SACK block after it and the block of the most recent arrivals.
-func (r *receiver) ackExt(now int64) wire.AckExt {
+func (r *receiver) ackExt(now int64, limit uint32) wire.AckExt {
 	high, highSack := r.rx.High()
 	return wire.AckExt{
-		AckPSN: r.rx.Cumulative(), SACK: r.rx.SACK(), Credits: r.cr.creditLimit(),
+		AckPSN: r.rx.Cumulative(), SACK: r.rx.SACK(), Credits: limit,
 		EchoTS: r.echoTS, Delay: uint32(max(now-r.arrival, 0) / 1000),
 		HighPSN: high, HighSACK: highSack,
 	}
 }
 
-// ackSent records that the current acknowledgement went out.
-func (r *receiver) ackSent() {
-	r.pending, r.now, r.soon, r.lastCred, r.credRound = 0, false, false, r.cr.creditLimit(), 0
+// ackSent records that the current acknowledgement, advertising limit, went out.
+func (r *receiver) ackSent(limit uint32) {
+	r.pending, r.now, r.soon, r.lastCred, r.credRound = 0, false, false, limit, 0
 }

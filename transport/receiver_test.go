@@ -16,16 +16,26 @@ import (
 // rcvBase is the peer's first PSN in these cases: near the wrap, so that they cross it.
 const rcvBase = wire.PSN(0xfffffffc)
 
-// credits is a creditSource the test sets.
-type credits uint32
-
-func (c *credits) creditLimit() uint32 { return uint32(*c) }
-
+// rcvHarness is a receiver and the credit limit its QP would advertise (cr, set by the
+// test).
 type rcvHarness struct {
 	r   receiver
-	cr  credits
+	cr  uint32
 	ctr qpCounters
 }
+
+// piggyback lets data packet p (n payload bytes, room for extension and payload) carry the
+// acknowledgement due, as the QP and its conn do.
+func (h *rcvHarness) piggyback(now int64, p *wire.Packet, n, room int) {
+	if a, ok := h.r.carry(now, h.cr); ok && ackFits(p.Opcode, n, room) {
+		p.Flags |= wire.FlagAck
+		p.Ack = a
+		h.r.carried(h.cr)
+	}
+}
+
+// writeAck fills Ack packet p as the QP does.
+func (h *rcvHarness) writeAck(now int64, p *wire.Packet) { p.Ack = h.r.takeAck(now, h.cr) }
 
 func defaultReceiverConfig() receiverConfig {
 	return receiverConfig{ackEvery: 4, ackDelay: int64(20 * time.Microsecond),
@@ -34,7 +44,7 @@ func defaultReceiverConfig() receiverConfig {
 
 func newRcvHarness(cfg receiverConfig) *rcvHarness {
 	h := &rcvHarness{}
-	h.r = newReceiver(cfg, &h.cr, &h.ctr)
+	h.r = newReceiver(cfg, &h.ctr)
 	h.r.connect(rcvBase, 1024)
 	return h
 }
@@ -99,13 +109,13 @@ func (h *rcvHarness) run(t *testing.T, events []rev) {
 		case rProbe:
 			h.r.OnProbe()
 		case rCredit:
-			h.cr = credits(ev.n)
+			h.cr = uint32(ev.n)
 		case rNak:
 			h.r.Nak(ev.syn, rcvBase.Add(ev.psn))
 		case rFailed:
 			h.r.NakFailed(rcvBase.Add(ev.psn))
 		case rDue:
-			d, next := h.r.AckDue(now, ev.round)
+			d, next := h.r.AckDue(now, ev.round, h.cr)
 			want := ev.next
 			if want == nextRound {
 				want = ev.at
@@ -116,7 +126,7 @@ func (h *rcvHarness) run(t *testing.T, events []rev) {
 		case rSend:
 			var p wire.Packet
 			p.Opcode = wire.OpAck
-			h.r.writeAck(now, &p)
+			h.writeAck(now, &p)
 			a := p.Ack
 			if a.AckPSN != rcvBase.Add(ev.psn) || a.SACK != ev.sack || a.Syndrome != ev.syn || a.Value != ev.value ||
 				(ev.syn != wire.SynAck && a.NakPSN != rcvBase.Add(ev.n)) {
@@ -302,7 +312,7 @@ func TestReceiverPiggyback(t *testing.T) {
 				h.r.Nak(wire.SynNakRNR, rcvBase)
 			}
 			p := wire.Packet{Header: wire.Header{Opcode: c.op}}
-			h.r.piggyback(us64(11), &p, c.payload, room)
+			h.piggyback(us64(11), &p, c.payload, room)
 			if got := p.Flags&wire.FlagAck != 0; got != c.carried {
 				t.Fatalf("carried %v, want %v", got, c.carried)
 			}
@@ -311,7 +321,7 @@ func TestReceiverPiggyback(t *testing.T) {
 			}
 			// EchoTS is the TS of the packet that arrived at 1 µs (µs), Delay how long it
 			// waited for this one at 11 µs
-			want := wire.AckExt{AckPSN: rcvBase, Credits: uint32(h.cr), Delay: 11}
+			want := wire.AckExt{AckPSN: rcvBase, Credits: h.cr, Delay: 11}
 			if c.pending {
 				want.AckPSN, want.EchoTS, want.Delay = rcvBase.Add(1), 1, 10
 			}
@@ -319,7 +329,7 @@ func TestReceiverPiggyback(t *testing.T) {
 			if p.Ack != want {
 				t.Fatalf("carried %+v, want %+v", p.Ack, want)
 			}
-			if d, _ := h.r.AckDue(us64(11), 5); d {
+			if d, _ := h.r.AckDue(us64(11), 5, h.cr); d {
 				t.Fatal("an acknowledgement is still due after a packet carried it")
 			}
 			if h.ctr.acksPiggybacked.Load() != 1 {
@@ -346,9 +356,9 @@ func TestReceiverAllocs(t *testing.T) {
 		h.r.OnReceived(now, round, psn, uint32(now/1000), true)
 		psn = psn.Add(1)
 		p = wire.Packet{Header: wire.Header{Opcode: wire.OpWrite}}
-		h.r.piggyback(now, &p, 64, 1020)
-		if d, _ := h.r.AckDue(now, round); d {
-			h.r.writeAck(now, &p)
+		h.piggyback(now, &p, 64, 1020)
+		if d, _ := h.r.AckDue(now, round, h.cr); d {
+			h.writeAck(now, &p)
 		}
 	})
 	if allocs != 0 {
@@ -366,13 +376,13 @@ func TestReceiverAckHighBlock(t *testing.T) {
 	}
 	var p wire.Packet
 	p.Opcode = wire.OpAck
-	h.r.writeAck(us64(300), &p)
+	h.writeAck(us64(300), &p)
 	if a := p.Ack; a.AckPSN != rcvBase || a.SACK != math.MaxUint64 || a.HighPSN != rcvBase.Add(201) || a.HighSACK != math.MaxUint64 {
 		t.Fatalf("ack %+v: want AckPSN +0, SACK all ones, HighPSN +201, HighSACK all ones", a)
 	}
 	h.run(t, []rev{data(us(301), 1, 205, false)}) // 201..204 lost too
 	p = wire.Packet{Header: wire.Header{Opcode: wire.OpWrite}}
-	h.r.piggyback(us64(302), &p, 8, 1000)
+	h.piggyback(us64(302), &p, 8, 1000)
 	// Bit 0: 205; bits 1-4: 204..201, missing; bits 5-63: 200..142.
 	const want = 1 | ^uint64(0)>>5<<5
 	if a := p.Ack; p.Flags&wire.FlagAck == 0 || a.HighPSN != rcvBase.Add(206) || a.HighSACK != want {

@@ -4,23 +4,14 @@ import (
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
-// qpHooks is what the requester and the responder ask of their QP: to complete a work
-// request or a receive (deliver), and to end the connection (fail: the QP is flushed, the
-// request with sequence number seq, if any, completes with st, everything else
-// cancelled; cause is what QP.Cause reports).
-type qpHooks interface {
-	deliver(c Completion)
-	fail(now int64, st Status, seq int64, cause error)
-}
-
 // requester is the QP's initiator side: its work requests from the moment the engine
 // takes them off the send queue to their completion, in posting order. It admits them
 // (credits, ORD, read fences), cuts them into packets (which leave when the sender says
-// so), places the response bytes of its Reads, and counts what the peer acknowledged. It
-// implements senderHooks: a packet's tag names its work request. Engine goroutine only.
+// so, through conn), places the response bytes of its Reads, and counts what the peer
+// acknowledged. It calls nothing of its QP: what it decides it returns (the packet that
+// would go next, a failure), and the completions it has ready the QP takes (pop). Engine
+// goroutine only.
 type requester struct {
-	h     qpHooks
-	snd   *sender
 	out   *conn
 	sendQ *spsc[WorkRequest] // consumer side: the application posts
 
@@ -40,9 +31,10 @@ type requester struct {
 
 	creditTimeout int64 // Config.CreditTimeout, ns
 
-	// after a failure: the status for the request failTarget (sequence number, -1 none)
-	// while the ring drains (a request completes only once the link is done with its
-	// zero-copy packets)
+	// after a failure (failing): the status for the request failTarget (sequence number,
+	// -1 none) while the ring drains (a request completes only once the link is done with
+	// its zero-copy packets)
+	failing    bool
 	failSt     Status
 	failTarget int64
 }
@@ -51,37 +43,29 @@ type requester struct {
 type wrState struct {
 	wr       WorkRequest
 	total    uint32   // wr.Len(), summed once when the request is taken
-	seq      uint32   // position in the request sequence (for tags)
+	seq      uint32   // position in the request sequence (its packets' owner names it)
 	firstPSN wire.PSN // PSN of its first packet
 	npkts    uint32   // packets it has (known once fully transmitted)
 	acked    uint32   // packets acknowledged
 	sentAll  bool     // every packet transmitted once
 	msn      uint32   // Send: its message sequence number
 	readGot  uint32   // Read: response bytes placed
-	rnr      int      // RNR NAKs it got
-	rnrSince int64    // when the first of them arrived
 	zc       uint32   // zero-copy packets of it the link has not reported done
 	done     bool
 }
 
-// Tags name what a packet in the sent history carries, so it can be rebuilt for
-// retransmission: a work request (its sequence number) or a read job (its index), and the
-// byte offset of the packet's payload.
-const tagJob = 1 << 63
-
-func wrTag(seq, off uint32) uint64 { return uint64(seq&0x7fffffff)<<32 | uint64(off) }
-func jobTag(i int, off uint32) uint64 {
-	return tagJob | uint64(uint32(i)&0x7fffffff)<<32 | uint64(off)
-}
-func splitTag(t uint64) (job bool, idx, off uint32) {
-	return t&tagJob != 0, uint32(t>>32) & 0x7fffffff, uint32(t)
+// packet is a packet that a part of the QP would send next: its owner and its payload
+// bytes.
+type packet struct {
+	o owner
+	n uint32
 }
 
 // newRequester returns the requester of a QP with at most depth (a power of two) work
 // requests active; its ring starts at initialRing of them and grows as they are posted.
-func newRequester(depth int, h qpHooks, snd *sender, out *conn, sendQ *spsc[WorkRequest], creditTimeout int64) requester {
+func newRequester(depth int, out *conn, sendQ *spsc[WorkRequest], creditTimeout int64) requester {
 	n := min(depth, initialRing)
-	return requester{h: h, snd: snd, out: out, sendQ: sendQ, creditTimeout: creditTimeout,
+	return requester{out: out, sendQ: sendQ, creditTimeout: creditTimeout,
 		wrs: make([]wrState, n), mask: uint32(n - 1), depth: uint32(depth)}
 }
 
@@ -106,28 +90,20 @@ func (r *requester) takeSends() bool {
 	return moved
 }
 
-// cancelPosts completes everything posted to a QP in the error state as cancelled.
-func (r *requester) cancelPosts() bool {
+// cancelPost takes the oldest request posted to a QP in the error state off the send
+// queue and returns its completion, cancelled; false when there is none, or when requests
+// before it still wait for the link (zero-copy).
+func (r *requester) cancelPost() (Completion, bool) {
 	if r.head != r.tail {
-		return false // requests before them still wait for the link (zero-copy)
+		return Completion{}, false
 	}
-	moved := false
-	for wr := r.sendQ.peek(); wr != nil; wr = r.sendQ.peek() {
-		c := Completion{Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}
-		r.sendQ.pop()
-		r.h.deliver(c)
-		moved = true
+	wr := r.sendQ.peek()
+	if wr == nil {
+		return Completion{}, false
 	}
-	return moved
-}
-
-// nextPayload is the payload of the next new packet of the oldest request not fully sent,
-// up to the MSS; the MSS when none waits.
-func (r *requester) nextPayload() int {
-	if r.next == r.tail {
-		return r.out.mss
-	}
-	return int(payloadAt(&r.wrs[r.next&r.mask], r.sendOff, r.out.mss))
+	c := Completion{Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}
+	r.sendQ.pop()
+	return c, true
 }
 
 // payloadAt is the payload of work request s's packet at byte offset off: what is left of
@@ -158,39 +134,47 @@ func (r *requester) onCredits(credits uint32) {
 // msnBefore reports whether a comes before b in the wrapping MSN space.
 func msnBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
-// sendNew sends the next new packet of the oldest work request not fully sent, if its
-// admission checks let it start. The caller checked that the sender lets a packet leave.
-func (r *requester) sendNew(now int64) bool {
-	if r.next == r.tail {
-		return false
-	}
-	s := &r.wrs[r.next&r.mask]
-	if s.wr.Kind == OpLocal {
-		// Nothing to send: it completes in order, after the requests before it.
-		if s.wr.Flags&WRReadFence != 0 && r.reads > 0 {
-			return false
+// runLocal finishes the local requests (Bind, FastRegister, Invalidate: nothing to send)
+// at the front of the line of requests not yet sent, in order: each completes after the
+// requests before it (done: one was finished, so completions may be ready), or, if it
+// failed its local check, fails the QP once every earlier request completed (f).
+func (r *requester) runLocal() (done bool, f failure) {
+	for r.next != r.tail {
+		s := &r.wrs[r.next&r.mask]
+		if s.wr.Kind != OpLocal || (s.wr.Flags&WRReadFence != 0 && r.reads > 0) {
+			return done, failure{}
 		}
 		if s.wr.LocalStatus != StatusSuccess {
 			if r.head != r.next {
-				return false // it fails the QP only when every earlier request completed
+				return done, failure{} // it fails the QP only when every earlier request completed
 			}
-			r.h.fail(now, s.wr.LocalStatus, int64(s.seq), localError(s.wr.LocalStatus))
-			return true
+			return done, failure{s.wr.LocalStatus, int64(s.seq), localError(s.wr.LocalStatus)}
 		}
 		s.sentAll = true
 		r.next++
-		r.completeSends()
-		return true
+		done = true
 	}
-	if r.sendOff == 0 && !r.admit(now, s) {
-		return false
+	return done, failure{}
+}
+
+// startNext returns the next new packet of the oldest work request not fully sent, if its
+// admission checks let it start now (its first packet would take PSN psn); ok is false
+// when none may go. Nothing is committed until sent.
+func (r *requester) startNext(now int64, psn wire.PSN) (pk packet, ok bool) {
+	if r.next == r.tail {
+		return packet{}, false
 	}
-	off := r.sendOff
-	n := payloadAt(s, off, r.out.mss)
-	psn, ok := r.snd.OnSent(now, int(n), wrTag(s.seq, off))
-	if !ok {
-		return false
+	s := &r.wrs[r.next&r.mask]
+	if s.wr.Kind == OpLocal || (r.sendOff == 0 && !r.admit(now, s, psn)) {
+		return packet{}, false
 	}
+	return packet{o: wrOwner(s.seq, r.sendOff), n: payloadAt(s, r.sendOff, r.out.mss)}, true
+}
+
+// sent builds and queues packet pk, which startNext returned and the sender recorded as
+// psn, and moves on.
+func (r *requester) sent(now int64, pk packet, psn wire.PSN) {
+	s := &r.wrs[r.next&r.mask]
 	if r.sendOff == 0 {
 		switch s.wr.Kind {
 		case OpSend, OpSendInv:
@@ -199,19 +183,18 @@ func (r *requester) sendNew(now int64) bool {
 			r.reads++
 		}
 	}
-	r.build(now, s, psn, off, false)
-	r.sendOff += n
+	r.build(now, s, psn, pk.o.off, false)
+	r.sendOff += pk.n
 	if s.wr.Kind == OpRead || r.sendOff >= s.total { // a Read is one request packet
 		s.sentAll = true
 		r.sendOff = 0
 		r.next++
 	}
-	return true
 }
 
 // admit runs the checks a request passes before its first packet (read fence, ORD,
-// credits) and numbers it; false: it waits.
-func (r *requester) admit(now int64, s *wrState) bool {
+// credits) and numbers it, its first packet at PSN first; false: it waits.
+func (r *requester) admit(now int64, s *wrState, first wire.PSN) bool {
 	switch {
 	case s.wr.Flags&WRReadFence != 0 && r.reads > 0:
 		return false
@@ -232,7 +215,7 @@ func (r *requester) admit(now int64, s *wrState) bool {
 		r.credWait = 0
 	}
 	mss := uint32(r.out.mss)
-	s.firstPSN = r.snd.NextPSN()
+	s.firstPSN = first
 	s.npkts = 1
 	if s.wr.Kind != OpRead && s.total > mss {
 		s.npkts = (s.total + mss - 1) / mss
@@ -243,14 +226,14 @@ func (r *requester) admit(now int64, s *wrState) bool {
 	return true
 }
 
-// resend rebuilds the packet of work request idx at byte offset off with its PSN, as a
+// resend rebuilds the packet of work request o at its offset with its PSN, as a
 // retransmission; false when that request has completed since.
-func (r *requester) resend(now int64, idx uint32, psn wire.PSN, off uint32) bool {
-	s := r.liveWR(idx)
+func (r *requester) resend(now int64, o owner, psn wire.PSN) bool {
+	s := r.liveWR(o.idx)
 	if s == nil {
 		return false
 	}
-	r.build(now, s, psn, off, true)
+	r.build(now, s, psn, o.off, true)
 	return true
 }
 
@@ -290,7 +273,7 @@ func (r *requester) build(now int64, s *wrState, psn wire.PSN, off uint32, retx 
 		p.Flags |= wire.FlagAckReq // the request completes on this packet's ack: don't delay it
 	}
 	a, b := gather(&s.wr.SGL, s.wr.NSGE, off, n, bounce)
-	if r.out.finish(now, p, n, a, b, wrTag(s.seq, off)) {
+	if r.out.finish(p, n, a, b, wrOwner(s.seq, off)) {
 		s.zc++
 	}
 }
@@ -354,59 +337,69 @@ func (r *requester) onAcked(idx uint32) {
 }
 
 // onReadResponse places the bytes of a read response into the Read that asked for them
-// (none, for a Read that completed or failed already). It reports false when the response
-// does not fit the Read, which fails the connection.
-func (r *requester) onReadResponse(now int64, p *wire.Packet) bool {
+// (none, for a Read that completed or failed already). It returns the failure when the
+// response does not fit the Read: the connection fails.
+func (r *requester) onReadResponse(p *wire.Packet) failure {
 	for seq := r.head; seq != r.next; seq++ {
 		s := &r.wrs[seq&r.mask]
 		if s.wr.Kind != OpRead || s.done || s.firstPSN != p.ReadResp.ReqPSN {
 			continue
 		}
 		if !scatter(&s.wr.SGL, s.wr.NSGE, p.ReadResp.Offset, p) {
-			r.h.fail(now, StatusRemoteError, int64(s.seq), refusedPeer(wire.SynAck, "a read response past the end of its Read"))
-			return false
+			return failure{StatusRemoteError, int64(s.seq), refusedPeer(wire.SynAck, "a read response past the end of its Read")}
 		}
 		s.readGot += uint32(p.PayloadLen())
-		r.snd.PeerHeard(now, r.reads > 0)
-		r.completeSends()
-		return true
+		return failure{}
 	}
-	return true
+	return failure{}
 }
 
-// completeSends completes, in posting order, every finished work request at the head.
-func (r *requester) completeSends() {
-	for r.head != r.next {
+// pop returns the completion of the oldest work request if it has finished, and frees its
+// slot; false when it has not (or none is outstanding). Requests complete in posting order:
+// once sent, acknowledged, done with by the link (zero-copy) and, for a Read, answered in
+// full. After a failure (abandon) they complete as the link lets go of them: the one the
+// failure names with its status, the rest cancelled.
+func (r *requester) pop() (Completion, bool) {
+	for r.head != r.tail {
 		s := &r.wrs[r.head&r.mask]
-		if !s.sentAll || s.acked < s.npkts || s.zc > 0 {
-			return
+		if s.done { // completed while the ring drained after a failure
+			r.head++
+			continue
 		}
-		if s.wr.Kind == OpRead {
+		st := StatusSuccess
+		switch {
+		case r.failing:
+			if s.zc > 0 {
+				return Completion{}, false
+			}
+			st = StatusCancelled
+			if int64(s.seq) == r.failTarget {
+				st = r.failSt
+			}
+		case r.head == r.next, !s.sentAll, s.acked < s.npkts, s.zc > 0:
+			return Completion{}, false
+		case s.wr.Kind == OpRead:
 			if s.readGot < s.total {
-				return
+				return Completion{}, false
 			}
 			r.reads--
 		}
-		r.completeWR(s, StatusSuccess)
+		c := Completion{Context: s.wr.Context, Op: s.wr.Kind, Status: st}
+		if st == StatusSuccess {
+			c.Bytes = s.total
+		}
+		s.done = true
+		s.wr = WorkRequest{} // drop references to caller memory
 		r.head++
+		return c, true
 	}
-}
-
-// completeWR reports a work request's completion and frees its slot.
-func (r *requester) completeWR(s *wrState, st Status) {
-	c := Completion{Context: s.wr.Context, Op: s.wr.Kind, Status: st}
-	if st == StatusSuccess {
-		c.Bytes = s.total
-	}
-	s.done = true
-	s.wr = WorkRequest{} // drop references to caller memory
-	r.h.deliver(c)
+	return Completion{}, false
 }
 
 // abandon ends every request of a failed QP: the one with sequence number failSeq (if
 // any; for a failure that names none, other than a cancellation, and for a budget that ran
 // out, the oldest outstanding one) completes with st, the rest cancelled, each once the link
-// is done with it (drainFailed).
+// is done with it (pop).
 func (r *requester) abandon(st Status, failSeq int64) {
 	// A failure that names no request (a timeout of a read response we owed, the keepalive)
 	// is reported on the oldest outstanding one. So is a budget that ran out (StatusTimeout)
@@ -425,65 +418,22 @@ func (r *requester) abandon(st Status, failSeq int64) {
 			}
 		}
 	}
-	r.failSt, r.failTarget = st, target
-	r.drainFailed()
+	r.failing, r.failSt, r.failTarget = true, st, target
 	r.next, r.sendOff, r.reads = r.tail, 0, 0
 	r.credWait = 0
 }
 
-// drainFailed completes, in posting order, the requests of a failed QP whose packets the
-// link no longer reads: the one the failure names with its status, the rest cancelled.
-func (r *requester) drainFailed() {
-	for r.head != r.tail {
-		s := &r.wrs[r.head&r.mask]
-		if !s.done {
-			if s.zc > 0 {
-				return
-			}
-			st := StatusCancelled
-			if int64(s.seq) == r.failTarget {
-				st = r.failSt
-			}
-			r.completeWR(s, st)
-		}
-		r.head++
-	}
-}
+// readsOutstanding reports whether Reads of ours are outstanding at the peer (ORD in use).
+func (r *requester) readsOutstanding() bool { return r.reads > 0 }
 
 // liveWR returns the work request a tag's index names, or nil when that request has
 // completed (its slot may hold a later one).
 func (r *requester) liveWR(idx uint32) *wrState {
 	s := &r.wrs[idx&r.mask]
-	if s.seq&0x7fffffff != idx || s.done {
+	if s.seq&seqMask != idx || s.done {
 		return nil
 	}
 	return s
-}
-
-// The senderHooks.
-
-// blame is the sequence number of the work request a tag names, or -1 for a read job.
-func (r *requester) blame(tag uint64) int64 {
-	job, idx, _ := splitTag(tag)
-	if job {
-		return -1
-	}
-	return int64(idx)
-}
-
-// addRNR counts an RNR NAK arriving at now for the request of tag (a packet in flight: its
-// request is outstanding) and returns its count and when the first arrived.
-func (r *requester) addRNR(tag uint64, now int64) (int, int64, bool) {
-	job, idx, _ := splitTag(tag)
-	if job {
-		return 0, 0, false
-	}
-	s := &r.wrs[idx&r.mask]
-	if s.rnr == 0 {
-		s.rnrSince = now
-	}
-	s.rnr++
-	return s.rnr, s.rnrSince, true
 }
 
 // awaitedRead returns the oldest Read whose request was sent and whose response has not
@@ -498,18 +448,4 @@ func (r *requester) awaitedRead() int64 {
 		}
 	}
 	return -1
-}
-
-// probe sends a Read probe: an Ack with FlagAckReq.
-func (r *requester) probe(now int64) bool {
-	if !r.out.canTransmit() {
-		return false
-	}
-	r.out.sendAck(now, wire.FlagAckReq)
-	return true
-}
-
-// fail ends the connection (the sender gave up).
-func (r *requester) fail(now int64, st Status, seq int64, cause error) {
-	r.h.fail(now, st, seq, cause)
 }

@@ -7,14 +7,13 @@ import (
 
 // responder is the QP's target side: what the peer asks of it. It holds the posted
 // receives (its own ring, or taken from an SRQ) and places Send messages into them,
-// completing them in MSN order; places Writes into the memory the MemoryResolver grants;
-// and answers the peer's Reads with read jobs, whose response packets it builds in our
-// stream when the sender lets them leave. What it refuses becomes a NAK (receiver.Nak) and,
-// when fatal, a failure (qpHooks.fail). Engine goroutine only.
+// completing them in MSN order (the QP pops them); places Writes into the memory the
+// MemoryResolver grants; and answers the peer's Reads with read jobs, whose response
+// packets it builds in our stream (through conn) when the sender lets them leave. It calls
+// nothing of its QP: for each packet of the peer it returns a verdict (placed, the NAK to
+// answer, the failure that ends the connection), and the QP acts on it. Engine goroutine
+// only.
 type responder struct {
-	h     qpHooks
-	rcv   *receiver
-	snd   *sender
 	out   *conn
 	recvQ *spsc[Receive] // consumer side: the application posts
 	srq   *SRQ           // QPConfig.SRQ: where receives come from instead of recvQ
@@ -38,6 +37,8 @@ type responder struct {
 // recvState is one posted receive and the message being placed into it.
 type recvState struct {
 	r         Receive
+	ended     bool   // it completes with st whatever arrived (cancelled, overrun)
+	st        Status // its status once ended
 	got       uint32 // bytes placed
 	total     uint32 // message length (known from the first packet seen)
 	started   bool
@@ -60,9 +61,8 @@ type readJob struct {
 	zc      uint32 // zero-copy packets of it the link has not reported done
 }
 
-// takeReceives moves posted receives into the receive ring, or, when cancel (the QP was
-// flushed), completes them cancelled.
-func (rs *responder) takeReceives(cancel bool) bool {
+// takeReceives moves posted receives into the receive ring.
+func (rs *responder) takeReceives() bool {
 	moved := false
 	for rs.posted-rs.base < rs.recvCap {
 		r := rs.recvQ.peek()
@@ -70,19 +70,28 @@ func (rs *responder) takeReceives(cancel bool) bool {
 			break
 		}
 		rs.room()
-		if cancel {
-			c := Completion{Context: r.Context, Op: OpReceive, Status: StatusCancelled}
-			rs.recvQ.pop()
-			rs.h.deliver(c)
-			moved = true
-			continue
-		}
 		rs.recvs[rs.posted&rs.mask] = recvState{r: *r}
 		rs.recvQ.pop()
 		rs.posted++
 		moved = true
 	}
 	return moved
+}
+
+// cancelPost takes the oldest receive posted to a QP that was flushed off the receive
+// queue and returns its completion, cancelled; false when there is none. Receives in the
+// ring go first (pop).
+func (rs *responder) cancelPost() (Completion, bool) {
+	if rs.base != rs.posted {
+		return Completion{}, false
+	}
+	r := rs.recvQ.peek()
+	if r == nil {
+		return Completion{}, false
+	}
+	c := Completion{Context: r.Context, Op: OpReceive, Status: StatusCancelled}
+	rs.recvQ.pop()
+	return c, true
 }
 
 // room makes sure the receive ring has a slot for one more receive (posted-base is below
@@ -94,7 +103,7 @@ func (rs *responder) room() {
 	}
 }
 
-// creditLimit is the MSN limit the QP advertises in its acknowledgements (creditSource).
+// creditLimit is the MSN limit the QP advertises in its acknowledgements.
 func (rs *responder) creditLimit() uint32 {
 	if rs.srq != nil {
 		return rs.base + srqCredit
@@ -102,39 +111,50 @@ func (rs *responder) creditLimit() uint32 {
 	return rs.posted
 }
 
-// accept places a new data packet of the peer (Send, Write, ReadRequest). It reports false
-// when the packet is refused and must not count as received (no receive posted: RNR; or
-// the QP failed).
-func (rs *responder) accept(now int64, p *wire.Packet) bool {
-	switch p.Opcode {
-	case wire.OpSendFirst, wire.OpSendMiddle, wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
-		return rs.acceptSend(now, p)
-	case wire.OpWrite:
-		return rs.acceptWrite(now, p)
-	case wire.OpReadRequest:
-		return rs.acceptRead(now, p)
-	}
-	return false
+// verdict is what the responder decided about a data packet of the peer: whether it was
+// placed (it counts as received), the NAK to answer it with (nak SynAck: none) and the
+// failure that ends the connection, if any. The QP acts on it.
+type verdict struct {
+	placed bool
+	nak    wire.Syndrome
+	nakPSN wire.PSN
+	fail   failure
 }
 
-// refuse answers the packet psn with a NAK of syn and fails the connection (Cause: what
-// was refused).
-func (rs *responder) refuse(now int64, syn wire.Syndrome, psn wire.PSN, what string) bool {
-	rs.rcv.Nak(syn, psn)
-	rs.h.fail(now, StatusCancelled, -1, refusedPeer(syn, what))
-	return false
+// placed is the verdict of a packet taken.
+var placed = verdict{placed: true}
+
+// accept places a new data packet of the peer (Send, Write, ReadRequest), unless the
+// verdict says it was refused: it does not count as received then (no receive posted:
+// RNR; or the connection fails).
+func (rs *responder) accept(p *wire.Packet) verdict {
+	switch p.Opcode {
+	case wire.OpSendFirst, wire.OpSendMiddle, wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
+		return rs.acceptSend(p)
+	case wire.OpWrite:
+		return rs.acceptWrite(p)
+	case wire.OpReadRequest:
+		return rs.acceptRead(p)
+	}
+	return verdict{}
+}
+
+// refuse is the verdict that answers the packet psn with a NAK of syn and ends the
+// connection (Cause: what was refused).
+func refuse(syn wire.Syndrome, psn wire.PSN, what string) verdict {
+	return verdict{nak: syn, nakPSN: psn, fail: failure{StatusCancelled, -1, refusedPeer(syn, what)}}
 }
 
 // acceptWrite places a Write packet. Every packet checks the whole Write, so a refused
 // Write writes nothing, in whatever order its packets arrive.
-func (rs *responder) acceptWrite(now int64, p *wire.Packet) bool {
+func (rs *responder) acceptWrite(p *wire.Packet) verdict {
 	total := p.RDMA.Length
 	if total == 0 {
-		return true
+		return placed
 	}
 	if uint64(total) > MaxMessage {
 		// Longer than any message may be (no requester posts one): invalid.
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Write longer than any message")
+		return refuse(wire.SynNakInvalid, p.PSN, "a Write longer than any message")
 	}
 	var dst memreg.Span
 	var err error
@@ -148,27 +168,26 @@ func (rs *responder) acceptWrite(now int64, p *wire.Packet) bool {
 		err = memreg.ErrAccess
 	}
 	if err != nil {
-		return rs.refuse(now, wire.SynNakAccess, p.PSN, "a Write outside the memory it may access")
+		return refuse(wire.SynNakAccess, p.PSN, "a Write outside the memory it may access")
 	}
 	copyPayload(&dst, uint64(p.RDMA.Offset), p)
 	releaseSpan(&dst)
-	return true
+	return placed
 }
 
 // acceptSend places a Send packet into the receive its MSN names.
-func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
+func (rs *responder) acceptSend(p *wire.Packet) verdict {
 	msn := p.Send.MSN
 	if msnBefore(msn, rs.base) {
-		return true // its message completed already: a late copy
+		return placed // its message completed already: a late copy
 	}
 	if !msnBefore(msn, rs.posted) && rs.srq == nil {
 		// Received packets are handled before the QPs take what was posted in this poll
 		// round: a receive posted before the Send arrived must take it, not an RNR NAK.
-		rs.takeReceives(false)
+		rs.takeReceives()
 	}
 	if !msnBefore(msn, rs.posted) && (rs.srq == nil || !rs.takeSRQ(msn)) {
-		rs.rcv.Nak(wire.SynNakRNR, p.PSN) // no receive posted for it yet
-		return false
+		return verdict{nak: wire.SynNakRNR, nakPSN: p.PSN} // no receive posted for it yet
 	}
 	r := &rs.recvs[msn&rs.mask]
 	if !r.started {
@@ -177,19 +196,14 @@ func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
 			// Too large for the receive: the receive completes with data overrun, the
 			// sender's request with data error, and both QPs fail. In MSN order: the
 			// receives before it are cancelled first.
-			rs.rcv.Nak(wire.SynNakInvalid, p.PSN)
-			for rs.base != msn {
-				rs.cancelReceive()
+			for m := rs.base; m != msn; m++ {
+				rs.end(m, StatusCancelled)
 			}
-			c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusDataOverrun}
-			*r = recvState{}
-			rs.base++
-			rs.h.deliver(c)
-			rs.h.fail(now, StatusCancelled, -1, refusedPeer(wire.SynNakInvalid, "a Send larger than its receive"))
-			return false
+			rs.end(msn, StatusDataOverrun)
+			return refuse(wire.SynNakInvalid, p.PSN, "a Send larger than its receive")
 		}
 	} else if r.total != p.Send.Total {
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Send whose packets disagree on its length")
+		return refuse(wire.SynNakInvalid, p.PSN, "a Send whose packets disagree on its length")
 	}
 	if p.Opcode == wire.OpSendLastInv || p.Opcode == wire.OpSendOnlyInv {
 		// Invalidate when the packet carrying the token is taken, so that a token that
@@ -197,11 +211,11 @@ func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
 		// sender's SendAndInvalidate fails, not a later request (NDKPI: "the receiving
 		// provider must abort the connection if the token is invalid").
 		if err := rs.res.Invalidate(memreg.PD(rs.pd), p.Send.InvToken); err != nil {
-			return rs.refuse(now, wire.SynNakInvalToken, p.PSN, "a SendAndInvalidate of a token it may not invalidate")
+			return refuse(wire.SynNakInvalToken, p.PSN, "a SendAndInvalidate of a token it may not invalidate")
 		}
 	}
 	if !scatter(&r.r.SGL, r.r.NSGE, p.Send.Offset, p) {
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Send packet past the end of its receive")
+		return refuse(wire.SynNakInvalid, p.PSN, "a Send packet past the end of its receive")
 	}
 	r.got += uint32(p.PayloadLen())
 	if p.Send.Offset+uint32(p.PayloadLen()) == r.total {
@@ -214,51 +228,55 @@ func (rs *responder) acceptSend(now int64, p *wire.Packet) bool {
 			r.inv, r.invToken = true, p.Send.InvToken
 		}
 	}
-	return true
+	return placed
 }
 
-// completeReceives completes, in MSN order, every receive at the head whose message has
-// fully arrived and whose last packet the peer's stream has passed (cum, the receiver's
-// cumulative point): a receive completion promises that what the peer posted before that
-// Send (Writes) has landed.
-func (rs *responder) completeReceives(cum wire.PSN) {
-	for rs.base != rs.posted {
-		r := &rs.recvs[rs.base&rs.mask]
+// pop returns the completion of the oldest outstanding receive if it has finished, and
+// frees it; false when it has not (or none is outstanding). Receives complete in MSN order:
+// once their message has fully arrived and its last packet is behind the peer's stream's
+// cumulative point cum (a receive completion promises that what the peer posted before
+// that Send, Writes, has landed), or once ended (cancelled, overrun).
+func (rs *responder) pop(cum wire.PSN) (Completion, bool) {
+	if rs.base == rs.posted {
+		return Completion{}, false
+	}
+	r := &rs.recvs[rs.base&rs.mask]
+	c := Completion{Context: r.r.Context, Op: OpReceive, Status: r.st}
+	if !r.ended {
 		if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(cum) {
-			return
+			return Completion{}, false
 		}
-		c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusSuccess, Bytes: r.total, Solicited: r.solicited}
+		c.Status, c.Bytes, c.Solicited = StatusSuccess, r.total, r.solicited
 		if r.inv {
 			c.Op, c.InvToken = OpReceiveInv, r.invToken // invalidated when its packet was taken
 		}
-		*r = recvState{}
-		rs.base++
-		rs.h.deliver(c)
 	}
-}
-
-// cancelReceive completes the oldest outstanding receive cancelled.
-func (rs *responder) cancelReceive() {
-	r := &rs.recvs[rs.base&rs.mask]
-	c := Completion{Context: r.r.Context, Op: OpReceive, Status: StatusCancelled}
 	*r = recvState{}
 	rs.base++
-	rs.h.deliver(c)
+	return c, true
+}
+
+// end makes the receive of message msn (outstanding) complete with st, in its turn.
+func (rs *responder) end(msn uint32, st Status) {
+	r := &rs.recvs[msn&rs.mask]
+	r.ended, r.st = true, st
 }
 
 // abandon ends the peer's requests of a failed QP: read jobs end (their holds released
-// once the link is done), outstanding receives complete cancelled, in MSN order.
+// once the link is done), outstanding receives complete cancelled (pop, in MSN order).
 func (rs *responder) abandon() {
 	for i := range rs.jobs {
 		rs.endJob(&rs.jobs[i])
 	}
-	for rs.base != rs.posted {
-		rs.cancelReceive()
+	for m := rs.base; m != rs.posted; m++ {
+		if r := &rs.recvs[m&rs.mask]; !r.ended {
+			rs.end(m, StatusCancelled)
+		}
 	}
 }
 
 // acceptRead starts a read job for the peer's ReadRequest.
-func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
+func (rs *responder) acceptRead(p *wire.Packet) verdict {
 	free, busy := -1, 0
 	for i := range rs.jobs {
 		j := &rs.jobs[i]
@@ -272,7 +290,7 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 		}
 	}
 	if busy >= rs.ird {
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "more Reads at once than the negotiated IRD")
+		return refuse(wire.SynNakInvalid, p.PSN, "more Reads at once than the negotiated IRD")
 	}
 	if free < 0 && len(rs.jobs) < rs.maxJobs {
 		free = len(rs.jobs)
@@ -281,12 +299,12 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 	if free < 0 {
 		// Every slot holds answered reads waiting for their acks: not recorded, so the
 		// request is taken when retransmitted, after the acks freed a slot.
-		return false
+		return verdict{}
 	}
 	length := uint64(p.RDMA.Length) // at least 1 (wire.Parse)
 	if length > MaxMessage {
 		// Longer than any message may be (no requester posts one): invalid.
-		return rs.refuse(now, wire.SynNakInvalid, p.PSN, "a Read longer than any message")
+		return refuse(wire.SynNakInvalid, p.PSN, "a Read longer than any message")
 	}
 	var src memreg.Span
 	err := memreg.ErrAccess // a range that wraps past 2^64
@@ -298,54 +316,50 @@ func (rs *responder) acceptRead(now int64, p *wire.Packet) bool {
 		err = memreg.ErrAccess
 	}
 	if err != nil {
-		return rs.refuse(now, wire.SynNakAccess, p.PSN, "a Read outside the memory it may access")
+		return refuse(wire.SynNakAccess, p.PSN, "a Read outside the memory it may access")
 	}
 	mss := uint64(rs.out.mss) // at least 1: both sides' MaxPayload are at least wire.MinMaxPayload
 	rs.jobs[free] = readJob{active: true, reqPSN: p.PSN, mem: src, npkts: uint32((length + mss - 1) / mss)}
 	rs.activeJobs++
-	return true
+	return placed
 }
 
-// answering reports whether read jobs are active (their packets count as full ones in the
-// window).
-func (rs *responder) answering() bool { return rs.activeJobs > 0 }
-
-// sendNew sends the next new packet of a read response, if one is waiting. A read executes
-// only after every earlier request of the peer arrived, so that it sees the Writes posted
-// before it. The caller checked that the sender lets a packet leave.
-func (rs *responder) sendNew(now int64) bool {
+// startNext returns the next new packet of a read response, if one is waiting; ok is
+// false when none is. A read executes only after every earlier request of the peer arrived
+// (its request is behind the peer's stream's cumulative point cum), so that it sees the
+// Writes posted before it. Nothing is committed until sent.
+func (rs *responder) startNext(cum wire.PSN) (pk packet, ok bool) {
 	if rs.activeJobs == 0 {
-		return false // the common case: no Read of the peer to answer, no slot to scan
+		return packet{}, false // the common case: no Read of the peer to answer, no slot to scan
 	}
-	cum := rs.rcv.Cumulative()
 	for i := range rs.jobs {
 		j := &rs.jobs[i]
 		if !j.active || j.sentAll || !j.reqPSN.Less(cum) {
 			continue
 		}
-		off := j.sentOff
-		n := min(uint32(rs.out.mss), uint32(j.mem.Len())-off)
-		psn, ok := rs.snd.OnSent(now, int(n), jobTag(i, off))
-		if !ok {
-			return false
-		}
-		rs.build(now, i, psn, off, false)
-		j.sentOff += n
-		if j.sentOff == uint32(j.mem.Len()) {
-			j.sentAll = true
-		}
-		return true
+		return packet{o: jobOwner(i, j.sentOff), n: min(uint32(rs.out.mss), uint32(j.mem.Len())-j.sentOff)}, true
 	}
-	return false
+	return packet{}, false
 }
 
-// resend rebuilds the packet of read job i at byte offset off with its PSN, as a
-// retransmission; false when the job has ended since.
-func (rs *responder) resend(now int64, i uint32, psn wire.PSN, off uint32) bool {
-	if int(i) >= len(rs.jobs) || !rs.jobs[i].active {
+// sent builds and queues packet pk, which startNext returned and the sender recorded as
+// psn, and moves its job on.
+func (rs *responder) sent(now int64, pk packet, psn wire.PSN) {
+	j := &rs.jobs[pk.o.idx]
+	rs.build(now, int(pk.o.idx), psn, pk.o.off, false)
+	j.sentOff += pk.n
+	if j.sentOff == uint32(j.mem.Len()) {
+		j.sentAll = true
+	}
+}
+
+// resend rebuilds the read-response packet o with its PSN, as a retransmission; false when
+// its job has ended since.
+func (rs *responder) resend(now int64, o owner, psn wire.PSN) bool {
+	if int(o.idx) >= len(rs.jobs) || !rs.jobs[o.idx].active {
 		return false
 	}
-	rs.build(now, int(i), psn, off, true)
+	rs.build(now, int(o.idx), psn, o.off, true)
 	return true
 }
 
@@ -360,7 +374,7 @@ func (rs *responder) build(now int64, i int, psn wire.PSN, off uint32, retx bool
 		p.Flags |= wire.FlagLast | wire.FlagAckReq
 	}
 	a, b := spanPieces(&j.mem, off, n, bounce)
-	if rs.out.finish(now, p, n, a, b, jobTag(i, off)) {
+	if rs.out.finish(p, n, a, b, jobOwner(i, off)) {
 		j.zc++
 	}
 }

@@ -16,15 +16,15 @@ import (
 // tell it what left (OnSent, OnRetransmitted).
 //
 // Time is always an argument (now): the sender reads no clock, so a test drives it event
-// by event. What it cannot decide alone (which request a packet belongs to, how often
-// that request was refused, whether a Read waits for its response; failing the
-// connection, sending a probe) it asks through senderHooks. Engine goroutine only.
+// by event. It calls nothing outside itself: every packet it records carries its owner (a
+// value: which work request or read job, and where in it), and what it decides that only
+// the QP can carry out (fail the connection, send a Read probe) it returns; the QP acts
+// once the sender's method has returned. Engine goroutine only.
 type sender struct {
 	cfg senderConfig
-	h   senderHooks
 	ctr *qpCounters
 
-	sent  *ack.SentHistory // nil until the QP connects
+	sent  *ack.SentHistory[owner] // nil until the QP connects
 	rto   *ack.RTO
 	cc    congestion.Controller
 	rtoAt int64 // when the retransmission timer fires; 0 when not armed
@@ -37,12 +37,17 @@ type sender struct {
 	rnrSet     bool     // rnrPSN names a packet (it may have been acknowledged since)
 	rnrHeard   int64    // when its latest RNR NAK arrived: its retransmission budget starts again there
 	rnrSince   int64    // when its request's first RNR NAK arrived: the RNR budget's start
-	gbnUntil   wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
-	gbnOn      bool
-	scratch    []ack.PacketInfo // what the latest OnAck acknowledged
-	retx       retxQueue        // packets waiting to be sent again
-	tlp        tailProbe        // the tail loss probe's timer
-	rtoRun     timeoutRun       // the run of timeouts in progress, for spurious-timeout undo
+	// the work request whose Send the peer refused last (RNR NAKs count per request: the
+	// budget runs from its first), how often, since when
+	rnrReq   owner
+	rnrCount int
+	rnrFirst int64
+	gbnUntil wire.PSN // go-back-N: the episode in progress ends when the cumulative ack passes it
+	gbnOn    bool
+	scratch  []ack.PacketInfo[owner] // what the latest OnAck acknowledged
+	retx     retxQueue               // packets waiting to be sent again
+	tlp      tailProbe               // the tail loss probe's timer
+	rtoRun   timeoutRun              // the run of timeouts in progress, for spurious-timeout undo
 }
 
 // senderConfig is what a sender takes of the engine's Config (and of its QPConfig).
@@ -53,27 +58,6 @@ type senderConfig struct {
 	window       int   // Config.Window: packets in flight at most
 	goBackN      bool  // Config.GoBackN
 	ackDelay     int64 // Config.AckDelay, ns: how long the peer may hold an acknowledgement
-}
-
-// senderHooks is what a sender asks of the side that knows what its packets carry (the
-// requester: packets are tagged with their work request, or with a read job).
-type senderHooks interface {
-	// blame returns the work request a failure of the packet tagged tag is reported on
-	// (its sequence number), or -1 (a read response).
-	blame(tag uint64) int64
-	// addRNR counts one more RNR NAK, arriving at now, for the request of the packet tagged
-	// tag and returns the new count and when its first RNR NAK arrived; ok is false for a
-	// read response.
-	addRNR(tag uint64, now int64) (n int, since int64, ok bool)
-	// awaitedRead returns the oldest Read whose request was acknowledged and whose
-	// response has not fully arrived (its sequence number), or -1.
-	awaitedRead() int64
-	// probe sends an Ack with FlagAckReq, asking the peer to answer at once; it reports
-	// false when the link takes nothing now.
-	probe(now int64) bool
-	// fail ends the connection with st, reported on request seq (-1: the oldest), for
-	// cause (what QP.Cause reports).
-	fail(now int64, st Status, seq int64, cause error)
 }
 
 // maxRNRDelay caps the wait before retrying a packet refused with an RNR NAK (the NAK's
@@ -96,18 +80,18 @@ const initialBuffers = 16
 
 // newSender returns a sender that is not yet connected; its buffers start at
 // min(initialBuffers, cfg.window) packets.
-func newSender(cfg senderConfig, rto ack.RTOConfig, h senderHooks, ctr *qpCounters) sender {
+func newSender(cfg senderConfig, rto ack.RTOConfig, ctr *qpCounters) sender {
 	n := min(initialBuffers, cfg.window)
 	return sender{
-		cfg: cfg, h: h, ctr: ctr, rto: ack.NewRTO(rto),
-		scratch: make([]ack.PacketInfo, 0, n),
-		retx:    retxQueue{list: make([]ack.PacketInfo, 0, n)},
+		cfg: cfg, ctr: ctr, rto: ack.NewRTO(rto),
+		scratch: make([]ack.PacketInfo[owner], 0, n),
+		retx:    retxQueue{list: make([]ack.PacketInfo[owner], 0, n)},
 	}
 }
 
 // connect starts the stream at its initial PSN, paced by cc.
 func (s *sender) connect(initial wire.PSN, cc congestion.Controller) {
-	s.sent = ack.NewSentHistory(initial, s.cfg.window)
+	s.sent = ack.NewSentHistory[owner](initial, s.cfg.window)
 	s.cc = cc
 }
 
@@ -141,7 +125,7 @@ func (s *sender) CanSend(now int64, size int) (ok bool, at int64) {
 
 // pipe is the payload bytes in the network (RFC 6675): in flight, less what was found
 // lost and not yet sent again.
-func pipe(h *ack.SentHistory) int {
+func pipe(h *ack.SentHistory[owner]) int {
 	_, bytes := h.InFlight()
 	_, lost := h.Lost()
 	return bytes - lost
@@ -163,12 +147,12 @@ func (s *sender) CanResend(now int64, i int) bool {
 	return s.cc.NextSendTime(now, 1) <= now
 }
 
-// OnSent records a new packet of bytes payload, tagged tag, leaving at now: it takes the
+// OnSent records a new packet of bytes payload, carrying o, leaving at now: it takes the
 // next PSN, which it returns. It reports false, recording nothing, when the history is
 // full.
-func (s *sender) OnSent(now int64, bytes int, tag uint64) (wire.PSN, bool) {
+func (s *sender) OnSent(now int64, bytes int, o owner) (wire.PSN, bool) {
 	psn := s.sent.NextPSN()
-	if !s.sent.OnSent(ack.PacketInfo{PSN: psn, Bytes: bytes, SentAt: now, FirstSentAt: now, Tag: tag}) {
+	if !s.sent.OnSent(ack.PacketInfo[owner]{PSN: psn, Owner: o, Bytes: bytes, SentAt: now, FirstSentAt: now}) {
 		return psn, false
 	}
 	s.cc.OnSent(now, bytes)
@@ -179,7 +163,7 @@ func (s *sender) OnSent(now int64, bytes int, tag uint64) (wire.PSN, bool) {
 // should go: those found lost, then the RNR-refused one once its wait is over. The caller
 // resends a prefix of them (OnRetransmitted for each that went) and drops that prefix with
 // ConsumeRetransmissions.
-func (s *sender) Retransmissions(now int64) []ack.PacketInfo {
+func (s *sender) Retransmissions(now int64) []ack.PacketInfo[owner] {
 	if s.rnrAt != 0 && now >= s.rnrAt {
 		if info, ok := s.sent.Lookup(s.rnrPSN); ok {
 			s.retx.pushForced(info)
@@ -193,7 +177,7 @@ func (s *sender) Retransmissions(now int64) []ack.PacketInfo {
 func (s *sender) ConsumeRetransmissions(n int) { s.retx.consume(n) }
 
 // OnRetransmitted records that info's packet left again at now.
-func (s *sender) OnRetransmitted(now int64, info ack.PacketInfo) {
+func (s *sender) OnRetransmitted(now int64, info ack.PacketInfo[owner]) {
 	s.sent.OnRetransmitted(info.PSN, now)
 	s.cc.OnSent(now, info.Bytes)
 	s.ctr.retransmits.Add(1)
@@ -219,7 +203,7 @@ func (s *sender) armProbe(now int64) {
 // acknowledges (cumulatively or selectively), samples the round trip, feeds the congestion
 // controller and restarts (or, with nothing left in flight, stops) the retransmission
 // timer. It returns the packets newly acknowledged, valid until the next call.
-func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo {
+func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo[owner] {
 	s.sent.SetEcho(a.EchoTS)
 	acked, rtt := s.sent.OnAckBlocks(a.AckPSN, a.SACK, a.HighPSN, a.HighSACK, now, s.scratch[:0])
 	s.scratch = acked // keeps what it grew to
@@ -288,51 +272,49 @@ func (s *sender) PeerHeard(now int64, reads bool) {
 
 // OnNak handles the negative part of acknowledgement a (a.Syndrome is not SynAck) at now:
 // NakSeq changes nothing (the SACK bitmap says what is missing), NakRNR makes the named
-// packet wait (or fails its request past the RNR budget), every other syndrome fails the
-// connection. It reports whether the connection failed.
-func (s *sender) OnNak(now int64, a *wire.AckExt) bool {
+// packet wait (or, past the RNR budget, fails its request), every other syndrome fails the
+// connection. It returns the failure, if the connection fails; the QP acts on it.
+func (s *sender) OnNak(now int64, a *wire.AckExt) failure {
 	s.ctr.naksRecv.Add(1)
 	s.ctr.naksRecvBy[int(a.Syndrome)%nakKinds].Add(1)
 	info, ok := s.sent.Lookup(a.NakPSN)
 	seq := int64(-1)
 	if ok {
-		seq = s.h.blame(info.Tag)
+		seq = info.Owner.seq()
 	}
 	switch a.Syndrome {
 	case wire.SynNakSeq:
-		return false
+		return failure{}
 	case wire.SynNakRNR:
 		s.ctr.rnrNaks.Add(1)
 		if !ok {
-			return false // acknowledged since: a stale NAK
+			return failure{} // acknowledged since: a stale NAK
 		}
 		return s.waitRNR(now, a, info)
 	case wire.SynNakAccess:
-		s.h.fail(now, StatusAccessViolation, seq, remoteNak(a.Syndrome))
+		return failure{StatusAccessViolation, seq, remoteNak(a.Syndrome)}
 	case wire.SynNakInvalid:
-		s.h.fail(now, StatusDataError, seq, remoteNak(a.Syndrome))
-	default:
-		s.h.fail(now, StatusRemoteError, seq, remoteNak(a.Syndrome))
+		return failure{StatusDataError, seq, remoteNak(a.Syndrome)}
 	}
-	return true
+	return failure{StatusRemoteError, seq, remoteNak(a.Syndrome)}
 }
 
 // waitRNR holds the packet info an RNR NAK refused until the delay the NAK names (or
 // Config.RNRDelay), backed off over its request's refusals; once the request's first RNR
-// NAK is the RNR budget old it fails the request instead and reports true. The last wait
-// ends when the budget does, so that the retry sent then is the last the peer may refuse
-// (if that retry gets no answer at all, the retransmission timer fails it: onRTO).
-func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
+// NAK is the RNR budget old it fails the request instead. The last wait ends when the
+// budget does, so that the retry sent then is the last the peer may refuse (if that retry
+// gets no answer at all, the retransmission timer fails it: onRTO).
+func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo[owner]) failure {
 	if _, held := s.sent.Lookup(s.rnrPSN); s.rnrSet && held {
 		if s.rnrPSN == a.NakPSN && s.rnrAt != 0 {
-			return false // already waiting out the delay for this packet: an early copy's NAK
+			return failure{} // already waiting out the delay for this packet: an early copy's NAK
 		}
 		if s.rnrPSN.Less(a.NakPSN) {
 			// A later packet refused while an earlier one still is: its refusal follows from
 			// the earlier one's (the receiver takes messages in order). It is resent once
 			// the earlier one got through, and only then counts toward its request's RNR
 			// budget.
-			return false
+			return failure{}
 		}
 	}
 	d := s.cfg.rnrDelay
@@ -342,13 +324,14 @@ func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 	// Whatever the peer asks for (Value up to 1.05 s, backed off to a minute), the retry
 	// waits at most maxRNRDelay, or the configured delay if that is longer.
 	limit := max(int64(maxRNRDelay), s.cfg.rnrDelay)
-	n, since, ok := s.h.addRNR(info.Tag, now)
 	at := now + min(d, limit)
 	s.rnrSince = 0
-	if ok {
+	if !info.Owner.job {
+		// RNR NAKs count per work request (a read response consumes no receive: it is
+		// never refused for want of one, and a NAK naming one counts toward nothing).
+		n, since := s.countRNR(now, info.Owner)
 		if now-since >= s.cfg.rnrTimeout {
-			s.h.fail(now, StatusTimeout, s.h.blame(info.Tag), rnrTimeoutError(s.cfg.rnrTimeout))
-			return true
+			return failure{StatusTimeout, info.Owner.seq(), rnrTimeoutError(s.cfg.rnrTimeout)}
 		}
 		// Exponential backoff over the retries of one request, up to 64 times the delay,
 		// and never past the end of the budget.
@@ -358,7 +341,19 @@ func (s *sender) waitRNR(now int64, a *wire.AckExt, info ack.PacketInfo) bool {
 	s.rnrPSN, s.rnrAt, s.rnrSet, s.rnrHeard = a.NakPSN, at, true, now
 	// The retransmission timer waits too: the packet is known to be refused until then.
 	s.rtoAt = max(s.rtoAt, s.rnrAt+s.rto.Timeout())
-	return false
+	return failure{}
+}
+
+// countRNR counts an RNR NAK arriving at now for work request o and returns how many its
+// request has had and when the first of them arrived. The peer takes Sends in order and a
+// refusal of a later one while an earlier one waits is ignored (waitRNR), so the refusals
+// of one request come in a run: a NAK for another request starts a new count.
+func (s *sender) countRNR(now int64, o owner) (n int, since int64) {
+	if s.rnrCount == 0 || s.rnrReq.idx != o.idx {
+		s.rnrReq, s.rnrCount, s.rnrFirst = o, 0, now
+	}
+	s.rnrCount++
+	return s.rnrCount, s.rnrFirst
 }
 
 // DetectLoss finds at now the packets acknowledgement a shows missing and queues them for
@@ -394,7 +389,7 @@ func (s *sender) detectLost(now int64) bool {
 	return true
 }
 
-func lostBytes(l []ack.PacketInfo) int {
+func lostBytes(l []ack.PacketInfo[owner]) int {
 	b := 0
 	for i := range l {
 		b += l[i].Bytes
@@ -430,27 +425,42 @@ func (s *sender) lossTime() (int64, bool) {
 	return s.sent.LossTime()
 }
 
-// OnTimer runs at now what is due: the retransmission timer (retransmit the oldest
-// packet, back off; fail past the retransmission budget; probe a Read) and the reordering
-// timer (declare lost what is old enough). It reports whether one fired, and the next
-// deadline: Deadline, except that a reordering timer that ran now is looked at again only
-// in the next call (the engine polls again at once when something fired).
-func (s *sender) OnTimer(now int64) (next int64, fired bool) {
+// timerOutcome is what the sender's timers decided in one OnTimer call; the QP acts on it.
+type timerOutcome struct {
+	next  int64   // when OnTimer next has something to do (0: nothing armed)
+	fired bool    // a timer fired: something was queued for (re)transmission or decided
+	fail  failure // a budget ran out: the connection fails
+	// readProbe: the retransmission timer, due at at, expired with nothing of ours in
+	// flight; the QP asks ProbeRead what to do about the Read it awaits, if any
+	readProbe bool
+	at        int64
+}
+
+// OnTimer runs at now what is due: the tail loss probe, the retransmission timer
+// (retransmit the oldest packet, back off; fail past the retransmission budget) and the
+// reordering timer (declare lost what is old enough). The next deadline is Deadline,
+// except that a reordering timer that ran now is looked at again only in the next call
+// (the engine polls again at once when something fired).
+func (s *sender) OnTimer(now int64) (out timerOutcome) {
 	if s.tlp.at != 0 && now >= s.tlp.at && (s.rtoAt == 0 || now < s.rtoAt) {
-		fired = s.probeTail(now) || fired
+		out.fired = s.probeTail(now)
 	}
 	if s.rtoAt != 0 && now >= s.rtoAt {
-		if s.onRTO(now) {
-			return 0, true
+		out.fired = true
+		if _, ok := s.sent.Oldest(); !ok {
+			out.readProbe, out.at = true, s.rtoAt
+			s.rtoAt = 0
+		} else if out.fail = s.onRTO(now); out.fail.failed() {
+			return out
 		}
-		fired = true
 	}
 	ran := false
 	if t, ok := s.lossTime(); ok && now >= t {
 		ran = true
-		fired = s.detectLost(now) || fired
+		out.fired = s.detectLost(now) || out.fired
 	}
-	return s.deadline(!ran), fired
+	out.next = s.deadline(!ran)
+	return out
 }
 
 // probeTail sends the tail loss probe: the last packet sent goes again (RFC 8985 §7.3:
@@ -497,17 +507,13 @@ func (s *sender) rearm(now, start int64) {
 	}
 }
 
-// onRTO handles an expired retransmission timer: the oldest unacknowledged packet goes again
-// (or, in go-back-N mode, everything unacknowledged), with exponential backoff. Once the
-// packet has been unacknowledged for RetryTimeout (budgetSpent) the connection fails with
-// StatusTimeout; onRTO then reports true.
-func (s *sender) onRTO(now int64) bool {
+// onRTO handles an expired retransmission timer with packets in flight: the oldest
+// unacknowledged packet goes again (or, in go-back-N mode, everything unacknowledged), with
+// exponential backoff. Once the packet has been unacknowledged for RetryTimeout
+// (budgetSpent) it returns the failure (StatusTimeout) instead.
+func (s *sender) onRTO(now int64) failure {
 	at := s.rtoAt
-	oldest, ok := s.sent.Oldest()
-	if !ok {
-		s.rtoAt = 0
-		return s.probeRead(now, at)
-	}
+	oldest, _ := s.sent.Oldest()
 	s.ctr.timeouts.Add(1)
 	// The budget counts from the packet's first transmission: however quickly the backed
 	// off timeouts from a microsecond RTO are spent, a peer whose host stalls for less than
@@ -519,13 +525,11 @@ func (s *sender) onRTO(now int64) bool {
 		// The RNR budget by the timer: the retry sent when it ran out got no answer at all
 		// (its NAK was lost, say) for a timeout.
 		if end := s.rnrSince + s.cfg.rnrTimeout; s.rnrSince != 0 && now >= end && oldest.SentAt >= end && !firedLate(now, at) {
-			s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag), rnrTimeoutError(s.cfg.rnrTimeout))
-			return true
+			return failure{StatusTimeout, oldest.Owner.seq(), rnrTimeoutError(s.cfg.rnrTimeout)}
 		}
 	}
 	if s.budgetSpent(now, at, start, oldest.SentAt) {
-		s.h.fail(now, StatusTimeout, s.h.blame(oldest.Tag), retryTimeoutError(s.cfg.retryTimeout))
-		return true
+		return failure{StatusTimeout, oldest.Owner.seq(), retryTimeoutError(s.cfg.retryTimeout)}
 	}
 	s.cc.OnTimeout(now)
 	s.rto.Backoff()
@@ -540,43 +544,43 @@ func (s *sender) onRTO(now int64) bool {
 	}
 	s.tlp.at = 0
 	s.rearm(now, start)
-	return false
+	return failure{}
 }
 
-// probeRead runs when the retransmission timer (due at at) expires with nothing of ours in
-// flight but a Read outstanding: its request was acknowledged, and its response, which
-// travels in the peer's stream and which the peer retransmits itself, has stopped arriving.
-// The peer may be gone, and nothing else would notice. An Ack with FlagAckReq goes to the
-// peer, a probe: a live peer answers it with an acknowledgement (or, if its QP failed, with
-// a NAK); a silent one makes the oldest such Read fail with StatusTimeout once the probes
-// went unanswered for RetryTimeout, as an unanswered packet would. It reports whether the
-// connection failed.
-func (s *sender) probeRead(now, at int64) bool {
-	seq := s.h.awaitedRead()
+// ProbeRead decides, for a retransmission timer that expired at now (due at at) with
+// nothing of ours in flight, about the oldest Read whose request was acknowledged and
+// whose response has not fully arrived (seq, its sequence number; -1: none). That
+// response travels in the peer's stream, which the peer retransmits itself, and it has
+// stopped arriving: the peer may be gone, and nothing else would notice. So the peer is
+// probed (probe: the QP sends an Ack with FlagAckReq and calls ReadProbed), which a live
+// peer answers with an acknowledgement (or, if its QP failed, a NAK); a silent one makes
+// the Read fail with StatusTimeout (the failure returned) once the probes went unanswered
+// for RetryTimeout, as an unanswered packet would.
+func (s *sender) ProbeRead(now, at, seq int64) (f failure, probe bool) {
 	if seq < 0 {
-		return false
+		return failure{}, false
 	}
 	s.ctr.timeouts.Add(1)
 	if s.probeSince == 0 {
 		s.probeSince = now
 	}
 	if s.probeAt != 0 && s.budgetSpent(now, at, s.probeSince, s.probeAt) {
-		s.h.fail(now, StatusTimeout, seq, retryTimeoutError(s.cfg.retryTimeout))
-		return true
+		return failure{StatusTimeout, seq, retryTimeoutError(s.cfg.retryTimeout)}, false
 	}
 	s.rto.Backoff()
 	s.rearm(now, s.probeSince)
-	if s.h.probe(now) { // else the link is full: the next expiry probes
-		s.probeAt = now
-	}
-	return false
+	return failure{}, true // if the link takes nothing now, the next expiry probes
 }
+
+// ReadProbed records that the Read probe ProbeRead asked for left at now.
+func (s *sender) ReadProbed(now int64) { s.probeAt = now }
 
 // reset forgets everything in flight and every timer: the connection failed.
 func (s *sender) reset() {
 	s.retx.consume(len(s.retx.list))
 	s.tlp, s.rtoRun = tailProbe{}, timeoutRun{}
 	s.rtoAt, s.rnrAt, s.rnrSet, s.rnrHeard, s.rnrSince = 0, 0, false, 0, 0
+	s.rnrCount = 0
 	s.probeSince, s.probeAt = 0, 0
 	if s.sent != nil { // nil on a QP that never connected
 		s.sent.Reset()

@@ -10,7 +10,7 @@ import (
 // each, sent regardless of the window; all of a go-back-N episode), then those loss
 // detection found, which wait for room in the window.
 type retxQueue struct {
-	list   []ack.PacketInfo
+	list   []ack.PacketInfo[owner]
 	forced int // the first forced entries of list
 }
 
@@ -24,11 +24,11 @@ func (q *retxQueue) consume(n int) {
 }
 
 // setForced replaces the list by l, every entry forced (go-back-N).
-func (q *retxQueue) setForced(l []ack.PacketInfo) { q.list, q.forced = l, len(l) }
+func (q *retxQueue) setForced(l []ack.PacketInfo[owner]) { q.list, q.forced = l, len(l) }
 
 // pushForced puts info at the front of the list as forced, once: an entry already there
 // for its PSN moves to the front.
-func (q *retxQueue) pushForced(info ack.PacketInfo) {
+func (q *retxQueue) pushForced(info ack.PacketInfo[owner]) {
 	for i := range q.list {
 		if q.list[i].PSN == info.PSN {
 			if i < q.forced {
@@ -38,7 +38,7 @@ func (q *retxQueue) pushForced(info ack.PacketInfo) {
 			break
 		}
 	}
-	q.list = append(q.list, ack.PacketInfo{})
+	q.list = append(q.list, ack.PacketInfo[owner]{})
 	copy(q.list[1:], q.list)
 	q.list[0] = info
 	q.forced++
@@ -90,7 +90,7 @@ func (p *tailProbe) probed(now int64, psn wire.PSN) {
 
 // needless reports, once the probed packet is acknowledged by a (already applied to
 // sent), whether the probe was needless: a answers a packet sent before the probe.
-func (p *tailProbe) needless(sent *ack.SentHistory, a *wire.AckExt) bool {
+func (p *tailProbe) needless(sent *ack.SentHistory[owner], a *wire.AckExt) bool {
 	if !p.sent {
 		return false
 	}
@@ -122,7 +122,7 @@ func (r *timeoutRun) start(now int64, psn wire.PSN) {
 // ended reports, for acknowledgement a (already applied to sent), whether it ends the run
 // and proves it spurious: the packet is acknowledged and a answers a packet sent before
 // the first timeout.
-func (r *timeoutRun) ended(sent *ack.SentHistory, a *wire.AckExt) bool {
+func (r *timeoutRun) ended(sent *ack.SentHistory[owner], a *wire.AckExt) bool {
 	if _, out := sent.Lookup(r.psn); out {
 		return false
 	}

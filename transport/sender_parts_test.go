@@ -13,11 +13,11 @@ import (
 // acknowledged, an ack that answers an older transmission marks the probe needless.
 func TestTailProbe(t *testing.T) {
 	const srtt, ackDelay = 30_000, 20_000
-	h := ack.NewSentHistory(100, 64)
+	h := ack.NewSentHistory[owner](100, 64)
 	var p tailProbe
 	send := func(now int64) wire.PSN {
 		psn := h.NextPSN()
-		h.OnSent(ack.PacketInfo{PSN: psn, Bytes: 1000, SentAt: now, FirstSentAt: now})
+		h.OnSent(ack.PacketInfo[owner]{PSN: psn, Bytes: 1000, SentAt: now, FirstSentAt: now})
 		return psn
 	}
 	now := int64(1_000_000)

@@ -41,8 +41,8 @@ func (c *fakeCC) OnSpuriousTimeout(int64)             { c.spurious++ }
 func (c *fakeCC) NextSendTime(now int64, _ int) int64 { return max(now, c.paceUntil) }
 func (c *fakeCC) Stats() congestion.Stats             { return congestion.Stats{Window: c.window} }
 
-// failure is a fail the sender asked for, with the sentinel its cause wraps.
-type failure struct {
+// sndFailure is a failure the sender decided, with the sentinel its cause wraps.
+type sndFailure struct {
 	at    time.Duration
 	st    Status
 	seq   int64
@@ -59,48 +59,21 @@ func causeKind(err error) error {
 	return err
 }
 
-// fakeOwner is the requester as the sender sees it (senderHooks): packets are tagged
-// wrTag(request, offset), RNR NAKs are counted per request, with the time of the first.
+// fakeOwner plays the QP around the sender: it records the failures the sender returns,
+// answers ProbeRead with the Read it awaits (read), and sends the probes the sender asks
+// for unless the link is full.
 type fakeOwner struct {
-	rnr    map[uint32]int
-	since  map[uint32]int64
-	read   int64 // what awaitedRead returns
+	read   int64 // the Read awaited (-1: none)
 	full   bool  // the link takes nothing: probes do not go
 	probes []time.Duration
-	fails  []failure
+	fails  []sndFailure
 }
 
-func (o *fakeOwner) blame(tag uint64) int64 {
-	if job, idx, _ := splitTag(tag); !job {
-		return int64(idx)
+// record notes the failure f decided at now, if it is one.
+func (o *fakeOwner) record(now int64, f failure) {
+	if f.failed() {
+		o.fails = append(o.fails, sndFailure{time.Duration(now), f.st, f.seq, causeKind(f.cause)})
 	}
-	return -1
-}
-
-func (o *fakeOwner) addRNR(tag uint64, now int64) (int, int64, bool) {
-	job, idx, _ := splitTag(tag)
-	if job {
-		return 0, 0, false
-	}
-	if o.rnr[idx] == 0 {
-		o.since[idx] = now
-	}
-	o.rnr[idx]++
-	return o.rnr[idx], o.since[idx], true
-}
-
-func (o *fakeOwner) awaitedRead() int64 { return o.read }
-
-func (o *fakeOwner) probe(now int64) bool {
-	if o.full {
-		return false
-	}
-	o.probes = append(o.probes, time.Duration(now))
-	return true
-}
-
-func (o *fakeOwner) fail(now int64, st Status, seq int64, cause error) {
-	o.fails = append(o.fails, failure{time.Duration(now), st, seq, causeKind(cause)})
 }
 
 // sndHarness is a connected sender with its fakes.
@@ -118,14 +91,14 @@ func defaultSenderConfig() senderConfig {
 }
 
 func newSndHarness(t *testing.T, cfg senderConfig, rto ack.RTOConfig) *sndHarness {
-	h := &sndHarness{t: t, own: fakeOwner{rnr: map[uint32]int{}, since: map[uint32]int64{}, read: -1}, cc: fakeCC{window: 1 << 30}}
-	h.s = newSender(cfg, rto, &h.own, &h.ctr)
+	h := &sndHarness{t: t, own: fakeOwner{read: -1}, cc: fakeCC{window: 1 << 30}}
+	h.s = newSender(cfg, rto, &h.ctr)
 	h.s.connect(sndBase, &h.cc)
 	return h
 }
 
 // offsets returns the PSN offsets from sndBase of packets.
-func offsets(l []ack.PacketInfo) []uint32 {
+func offsets(l []ack.PacketInfo[owner]) []uint32 {
 	var o []uint32
 	for _, p := range l {
 		o = append(o, p.PSN.Sub(sndBase))
@@ -178,7 +151,7 @@ func deadlineIs(d time.Duration) sev {
 func rnrCount(req uint32, n int) sev               { return sev{op: sRNRCount, req: req, n: n} }
 func ms(f float64) time.Duration                   { return time.Duration(f * float64(time.Millisecond)) }
 func us(f float64) time.Duration                   { return time.Duration(f * float64(time.Microsecond)) }
-func fails(f ...failure) []failure                 { return f }
+func fails(f ...sndFailure) []sndFailure           { return f }
 func durations(d ...time.Duration) []time.Duration { return d }
 
 // run plays events and checks each step's decision.
@@ -190,7 +163,7 @@ func (h *sndHarness) run(events []sev) {
 		switch ev.op {
 		case sSend:
 			for k := 0; k < ev.n; k++ {
-				if _, ok := h.s.OnSent(now, sndBytes, wrTag(ev.req, uint32(k*sndBytes))); !ok {
+				if _, ok := h.s.OnSent(now, sndBytes, wrOwner(ev.req, uint32(k*sndBytes))); !ok {
 					t.Fatalf("event %d: send refused", i)
 				}
 			}
@@ -202,12 +175,24 @@ func (h *sndHarness) run(events []sev) {
 		case sNak:
 			a := wire.AckExt{AckPSN: sndBase, Syndrome: ev.syn, NakPSN: sndBase.Add(ev.cum), Value: ev.val}
 			h.s.OnAck(now, &a)
-			if !h.s.OnNak(now, &a) {
+			if f := h.s.OnNak(now, &a); f.failed() {
+				h.own.record(now, f)
+			} else {
 				h.s.DetectLoss(now, &a)
 			}
 		case sTimer:
-			if _, fired := h.s.OnTimer(now); fired != ev.fired {
-				t.Fatalf("event %d: timer at %v fired %v, want %v", i, ev.at, fired, ev.fired)
+			out := h.s.OnTimer(now)
+			if out.readProbe {
+				f, probe := h.s.ProbeRead(now, out.at, h.own.read)
+				if probe && !h.own.full {
+					h.own.probes = append(h.own.probes, time.Duration(now))
+					h.s.ReadProbed(now)
+				}
+				out.fail = f
+			}
+			h.own.record(now, out.fail)
+			if out.fired != ev.fired {
+				t.Fatalf("event %d: timer at %v fired %v, want %v", i, ev.at, out.fired, ev.fired)
 			}
 		case sResend:
 			due := h.s.Retransmissions(now)
@@ -230,7 +215,11 @@ func (h *sndHarness) run(events []sev) {
 				t.Fatalf("event %d: deadline %v, want %v", i, got, want)
 			}
 		case sRNRCount:
-			if got := h.own.rnr[ev.req]; got != ev.n {
+			got := 0
+			if h.s.rnrCount > 0 && h.s.rnrReq.idx == ev.req {
+				got = h.s.rnrCount
+			}
+			if got != ev.n {
 				t.Fatalf("event %d: request %d had %d RNR NAKs, want %d", i, ev.req, got, ev.n)
 			}
 		}
@@ -244,7 +233,7 @@ func TestSenderDecisions(t *testing.T) {
 		cfg      func(*senderConfig, *ack.RTOConfig)
 		setup    func(*fakeOwner)
 		events   []sev
-		fails    []failure
+		fails    []sndFailure
 		probes   []time.Duration
 		timeouts uint64 // retransmission timer expiries counted
 		losses   int    // loss events the controller saw
@@ -328,7 +317,7 @@ func TestSenderDecisions(t *testing.T) {
 			// that one, made when the budget had run out, is unanswered for a timeout
 			timerAt(ms(28), true),
 		},
-		fails:    fails(failure{ms(28), StatusTimeout, 5, ErrRetryTimeout}),
+		fails:    fails(sndFailure{ms(28), StatusTimeout, 5, ErrRetryTimeout}),
 		timeouts: 6, ccRTOs: 5,
 	}, {
 		name: "a timer that runs late retransmits before it gives up",
@@ -344,7 +333,7 @@ func TestSenderDecisions(t *testing.T) {
 			timerAt(ms(500), true), resend(ms(500), 0), deadlineIs(ms(501)),
 			timerAt(ms(501), true),
 		},
-		fails:    fails(failure{ms(501), StatusTimeout, 5, ErrRetryTimeout}),
+		fails:    fails(sndFailure{ms(501), StatusTimeout, 5, ErrRetryTimeout}),
 		timeouts: 2, ccRTOs: 1,
 	}, {
 		name: "an RNR NAK starts the packet's retransmission budget again",
@@ -365,7 +354,7 @@ func TestSenderDecisions(t *testing.T) {
 			timerAt(ms(9), true), resend(ms(9), 0),
 			timerAt(ms(11), true),
 		},
-		fails:    fails(failure{ms(11), StatusTimeout, 5, ErrRetryTimeout}),
+		fails:    fails(sndFailure{ms(11), StatusTimeout, 5, ErrRetryTimeout}),
 		timeouts: 6, ccRTOs: 5,
 	}, {
 		name: "waits out an RNR NAK, backs off per request, fails once the first NAK is RNRTimeout old",
@@ -386,7 +375,7 @@ func TestSenderDecisions(t *testing.T) {
 			resend(us(310), 0),
 			nakAt(us(320), wire.SynNakRNR, 0, 0),
 		},
-		fails: fails(failure{us(320), StatusTimeout, 1, ErrRNRTimeout}),
+		fails: fails(sndFailure{us(320), StatusTimeout, 1, ErrRNRTimeout}),
 	}, {
 		name: "the retry sent when the RNR budget ran out, unanswered, fails by the timer",
 		cfg: func(c *senderConfig, r *ack.RTOConfig) {
@@ -403,7 +392,7 @@ func TestSenderDecisions(t *testing.T) {
 			deadlineIs(us(1310)),
 			timerAt(us(1310), true),
 		},
-		fails:    fails(failure{us(1310), StatusTimeout, 1, ErrRNRTimeout}),
+		fails:    fails(sndFailure{us(1310), StatusTimeout, 1, ErrRNRTimeout}),
 		timeouts: 1,
 	}, {
 		name: "takes the RNR delay the NAK names, and holds the retransmission timer",
@@ -446,7 +435,7 @@ func TestSenderDecisions(t *testing.T) {
 			timerAt(ms(15), true),
 		},
 		probes:   durations(ms(1), ms(3), ms(7), ms(11)),
-		fails:    fails(failure{ms(15), StatusTimeout, 4, ErrRetryTimeout}),
+		fails:    fails(sndFailure{ms(15), StatusTimeout, 4, ErrRetryTimeout}),
 		timeouts: 5,
 	}, {
 		name: "a probe the link cannot take does not count",
@@ -477,7 +466,7 @@ func TestSenderDecisions(t *testing.T) {
 			timerAt(ms(8), true), // unanswered for a timeout: give up
 		},
 		probes:   durations(ms(1), ms(4), ms(6)),
-		fails:    fails(failure{ms(8), StatusTimeout, 4, ErrRetryTimeout}),
+		fails:    fails(sndFailure{ms(8), StatusTimeout, 4, ErrRetryTimeout}),
 		timeouts: 4,
 	}, {
 		name: "NAKs that end the connection",
@@ -491,11 +480,11 @@ func TestSenderDecisions(t *testing.T) {
 			nakAt(us(60), wire.SynNakAccess, 5, 0), // names no packet in flight
 		},
 		fails: fails(
-			failure{us(20), StatusAccessViolation, 3, ErrRemoteNak},
-			failure{us(30), StatusDataError, 3, ErrRemoteNak},
-			failure{us(40), StatusRemoteError, 3, ErrRemoteNak},
-			failure{us(50), StatusRemoteError, 3, ErrRemoteNak},
-			failure{us(60), StatusAccessViolation, -1, ErrRemoteNak},
+			sndFailure{us(20), StatusAccessViolation, 3, ErrRemoteNak},
+			sndFailure{us(30), StatusDataError, 3, ErrRemoteNak},
+			sndFailure{us(40), StatusRemoteError, 3, ErrRemoteNak},
+			sndFailure{us(50), StatusRemoteError, 3, ErrRemoteNak},
+			sndFailure{us(60), StatusAccessViolation, -1, ErrRemoteNak},
 		),
 	}, {
 		name: "go-back-N resends everything once per loss episode",
@@ -566,7 +555,7 @@ func TestSenderCanSend(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := newSndHarness(t, cfg, ack.DefaultRTOConfig())
 			for k := range c.inflight {
-				h.s.OnSent(0, sndBytes, wrTag(1, uint32(k*sndBytes)))
+				h.s.OnSent(0, sndBytes, wrOwner(1, uint32(k*sndBytes)))
 			}
 			h.cc.window, h.cc.paceUntil = c.cwnd, c.pace
 			ok, at := h.s.CanSend(100, c.size)
@@ -581,7 +570,7 @@ func TestSenderCanSend(t *testing.T) {
 // not the send time of what the ack happens to cover (which a lost ack inflates).
 func TestSenderRTTFromEcho(t *testing.T) {
 	h := newSndHarness(t, defaultSenderConfig(), ack.DefaultRTOConfig())
-	h.s.OnSent(0, sndBytes, wrTag(1, 0))
+	h.s.OnSent(0, sndBytes, wrOwner(1, 0))
 	now := int64(5 * time.Millisecond) // a lost ack: this one comes much later
 	// the packet that triggered it left 30 µs ago, and the peer held the ack 10 µs
 	a := wire.AckExt{AckPSN: sndBase.Add(1), EchoTS: uint32((now - 30_000) / 1000), Delay: 10}
@@ -603,7 +592,7 @@ func TestSenderAllocs(t *testing.T) {
 		if ok, _ := h.s.CanSend(now, sndBytes); !ok {
 			t.Fatal("window closed")
 		}
-		psn, _ := h.s.OnSent(now, sndBytes, wrTag(1, 0))
+		psn, _ := h.s.OnSent(now, sndBytes, wrOwner(1, 0))
 		h.s.ArmTimer(now)
 		a := wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32(now / 1000)}
 		h.s.OnAck(now+500, &a)

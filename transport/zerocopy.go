@@ -3,27 +3,17 @@ package transport
 import "github.com/xdpndk/xdpndk/memreg"
 
 // Zero-copy transmit (Config.ZeroCopyTx). A data packet whose payload is the caller's memory
-// carries FlagZeroCopy and a cookie naming its work request or read job; each counts its
+// carries FlagZeroCopy and a cookie naming its work request or read job (owner.cookie); each counts its
 // packets the link has not reported done. A work request completes only when it is both
 // acknowledged and done (zc == 0), so the caller never gets its memory back while the link
 // may still read it; a read job releases its region hold on the same condition. A failed QP
 // completes its requests in posting order as each becomes done.
 
 // zcDone accounts one finished zero-copy packet of work request idx. A request that was
-// waiting only for the link completes now: in order with the others (completeSends), or,
-// when the QP failed (failed), as the failure drains the ring (drainFailed).
-func (r *requester) zcDone(idx uint32, failed bool) {
-	s := r.liveWR(idx)
-	if s == nil || s.zc == 0 {
-		return
-	}
-	if s.zc--; s.zc > 0 {
-		return
-	}
-	if failed {
-		r.drainFailed()
-	} else {
-		r.completeSends()
+// waiting only for the link may complete now (the QP pops it).
+func (r *requester) zcDone(idx uint32) {
+	if s := r.liveWR(idx); s != nil && s.zc > 0 {
+		s.zc--
 	}
 }
 
@@ -37,12 +27,12 @@ func (r *requester) zcPending() bool {
 	return false
 }
 
-// forceDrain completes every request of a QP being removed, transmitting or not.
+// forceDrain lets every request of a QP being removed complete (pop), transmitting or
+// not.
 func (r *requester) forceDrain() {
 	for seq := r.head; seq != r.tail; seq++ {
 		r.wrs[seq&r.mask].zc = 0
 	}
-	r.drainFailed()
 }
 
 // zcDone accounts one finished zero-copy packet of read job i; a job that ended already

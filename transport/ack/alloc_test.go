@@ -25,16 +25,16 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("ReceiveTracker: %v allocs per run", n)
 	}
 
-	h := NewSentHistory(1<<32-50, 256)
-	acked := make([]PacketInfo, 0, 256)
-	lost := make([]PacketInfo, 0, 256)
-	unacked := make([]PacketInfo, 0, 256)
+	h := NewSentHistory[uint64](1<<32-50, 256)
+	acked := make([]PacketInfo[uint64], 0, 256)
+	lost := make([]PacketInfo[uint64], 0, 256)
+	unacked := make([]PacketInfo[uint64], 0, 256)
 	next := wire.PSN(1<<32 - 50)
 	var now int64
 	if n := testing.AllocsPerRun(1000, func() {
 		for i := 0; i < 8; i++ {
 			now += 1000
-			h.OnSent(PacketInfo{PSN: next, Bytes: 1500, SentAt: now, Tag: uint64(next)})
+			h.OnSent(PacketInfo[uint64]{PSN: next, Bytes: 1500, SentAt: now, Owner: uint64(next)})
 			next = next.Add(1)
 		}
 		// the oldest of the 8 is missing, the rest SACKed; then it is found lost,

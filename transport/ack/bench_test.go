@@ -72,17 +72,17 @@ func BenchmarkSentHistory(b *testing.B) {
 	// One OnSent and one cumulative OnAck per packet, 64 packets in flight.
 	b.Run("OnSentOnAck", func(b *testing.B) {
 		b.ReportAllocs()
-		h := NewSentHistory(benchStart, 1024)
-		acked := make([]PacketInfo, 0, 1024)
+		h := NewSentHistory[uint64](benchStart, 1024)
+		acked := make([]PacketInfo[uint64], 0, 1024)
 		next := benchStart
 		var now int64
 		for range 64 {
-			h.OnSent(PacketInfo{PSN: next, Bytes: 1500, SentAt: now})
+			h.OnSent(PacketInfo[uint64]{PSN: next, Bytes: 1500, SentAt: now})
 			next++
 		}
 		for b.Loop() {
 			now += 100
-			h.OnSent(PacketInfo{PSN: next, Bytes: 1500, SentAt: now})
+			h.OnSent(PacketInfo[uint64]{PSN: next, Bytes: 1500, SentAt: now})
 			next++
 			acked, _ = h.OnAck(next-64, 0, now, acked[:0])
 		}
@@ -92,15 +92,15 @@ func BenchmarkSentHistory(b *testing.B) {
 	// retransmitted.
 	b.Run("OnSentCoalescedAckDetectLost", func(b *testing.B) {
 		b.ReportAllocs()
-		h := NewSentHistory(benchStart, 1024)
-		acked := make([]PacketInfo, 0, 1024)
-		lost := make([]PacketInfo, 0, 1024)
+		h := NewSentHistory[uint64](benchStart, 1024)
+		acked := make([]PacketInfo[uint64], 0, 1024)
+		lost := make([]PacketInfo[uint64], 0, 1024)
 		next := benchStart
 		var now int64
 		blocks := 0
 		for b.Loop() {
 			now += 100
-			h.OnSent(PacketInfo{PSN: next, Bytes: 1500, SentAt: now})
+			h.OnSent(PacketInfo[uint64]{PSN: next, Bytes: 1500, SentAt: now})
 			next++
 			if h.Len() < 72 || uint32(next)%8 != 0 {
 				continue

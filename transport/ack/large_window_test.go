@@ -15,7 +15,7 @@ import (
 // every ack and retransmits what it reports (retransmissions always arrive). Everything is
 // preallocated: a step allocates nothing once the history has grown.
 type lossSim struct {
-	h       *SentHistory
+	h       *SentHistory[uint64]
 	r       *ReceiveTracker
 	rtt     int64 // ns
 	gap     int64 // ns between two new packets
@@ -33,8 +33,8 @@ type lossSim struct {
 	head     int
 	n        int
 	arrived  int // arrivals since the last ack
-	acked    []PacketInfo
-	lost     []PacketInfo
+	acked    []PacketInfo[uint64]
+	lost     []PacketInfo[uint64]
 	holes    map[wire.PSN]bool // first transmissions dropped (test only; nil in benchmarks)
 	reported map[wire.PSN]int  // lost PSN -> new packets sent when it was reported (test only)
 	sentNew  int
@@ -50,7 +50,7 @@ const simAckEvery = 4
 func newLossSim(initial wire.PSN, window int, lossPct float64, track bool) *lossSim {
 	s := &lossSim{
 		initial: initial,
-		h:       NewSentHistory(initial, 4*window),
+		h:       NewSentHistory[uint64](initial, 4*window),
 		r:       NewReceiveTracker(initial, 4*window),
 		rtt:     10_000_000, // 10 ms
 		// the packet rate that keeps window packets in flight over the round trip
@@ -60,8 +60,8 @@ func newLossSim(initial wire.PSN, window int, lossPct float64, track bool) *loss
 		lossPct: lossPct,
 		rng:     rand.New(rand.NewPCG(1, uint64(window))),
 		pipe:    make([]arrival, 8*window),
-		acked:   make([]PacketInfo, 0, 4*window),
-		lost:    make([]PacketInfo, 0, 4*window),
+		acked:   make([]PacketInfo[uint64], 0, 4*window),
+		lost:    make([]PacketInfo[uint64], 0, 4*window),
 	}
 	if track {
 		s.holes, s.reported = map[wire.PSN]bool{}, map[wire.PSN]int{}
@@ -81,7 +81,7 @@ func (s *lossSim) step(send bool) bool {
 	s.now += s.gap
 	if n, _ := s.h.InFlight(); send && n < s.window {
 		psn := s.h.NextPSN()
-		if !s.h.OnSent(PacketInfo{PSN: psn, Bytes: 1472, SentAt: s.now, FirstSentAt: s.now}) {
+		if !s.h.OnSent(PacketInfo[uint64]{PSN: psn, Bytes: 1472, SentAt: s.now, FirstSentAt: s.now}) {
 			panic("history full")
 		}
 		s.sentNew++

@@ -58,11 +58,11 @@ func TestRTOSRTTFloor(t *testing.T) {
 func TestRACKIgnoresAckOfOriginal(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	for _, echoCheck := range []bool{false, true} {
-		h := NewSentHistory(1, 64)
+		h := NewSentHistory[uint64](1, 64)
 		for i := range 10 { // PSNs 1-10 sent at 0..9 ms
-			h.OnSent(PacketInfo{PSN: wire.PSN(1 + i), Bytes: 1000, SentAt: int64(i) * ms, FirstSentAt: int64(i) * ms})
+			h.OnSent(PacketInfo[uint64]{PSN: wire.PSN(1 + i), Bytes: 1000, SentAt: int64(i) * ms, FirstSentAt: int64(i) * ms})
 		}
-		var acked []PacketInfo
+		var acked []PacketInfo[uint64]
 		// PSN 1 acked at 10 ms: min RTT 10 ms.
 		acked, _ = h.OnAckBlocks(2, 0, 2, 0, 10*ms, acked[:0])
 		// The timer resends PSN 2 at 30 ms; the ack of its original (echo 1 ms) comes at

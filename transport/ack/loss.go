@@ -43,7 +43,7 @@ const ReorderThreshold = 3
 // decreasing from one OnSent to the next), up to the first that is not lost yet (later
 // ones were sent later); retransmissions from the front of a queue in the order they were
 // sent (OnRetransmitted with non-decreasing now), up to the first not due yet.
-func (h *SentHistory) DetectLost(now int64, reoWnd int64, lost []PacketInfo) []PacketInfo {
+func (h *SentHistory[O]) DetectLost(now int64, reoWnd int64, lost []PacketInfo[O]) []PacketInfo[O] {
 	h.lossTime = earliest{}
 	if !h.anyAcked || h.inflight == 0 {
 		return lost
@@ -87,7 +87,7 @@ func (h *SentHistory) DetectLost(now int64, reoWnd int64, lost []PacketInfo) []P
 	}
 	h.scan = p
 	if sort {
-		slices.SortFunc(lost[before:], func(a, b PacketInfo) int { return int(int32(a.PSN - b.PSN)) })
+		slices.SortFunc(lost[before:], func(a, b PacketInfo[O]) int { return int(int32(a.PSN - b.PSN)) })
 	}
 	return lost
 }
@@ -96,7 +96,7 @@ func (h *SentHistory) DetectLost(now int64, reoWnd int64, lost []PacketInfo) []P
 // queue: stale entries there are dropped, and the scan stops at the first retransmission
 // that is not due yet, or that was sent after the latest delivered packet (every later
 // one was too). Retransmissions at or beyond end are skipped (kept).
-func (h *SentHistory) detectLostRetx(now, reoWnd int64, end wire.PSN, lost []PacketInfo) []PacketInfo {
+func (h *SentHistory[O]) detectLostRetx(now, reoWnd int64, end wire.PSN, lost []PacketInfo[O]) []PacketInfo[O] {
 	if !h.rackValid {
 		return lost
 	}
@@ -132,7 +132,7 @@ func (h *SentHistory) detectLostRetx(now, reoWnd int64, end wire.PSN, lost []Pac
 }
 
 // markLost reports s lost.
-func (h *SentHistory) markLost(s *sentSlot, lost []PacketInfo) []PacketInfo {
+func (h *SentHistory[O]) markLost(s *sentSlot[O], lost []PacketInfo[O]) []PacketInfo[O] {
 	s.lost = true
 	h.lostPkts++
 	h.lostBytes += s.Bytes
@@ -145,4 +145,4 @@ func (h *SentHistory) markLost(s *sentSlot, lost []PacketInfo) []PacketInfo {
 // latest delivered one, but not yet late enough, becomes lost. Call DetectLost again then.
 // It is false when no packet waits on the time threshold. Acks and retransmissions since
 // that DetectLost call are not reflected until the next one.
-func (h *SentHistory) LossTime() (int64, bool) { return h.lossTime.t, h.lossTime.ok }
+func (h *SentHistory[O]) LossTime() (int64, bool) { return h.lossTime.t, h.lossTime.ok }

@@ -22,10 +22,15 @@ const (
 	initialRetx = 8
 )
 
-// PacketInfo describes one data packet of the local stream, as recorded by SentHistory.
-type PacketInfo struct {
+// PacketInfo describes one data packet of the local stream, as recorded by SentHistory. O
+// is what the caller records with the packet: its owner, in the caller's own terms (the
+// engine's work request or read job and the payload's offset in it). SentHistory stores it
+// and hands it back on acknowledgement, loss and timeout, and never interprets it.
+type PacketInfo[O any] struct {
 	// PSN is the packet's place in the stream; a retransmission keeps it.
 	PSN wire.PSN
+	// Owner is what the packet carries, as the caller named it in OnSent.
+	Owner O
 	// Bytes is what the packet counts for in flight (the caller's choice: payload or
 	// datagram length).
 	Bytes int
@@ -37,9 +42,6 @@ type PacketInfo struct {
 	// OnSent; retransmissions keep it. The engine gives up on a packet only once it has been
 	// outstanding long enough, however quickly its retransmissions were spent.
 	FirstSentAt int64
-	// Tag is the engine's own reference to what the packet carries (e.g. work request
-	// index and offset); SentHistory never interprets it.
-	Tag uint64
 }
 
 // Stats counts what SentHistory saw on acknowledgements and loss detection. Every counter
@@ -56,8 +58,8 @@ type Stats struct {
 	Retransmitted   uint64 // OnRetransmitted calls that matched an outstanding packet
 }
 
-type sentSlot struct {
-	PacketInfo
+type sentSlot[O any] struct {
+	PacketInfo[O]
 	acked bool // acknowledged (only possible selectively while slots before it are not)
 	lost  bool // reported lost by DetectLost since its latest transmission
 }
@@ -79,8 +81,8 @@ type sentSlot struct {
 // No method allocates except when the ring or the retransmission queue grows (a handful of
 // times in a history's life, each doubling it); the append-style methods reuse the caller's
 // slice and append to it.
-type SentHistory struct {
-	slots    []sentSlot
+type SentHistory[O any] struct {
+	slots    []sentSlot[O]
 	mask     uint32 // len(slots) - 1: a power of two; below limit only while Len fits in it
 	limit    uint32 // most packets outstanding (the requested capacity)
 	start    wire.PSN
@@ -167,7 +169,7 @@ func (e *earliest) set(t int64) {
 // outstanding packets (zero or less means DefaultCapacity; more than MaxCapacity is
 // clamped). The capacity is the most the sender may have in flight: the peer's
 // ReceiveTracker window must be at least as large.
-func NewSentHistory(initial wire.PSN, capacity int) *SentHistory {
+func NewSentHistory[O any](initial wire.PSN, capacity int) *SentHistory[O] {
 	switch {
 	case capacity <= 0:
 		capacity = DefaultCapacity
@@ -175,8 +177,8 @@ func NewSentHistory(initial wire.PSN, capacity int) *SentHistory {
 		capacity = MaxCapacity
 	}
 	n := min(uint32(1)<<bits.Len32(uint32(capacity-1)), initialSlots)
-	return &SentHistory{
-		slots: make([]sentSlot, n),
+	return &SentHistory[O]{
+		slots: make([]sentSlot[O], n),
 		mask:  n - 1,
 		limit: uint32(capacity),
 		start: initial,
@@ -186,30 +188,30 @@ func NewSentHistory(initial wire.PSN, capacity int) *SentHistory {
 	}
 }
 
-func (h *SentHistory) slot(psn wire.PSN) *sentSlot { return &h.slots[uint32(psn)&h.mask] }
+func (h *SentHistory[O]) slot(psn wire.PSN) *sentSlot[O] { return &h.slots[uint32(psn)&h.mask] }
 
 // Cap returns the most packets the history holds outstanding.
-func (h *SentHistory) Cap() int { return int(h.limit) }
+func (h *SentHistory[O]) Cap() int { return int(h.limit) }
 
 // Len returns the number of slots in use: from the oldest unacknowledged packet to
 // NextPSN, including packets after it that were selectively acknowledged.
-func (h *SentHistory) Len() int { return int(h.next.Sub(h.start)) }
+func (h *SentHistory[O]) Len() int { return int(h.next.Sub(h.start)) }
 
 // Full reports whether OnSent would refuse a packet for lack of room.
-func (h *SentHistory) Full() bool { return h.next.Sub(h.start) >= h.limit }
+func (h *SentHistory[O]) Full() bool { return h.next.Sub(h.start) >= h.limit }
 
 // OnSent records the first transmission of p, which must carry NextPSN. It returns false
 // and records nothing when the history is full (Cap packets from the oldest
 // unacknowledged one) or p.PSN is not NextPSN; p.Retransmits is recorded as given
 // (normally 0). SentAt must not decrease from one packet to the next.
-func (h *SentHistory) OnSent(p PacketInfo) bool {
+func (h *SentHistory[O]) OnSent(p PacketInfo[O]) bool {
 	if p.PSN != h.next || h.Full() {
 		return false
 	}
 	if h.next.Sub(h.start) == uint32(len(h.slots)) {
 		h.grow() // below the capacity (not Full), so the ring may double
 	}
-	*h.slot(p.PSN) = sentSlot{PacketInfo: p}
+	*h.slot(p.PSN) = sentSlot[O]{PacketInfo: p}
 	if p.Retransmits > 0 {
 		// Recorded as a retransmission already: only the time rule applies, from the queue.
 		h.pushRetx(retxEntry{psn: p.PSN, gen: uint32(p.Retransmits)})
@@ -221,8 +223,8 @@ func (h *SentHistory) OnSent(p PacketInfo) bool {
 }
 
 // grow doubles the ring, moving every slot in [start, next) to its place in the new one.
-func (h *SentHistory) grow() {
-	ns := make([]sentSlot, 2*len(h.slots))
+func (h *SentHistory[O]) grow() {
+	ns := make([]sentSlot[O], 2*len(h.slots))
 	nmask := uint32(len(ns) - 1)
 	for p := h.start; p != h.next; p = p.Add(1) {
 		ns[uint32(p)&nmask] = *h.slot(p)
@@ -231,7 +233,7 @@ func (h *SentHistory) grow() {
 }
 
 // outstanding returns the slot of psn if psn is in flight: sent and not acknowledged.
-func (h *SentHistory) outstanding(psn wire.PSN) *sentSlot {
+func (h *SentHistory[O]) outstanding(psn wire.PSN) *sentSlot[O] {
 	if !psn.InWindow(h.start, h.next.Sub(h.start)) {
 		return nil
 	}
@@ -245,7 +247,7 @@ func (h *SentHistory) outstanding(psn wire.PSN) *sentSlot {
 // OnRetransmitted records that the packet psn was sent again at now: its SentAt becomes
 // now, Retransmits grows, and DetectLost may report it again (once) if this transmission
 // is lost too. A psn that is not outstanding (acknowledged, or never sent) is ignored.
-func (h *SentHistory) OnRetransmitted(psn wire.PSN, now int64) {
+func (h *SentHistory[O]) OnRetransmitted(psn wire.PSN, now int64) {
 	s := h.outstanding(psn)
 	if s == nil {
 		return
@@ -265,7 +267,7 @@ func (h *SentHistory) OnRetransmitted(psn wire.PSN, now int64) {
 // entries; if more than half of it is still pending it doubles. The pending entries name
 // distinct outstanding packets, at most len(slots), so a queue of 2*len(slots) entries never
 // grows again and compaction then frees at least half of it (amortized O(1) per push).
-func (h *SentHistory) pushRetx(e retxEntry) {
+func (h *SentHistory[O]) pushRetx(e retxEntry) {
 	q := &h.rq
 	if q.n == uint32(len(q.buf)) {
 		j := uint32(0)
@@ -286,7 +288,7 @@ func (h *SentHistory) pushRetx(e retxEntry) {
 
 // pendingRetx returns the slot of e's packet if e is its latest transmission and the
 // packet is outstanding and not reported lost; nil when e is stale.
-func (h *SentHistory) pendingRetx(e retxEntry) *sentSlot {
+func (h *SentHistory[O]) pendingRetx(e retxEntry) *sentSlot[O] {
 	s := h.outstanding(e.psn)
 	if s == nil || s.lost || uint32(s.Retransmits) != e.gen {
 		return nil
@@ -298,7 +300,7 @@ func (h *SentHistory) pendingRetx(e retxEntry) *sentSlot {
 
 // OnAck is OnAckBlocks without a block of recent arrivals: an acknowledgement of one SACK
 // block (HighPSN equal to ackPSN).
-func (h *SentHistory) OnAck(ackPSN wire.PSN, sack uint64, now int64, acked []PacketInfo) ([]PacketInfo, int64) {
+func (h *SentHistory[O]) OnAck(ackPSN wire.PSN, sack uint64, now int64, acked []PacketInfo[O]) ([]PacketInfo[O], int64) {
 	return h.OnAckBlocks(ackPSN, sack, ackPSN, 0, now, acked)
 }
 
@@ -318,7 +320,7 @@ func (h *SentHistory) OnAck(ackPSN wire.PSN, sack uint64, now int64, acked []Pac
 // empty block); bits of either block naming PSNs outside (ackPSN, NextPSN) are ignored bit
 // by bit. Stats counts each case. The work is proportional to the packets acknowledged
 // (cumulatively or by set bits), whatever the window.
-func (h *SentHistory) OnAckBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN, highSack uint64, now int64, acked []PacketInfo) ([]PacketInfo, int64) {
+func (h *SentHistory[O]) OnAckBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN, highSack uint64, now int64, acked []PacketInfo[O]) ([]PacketInfo[O], int64) {
 	h.stats.Acks++
 	if h.next.Less(ackPSN) {
 		h.stats.InvalidAcks++
@@ -409,7 +411,7 @@ func (h *SentHistory) OnAckBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN
 
 // markAcked acknowledges one outstanding packet: counters, RACK state (RFC 8985 §6.2
 // step 2), Karn's RTT sample. Packets arrive here in ascending PSN order.
-func (h *SentHistory) markAcked(s *sentSlot, now int64, acked []PacketInfo, sample *int64, sampled *bool) []PacketInfo {
+func (h *SentHistory[O]) markAcked(s *sentSlot[O], now int64, acked []PacketInfo[O], sample *int64, sampled *bool) []PacketInfo[O] {
 	s.acked = true
 	h.inflight--
 	h.bytes -= s.Bytes
@@ -453,7 +455,7 @@ func (h *SentHistory) markAcked(s *sentSlot, now int64, acked []PacketInfo, samp
 // SetEcho gives the timestamp echo (wire.AckExt.EchoTS, microseconds of the clock that
 // sent the packets, wrapping; 0 for none) of the next ack OnAckBlocks applies, for RACK's
 // check of retransmitted packets (markAcked). It holds for that one call.
-func (h *SentHistory) SetEcho(ts uint32) { h.echo, h.echoSet = ts, ts != 0 }
+func (h *SentHistory[O]) SetEcho(ts uint32) { h.echo, h.echoSet = ts, ts != 0 }
 
 // sentAfter reports whether a packet sent at t1 with PSN p1 was sent after one sent at t2
 // with PSN p2 (RFC 8985 RACK_sent_after; the PSN breaks ties of equal times).
@@ -463,9 +465,9 @@ func sentAfter(t1 int64, p1 wire.PSN, t2 int64, p2 wire.PSN) bool {
 
 // Oldest returns the unacknowledged packet with the lowest PSN (the one the RTO timer
 // guards), and false when nothing is in flight.
-func (h *SentHistory) Oldest() (PacketInfo, bool) {
+func (h *SentHistory[O]) Oldest() (PacketInfo[O], bool) {
 	if h.inflight == 0 {
-		return PacketInfo{}, false
+		return PacketInfo[O]{}, false
 	}
 	// start is unacknowledged whenever something is in flight: OnAck releases the front.
 	return h.slot(h.start).PacketInfo, true
@@ -475,38 +477,38 @@ func (h *SentHistory) Oldest() (PacketInfo, bool) {
 // their Bytes. Packets reported lost and not yet retransmitted are included (Lost says how
 // many); a congestion controller that wants the bytes actually in the network subtracts
 // them.
-func (h *SentHistory) InFlight() (packets, bytes int) { return h.inflight, h.bytes }
+func (h *SentHistory[O]) InFlight() (packets, bytes int) { return h.inflight, h.bytes }
 
 // Lost returns the number of packets DetectLost reported that have been neither
 // retransmitted nor acknowledged since, and the sum of their Bytes.
-func (h *SentHistory) Lost() (packets, bytes int) { return h.lostPkts, h.lostBytes }
+func (h *SentHistory[O]) Lost() (packets, bytes int) { return h.lostPkts, h.lostBytes }
 
 // NextPSN returns the PSN the next OnSent must carry (the initial PSN before the first).
-func (h *SentHistory) NextPSN() wire.PSN { return h.next }
+func (h *SentHistory[O]) NextPSN() wire.PSN { return h.next }
 
 // MinRTT returns the smallest RTT sample OnAck has produced, in nanoseconds, 0 before the
 // first. RFC 8985 §6.2 step 4 derives the reordering window from it (MinRTT/4).
-func (h *SentHistory) MinRTT() int64 { return h.minRTT }
+func (h *SentHistory[O]) MinRTT() int64 { return h.minRTT }
 
 // Stats returns the counters.
-func (h *SentHistory) Stats() Stats { return h.stats }
+func (h *SentHistory[O]) Stats() Stats { return h.stats }
 
 // Lookup returns the outstanding (sent, not yet acknowledged) packet psn, and false when
 // psn is not outstanding.
-func (h *SentHistory) Lookup(psn wire.PSN) (PacketInfo, bool) {
+func (h *SentHistory[O]) Lookup(psn wire.PSN) (PacketInfo[O], bool) {
 	if s := h.outstanding(psn); s != nil {
 		return s.PacketInfo, true
 	}
-	return PacketInfo{}, false
+	return PacketInfo[O]{}, false
 }
 
 // Reset forgets every outstanding packet, as when the QP enters the error state and its
 // work completes with an error: nothing is in flight or lost afterwards and acks for the
 // forgotten PSNs change nothing. NextPSN, MinRTT and Stats are kept; the stream continues
 // from NextPSN.
-func (h *SentHistory) Reset() {
+func (h *SentHistory[O]) Reset() {
 	for p := h.start; p != h.next; p = p.Add(1) {
-		*h.slot(p) = sentSlot{}
+		*h.slot(p) = sentSlot[O]{}
 	}
 	h.start = h.next
 	h.inflight, h.bytes = 0, 0
@@ -522,7 +524,7 @@ func (h *SentHistory) Reset() {
 // Unacked appends every unacknowledged packet to dst in PSN order and returns it. It
 // exists for the go-back-N mode that the benchmarks compare against; selective
 // retransmission uses DetectLost.
-func (h *SentHistory) Unacked(dst []PacketInfo) []PacketInfo {
+func (h *SentHistory[O]) Unacked(dst []PacketInfo[O]) []PacketInfo[O] {
 	for p := h.start; p != h.next; p = p.Add(1) {
 		if s := h.slot(p); !s.acked {
 			dst = append(dst, s.PacketInfo)

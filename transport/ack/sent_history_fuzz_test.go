@@ -22,7 +22,7 @@ type sentModel struct {
 }
 
 type modelPkt struct {
-	info PacketInfo
+	info PacketInfo[uint64]
 	lost bool
 }
 
@@ -111,7 +111,7 @@ func (m *sentModel) ackBlocks(ackPSN wire.PSN, sack uint64, highPSN wire.PSN, hi
 // referenceLost is loss detection as a full scan of the history (the definition that
 // DetectLost computes incrementally): the packets it would report, in PSN order, and the
 // loss time. It changes nothing.
-func referenceLost(h *SentHistory, now, reoWnd int64) (lost []wire.PSN, lossTime int64, lossTimeSet bool) {
+func referenceLost(h *SentHistory[uint64], now, reoWnd int64) (lost []wire.PSN, lossTime int64, lossTimeSet bool) {
 	if !h.anyAcked || h.inflight == 0 {
 		return nil, 0, false
 	}
@@ -175,16 +175,16 @@ func FuzzSentHistory(f *testing.F) {
 		capacity := 1 + int(data[0])%48
 		initial := wire.PSN(math.MaxUint32 - uint32(data[1]))
 		data = data[2:]
-		h := NewSentHistory(initial, capacity)
+		h := NewSentHistory[uint64](initial, capacity)
 		m := &sentModel{capacity: capacity, next: initial, out: map[wire.PSN]*modelPkt{}, acked: map[wire.PSN]bool{}}
 		var now int64
-		var buf []PacketInfo
+		var buf []PacketInfo[uint64]
 		for i := 0; i+1 < len(data); i += 2 {
 			kind, arg := data[i]%8, data[i+1]
 			used := h.Len()
 			switch kind {
 			case 0:
-				p := PacketInfo{PSN: m.next, Bytes: int(arg), SentAt: now, Tag: uint64(i)}
+				p := PacketInfo[uint64]{PSN: m.next, Bytes: int(arg), SentAt: now, Owner: uint64(i)}
 				want := int(m.next.Sub(m.front())) < capacity
 				if got := h.OnSent(p); got != want {
 					t.Fatalf("op %d: OnSent = %v, model %v (len %d cap %d)", i, got, want, used, capacity)

@@ -12,17 +12,17 @@ const top = wire.PSN(math.MaxUint32) // the last PSN before the wrap
 
 // sendN records n first transmissions from initial: packet i has PSN initial+i, Bytes
 // 100+i, SentAt 1000+10*i and Tag i.
-func sendN(t *testing.T, h *SentHistory, initial wire.PSN, n int) {
+func sendN(t *testing.T, h *SentHistory[uint64], initial wire.PSN, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		p := PacketInfo{PSN: initial.Add(uint32(i)), Bytes: 100 + i, SentAt: 1000 + 10*int64(i), Tag: uint64(i)}
+		p := PacketInfo[uint64]{PSN: initial.Add(uint32(i)), Bytes: 100 + i, SentAt: 1000 + 10*int64(i), Owner: uint64(i)}
 		if !h.OnSent(p) {
 			t.Fatalf("OnSent(%d) refused", p.PSN)
 		}
 	}
 }
 
-func psns(ps []PacketInfo) []wire.PSN {
+func psns(ps []PacketInfo[uint64]) []wire.PSN {
 	out := make([]wire.PSN, len(ps))
 	for i, p := range ps {
 		out[i] = p.PSN
@@ -136,9 +136,9 @@ func TestSentHistoryOnAck(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewSentHistory(tc.initial, 64)
+			h := NewSentHistory[uint64](tc.initial, 64)
 			sendN(t, h, tc.initial, tc.n)
-			var buf []PacketInfo
+			var buf []PacketInfo[uint64]
 			for i, a := range tc.acks {
 				var rtt int64
 				buf, rtt = h.OnAck(a.ack, a.sack, a.now, buf[:0])
@@ -149,7 +149,7 @@ func TestSentHistoryOnAck(t *testing.T) {
 					t.Errorf("ack %d: rtt %d, want %d", i, rtt, a.rtt)
 				}
 				for _, p := range buf {
-					if i := uint32(p.PSN.Sub(tc.initial)); p.Bytes != 100+int(i) || p.Tag != uint64(i) || p.SentAt != 1000+10*int64(i) {
+					if i := uint32(p.PSN.Sub(tc.initial)); p.Bytes != 100+int(i) || p.Owner != uint64(i) || p.SentAt != 1000+10*int64(i) {
 						t.Errorf("acked packet %+v does not match what was sent", p)
 					}
 				}
@@ -168,7 +168,7 @@ func TestSentHistoryOnAck(t *testing.T) {
 }
 
 func TestSentHistoryAckBeforeSend(t *testing.T) {
-	h := NewSentHistory(top-5, 8)
+	h := NewSentHistory[uint64](top-5, 8)
 	if h.NextPSN() != top-5 {
 		t.Fatalf("NextPSN before the first send = %d, want the initial PSN", h.NextPSN())
 	}
@@ -197,24 +197,24 @@ func TestSentHistoryAckBeforeSend(t *testing.T) {
 }
 
 func TestSentHistoryOnSent(t *testing.T) {
-	h := NewSentHistory(top-1, 8)
+	h := NewSentHistory[uint64](top-1, 8)
 	for _, p := range []wire.PSN{0, top, top - 2} { // not the initial PSN
-		if h.OnSent(PacketInfo{PSN: p}) {
+		if h.OnSent(PacketInfo[uint64]{PSN: p}) {
 			t.Errorf("OnSent(%d) accepted, NextPSN is %d", p, h.NextPSN())
 		}
 	}
-	if !h.OnSent(PacketInfo{PSN: top - 1, Bytes: 10}) {
+	if !h.OnSent(PacketInfo[uint64]{PSN: top - 1, Bytes: 10}) {
 		t.Fatal("first packet refused")
 	}
 	if h.NextPSN() != top {
 		t.Fatalf("NextPSN = %d", h.NextPSN())
 	}
 	for _, p := range []wire.PSN{top - 1, top - 2, 0, 5, 1 << 31} { // repeats and gaps
-		if h.OnSent(PacketInfo{PSN: p}) {
+		if h.OnSent(PacketInfo[uint64]{PSN: p}) {
 			t.Errorf("OnSent(%d) accepted, NextPSN is %d", p, h.NextPSN())
 		}
 	}
-	if !h.OnSent(PacketInfo{PSN: top, Bytes: 20}) || !h.OnSent(PacketInfo{PSN: 0, Bytes: 30}) {
+	if !h.OnSent(PacketInfo[uint64]{PSN: top, Bytes: 20}) || !h.OnSent(PacketInfo[uint64]{PSN: 0, Bytes: 30}) {
 		t.Fatal("contiguous packets across the wrap refused")
 	}
 	if n, b := h.InFlight(); n != 3 || b != 60 || h.Len() != 3 || h.NextPSN() != 1 {
@@ -222,13 +222,13 @@ func TestSentHistoryOnSent(t *testing.T) {
 	}
 	// Everything acknowledged: the next packet still has to be NextPSN.
 	h.OnAck(1, 0, 5000, nil)
-	if h.OnSent(PacketInfo{PSN: 7}) || !h.OnSent(PacketInfo{PSN: 1}) {
+	if h.OnSent(PacketInfo[uint64]{PSN: 7}) || !h.OnSent(PacketInfo[uint64]{PSN: 1}) {
 		t.Fatal("after a full ack: wrong PSN accepted or NextPSN refused")
 	}
 }
 
 func TestSentHistoryLookupReset(t *testing.T) {
-	h := NewSentHistory(top-1, 16)
+	h := NewSentHistory[uint64](top-1, 16)
 	sendN(t, h, top-1, 6)         // top-1 .. 3
 	h.OnAck(top, 1<<1, 2000, nil) // top-1 and 1 acknowledged
 	for _, tc := range []struct {
@@ -236,7 +236,7 @@ func TestSentHistoryLookupReset(t *testing.T) {
 		ok  bool
 	}{{top - 2, false}, {top - 1, false}, {top, true}, {0, true}, {1, false}, {3, true}, {4, false}, {1 << 31, false}} {
 		p, ok := h.Lookup(tc.psn)
-		if ok != tc.ok || ok && (p.PSN != tc.psn || p.Tag != uint64(tc.psn.Sub(top-1))) {
+		if ok != tc.ok || ok && (p.PSN != tc.psn || p.Owner != uint64(tc.psn.Sub(top-1))) {
 			t.Errorf("Lookup(%d) = %+v %v, want found %v", tc.psn, p, ok, tc.ok)
 		}
 	}
@@ -262,7 +262,7 @@ func TestSentHistoryLookupReset(t *testing.T) {
 	if len(acked) != 0 {
 		t.Fatalf("ack after Reset acknowledged %v", psns(acked))
 	}
-	if h.OnSent(PacketInfo{PSN: 0}) || !h.OnSent(PacketInfo{PSN: 4, SentAt: 3000}) {
+	if h.OnSent(PacketInfo[uint64]{PSN: 0}) || !h.OnSent(PacketInfo[uint64]{PSN: 4, SentAt: 3000}) {
 		t.Fatal("after Reset: OnSent wrong")
 	}
 	if lost := h.DetectLost(1e12, 0, nil); len(lost) != 0 {
@@ -274,12 +274,12 @@ func TestSentHistoryLookupReset(t *testing.T) {
 }
 
 func TestSentHistoryFull(t *testing.T) {
-	h := NewSentHistory(top-2, 5) // ring of 8 slots, 5 usable
+	h := NewSentHistory[uint64](top-2, 5) // ring of 8 slots, 5 usable
 	if h.Cap() != 5 {
 		t.Fatalf("Cap = %d", h.Cap())
 	}
 	sendN(t, h, top-2, 5)
-	if !h.Full() || h.OnSent(PacketInfo{PSN: h.NextPSN()}) {
+	if !h.Full() || h.OnSent(PacketInfo[uint64]{PSN: h.NextPSN()}) {
 		t.Fatal("sixth packet accepted in a history of 5")
 	}
 	// Selective acks do not free the front of the ring.
@@ -296,25 +296,25 @@ func TestSentHistoryFull(t *testing.T) {
 		t.Fatalf("after the cumulative ack: acked %v Full %v Len %d", psns(acked), h.Full(), h.Len())
 	}
 	for i := 0; i < 5; i++ {
-		if !h.OnSent(PacketInfo{PSN: h.NextPSN(), SentAt: 4000}) {
+		if !h.OnSent(PacketInfo[uint64]{PSN: h.NextPSN(), SentAt: 4000}) {
 			t.Fatalf("refill %d refused", i)
 		}
 	}
-	if h.OnSent(PacketInfo{PSN: h.NextPSN()}) {
+	if h.OnSent(PacketInfo[uint64]{PSN: h.NextPSN()}) {
 		t.Fatal("refilled history accepted one more")
 	}
 	for _, tc := range []struct{ in, want int }{{0, DefaultCapacity}, {-3, DefaultCapacity}, {1, 1}, {MaxCapacity + 1, MaxCapacity}} {
-		if got := NewSentHistory(0, tc.in).Cap(); got != tc.want {
-			t.Errorf("NewSentHistory(%d).Cap() = %d, want %d", tc.in, got, tc.want)
+		if got := NewSentHistory[uint64](0, tc.in).Cap(); got != tc.want {
+			t.Errorf("NewSentHistory[uint64](%d).Cap() = %d, want %d", tc.in, got, tc.want)
 		}
 	}
 }
 
 func TestSentHistoryOldestUnacked(t *testing.T) {
-	h := NewSentHistory(top-1, 16)
+	h := NewSentHistory[uint64](top-1, 16)
 	sendN(t, h, top-1, 5)                // top-1, top, 0, 1, 2
 	h.OnAck(top-1, 1<<0|1<<2, 2000, nil) // top and 1
-	if o, ok := h.Oldest(); !ok || o.PSN != top-1 || o.Tag != 0 {
+	if o, ok := h.Oldest(); !ok || o.PSN != top-1 || o.Owner != 0 {
 		t.Fatalf("Oldest = %+v %v", o, ok)
 	}
 	if got := psns(h.Unacked(nil)); !slices.Equal(got, []wire.PSN{top - 1, 0, 2}) {
@@ -331,7 +331,7 @@ func TestSentHistoryOldestUnacked(t *testing.T) {
 	if o, _ := h.Oldest(); o.SentAt != 2200 || o.Retransmits != 1 {
 		t.Fatalf("Oldest after retransmit = %+v", o)
 	}
-	dst := make([]PacketInfo, 1, 8)
+	dst := make([]PacketInfo[uint64], 1, 8)
 	if got := h.Unacked(dst); len(got) != 3 || got[1].PSN != 0 || got[2].PSN != 2 {
 		t.Fatalf("Unacked appends: %v", psns(got))
 	}
@@ -342,7 +342,7 @@ func TestSentHistoryOldestUnacked(t *testing.T) {
 }
 
 func TestSentHistoryRetransmitAndKarn(t *testing.T) {
-	h := NewSentHistory(50, 16)
+	h := NewSentHistory[uint64](50, 16)
 	sendN(t, h, 50, 4) // 50..53 sent at 1000..1030
 	h.OnRetransmitted(53, 2000)
 	h.OnRetransmitted(53, 2500)
@@ -370,8 +370,8 @@ func TestSentHistoryRetransmitAndKarn(t *testing.T) {
 		t.Fatalf("MinRTT = %d", h.MinRTT())
 	}
 	// A sample is at least 1 ns, even with no time passed or a clock that went back.
-	h.OnSent(PacketInfo{PSN: 54, SentAt: 5000})
-	h.OnSent(PacketInfo{PSN: 55, SentAt: 5000})
+	h.OnSent(PacketInfo[uint64]{PSN: 54, SentAt: 5000})
+	h.OnSent(PacketInfo[uint64]{PSN: 55, SentAt: 5000})
 	if _, rtt = h.OnAck(55, 0, 5000, nil); rtt != 1 {
 		t.Fatalf("zero RTT sample = %d, want 1", rtt)
 	}
@@ -477,12 +477,12 @@ func TestSentHistoryDetectLost(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewSentHistory(tc.initial, 64)
-			var buf []PacketInfo
+			h := NewSentHistory[uint64](tc.initial, 64)
+			var buf []PacketInfo[uint64]
 			sent := uint32(0)
 			for i, s := range tc.steps {
 				for j := 0; j < s.send; j++ {
-					if !h.OnSent(PacketInfo{PSN: tc.initial.Add(sent), Bytes: 100, SentAt: s.now}) {
+					if !h.OnSent(PacketInfo[uint64]{PSN: tc.initial.Add(sent), Bytes: 100, SentAt: s.now}) {
 						t.Fatalf("step %d: send refused", i)
 					}
 					sent++
@@ -514,7 +514,7 @@ func TestSentHistoryDetectLost(t *testing.T) {
 }
 
 func TestSentHistoryLostAccounting(t *testing.T) {
-	h := NewSentHistory(0, 16)
+	h := NewSentHistory[uint64](0, 16)
 	sendN(t, h, 0, 8)
 	h.OnAck(0, 1<<5, 5000, nil) // 6 arrived: 0..3 lost by the packet threshold
 	lost := h.DetectLost(5000, 1e9, nil)
@@ -581,7 +581,7 @@ func TestSentHistoryOnAckBlocks(t *testing.T) {
 			ignoredBlocks: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewSentHistory(initial, 1000)
+			h := NewSentHistory[uint64](initial, 1000)
 			sendN(t, h, initial, 1000)
 			acked, _ := h.OnAckBlocks(initial.Add(tc.ackOff), tc.sack, initial.Add(tc.highOff), tc.highSack, 1e9, nil)
 			var got []uint32
@@ -612,7 +612,7 @@ func TestSentHistoryOnAckBlocks(t *testing.T) {
 // across the move (the stream wrapping), and still refuses past the capacity.
 func TestSentHistoryGrows(t *testing.T) {
 	const initial = top - 1500
-	h := NewSentHistory(initial, 5000)
+	h := NewSentHistory[uint64](initial, 5000)
 	if len(h.slots) != initialSlots || h.Cap() != 5000 {
 		t.Fatalf("%d slots, Cap %d", len(h.slots), h.Cap())
 	}
@@ -622,7 +622,7 @@ func TestSentHistoryGrows(t *testing.T) {
 		t.Fatalf("grew early: %d slots", len(h.slots))
 	}
 	for i := initialSlots; i < 5010; i++ {
-		ok := h.OnSent(PacketInfo{PSN: initial.Add(uint32(i)), Bytes: 100 + i, SentAt: 1000 + 10*int64(i), Tag: uint64(i)})
+		ok := h.OnSent(PacketInfo[uint64]{PSN: initial.Add(uint32(i)), Bytes: 100 + i, SentAt: 1000 + 10*int64(i), Owner: uint64(i)})
 		if !ok {
 			t.Fatalf("OnSent(%d) = %v", i, ok)
 		}
@@ -630,12 +630,12 @@ func TestSentHistoryGrows(t *testing.T) {
 	if !h.Full() || h.Len() != 5000 || len(h.slots) != 8192 {
 		t.Fatalf("Full %v Len %d, %d slots", h.Full(), h.Len(), len(h.slots))
 	}
-	if h.OnSent(PacketInfo{PSN: initial.Add(5010)}) {
+	if h.OnSent(PacketInfo[uint64]{PSN: initial.Add(5010)}) {
 		t.Fatal("OnSent past the capacity accepted")
 	}
 	for i := 10; i < 5010; i++ {
 		p, ok := h.Lookup(initial.Add(uint32(i)))
-		if !ok || p.Bytes != 100+i || p.Tag != uint64(i) {
+		if !ok || p.Bytes != 100+i || p.Owner != uint64(i) {
 			t.Fatalf("Lookup(%d) = %+v %v after growing", i, p, ok)
 		}
 	}
