@@ -118,6 +118,14 @@ type Config struct {
 	// and a Read's region is released, only when the link has reported every such packet
 	// of it done (TxDone) as well as acknowledged. Default false: links copy payloads.
 	ZeroCopyTx bool
+	// PackLimit packs small requests: a data packet whose payload is at most PackLimit
+	// bytes leaves in one Bundle datagram with the QP's other such packets of the same
+	// engine round (a copy of its payload; docs/PROTOCOL.md §5.1), each keeping its own
+	// PSN, completion and acknowledgement, so that small messages share what the path
+	// charges per datagram; a lone one leaves as a plain packet, as soon as before. 0
+	// takes the default, DefaultPackLimit; a negative value packs nothing. At most
+	// MaxPackLimit.
+	PackLimit int
 }
 
 // DefaultWindow is Config.Window when it is 0 (see there).
@@ -134,6 +142,16 @@ const (
 	DefaultKeepAlive = 30 * time.Second
 	// DefaultConnectTimeout is Config.ConnectTimeout when it is 0.
 	DefaultConnectTimeout = 30 * time.Second
+)
+
+// Limits of Config.PackLimit (docs/TRANSPORT.md, "Packing small requests", says why the
+// default).
+const (
+	// DefaultPackLimit is Config.PackLimit when it is 0.
+	DefaultPackLimit = 1024
+	// MaxPackLimit is the largest Config.PackLimit. A QP packs at most what leaves room for
+	// an entry's header and a piggybacked ack in its datagrams, whatever the limit.
+	MaxPackLimit = 1<<16 - 1
 )
 
 // DefaultConfig returns a Config with every default filled in, for link.
@@ -210,6 +228,14 @@ func (c *Config) normalize() error {
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	switch {
+	case c.PackLimit == 0:
+		c.PackLimit = DefaultPackLimit
+	case c.PackLimit < 0:
+		c.PackLimit = -1
+	case c.PackLimit > MaxPackLimit:
+		return fmt.Errorf("transport config: pack limit %d over %d", c.PackLimit, MaxPackLimit)
 	}
 	if c.RetryTimeout < 0 || c.RNRTimeout < 0 || c.CMTimeout < 0 || c.ConnectTimeout < 0 || c.RNRDelay < 0 || c.CreditTimeout < 0 {
 		return errors.New("transport config: negative durations (only KeepAlive may be negative: disabled)")

@@ -17,6 +17,7 @@ type conn struct {
 	tx       *txBatch
 	ctr      *qpCounters
 	zeroCopy bool   // Config.ZeroCopyTx
+	pack     int    // packets with at most this payload are packed (bundle.go; Config.PackLimit, at most packRoom); -1: none
 	qpn      uint32 // this QP's (zero-copy cookies name it)
 
 	peer    netip.AddrPort // where the peer receives: its IP and its link's port
@@ -54,24 +55,36 @@ func ackFits(op wire.Opcode, n, room int) bool {
 	return ext+wire.AckExtLen+n <= room
 }
 
+// packRoom is the most payload a QP packs with payload bytes per packet (mss): an entry's
+// header and a piggybacked ack must fit beside it in a datagram a plain packet fills.
+func packRoom(mss int) int { return mss - wire.EntryHeaderLen - wire.AckExtLen }
+
 // mssOf is the payload bytes of a data packet in a datagram of maxPayload bytes.
 func mssOf(maxPayload int) int { return maxPayload - wire.HeaderLen - maxDataExt - wire.TrailerLen }
 
 // canTransmit reports whether a packet can be queued now.
 func (c *conn) canTransmit() bool { return c.tx.ok() }
 
-// begin starts a data packet: the batch's packet being encoded, cleared, with the
-// connection's header, and the bounce buffer of the slot it will take. The caller checked
-// canTransmit; it fills the opcode's fields, then calls finish.
-func (c *conn) begin(now int64, op wire.Opcode, psn wire.PSN, retx bool) (*wire.Packet, []byte) {
+// begin starts a data packet of n payload bytes: the batch's packet being encoded,
+// cleared, with the connection's header, and the buffer to gather its payload into if it
+// lies in more than two pieces (the bounce buffer of the slot it will take, or, for a
+// packet that will be packed, the batch's scratch). The caller checked canTransmit; it
+// fills the opcode's fields, then calls finish.
+func (c *conn) begin(now int64, op wire.Opcode, psn wire.PSN, retx bool, n uint32) (*wire.Packet, []byte) {
 	p := &c.tx.wire
 	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: op, DestQPN: c.peerQPN, PSN: psn, Cookie: c.cookie, TS: uint32(now / 1000)}
 	if retx {
 		p.Flags |= wire.FlagRetransmit
 	}
+	if c.packs(n) {
+		return p, c.tx.small
+	}
 	return p, c.tx.bounce[c.tx.slot()]
 }
+
+// packs reports whether a data packet of n payload bytes is packed (bundle.go).
+func (c *conn) packs(n uint32) bool { return int64(n) <= int64(c.pack) }
 
 // finish encodes the data packet begin started, with n payload bytes in at most two
 // pieces a and b (or a copy in the bounce buffer), lets it carry the offered
@@ -80,12 +93,19 @@ func (c *conn) begin(now int64, op wire.Opcode, psn wire.PSN, retx bool) (*wire.
 // cookie of its owner o (owner.cookie); finish then reports true: one more packet the link
 // must report done.
 func (c *conn) finish(p *wire.Packet, n uint32, a, b []byte, o owner) (zc bool) {
-	i := c.tx.slot()
 	if c.offered && !c.taken && ackFits(p.Opcode, int(n), c.mss+maxDataExt) {
 		p.Flags |= wire.FlagAck
 		p.Ack = c.ack
 		c.taken = true
 	}
+	c.ctr.txPackets.Add(1)
+	c.ctr.txBytes.Add(uint64(n))
+	if c.packs(n) {
+		// The caller checked canTransmit: the bundle has a slot, or one is free.
+		c.tx.pack(c.peer, c.srcPort, p, n, a, b, wire.HeaderLen+c.mss+maxDataExt)
+		return false
+	}
+	i := c.tx.slot()
 	hl, err := wire.Encode(c.tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding a valid data packet failed: " + err.Error())
@@ -95,8 +115,6 @@ func (c *conn) finish(p *wire.Packet, n uint32, a, b []byte, o owner) (zc bool) 
 		c.tx.markZeroCopy(o.cookie(c.qpn))
 		zc = true
 	}
-	c.ctr.txPackets.Add(1)
-	c.ctr.txBytes.Add(uint64(n))
 	return zc
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ type Engine struct {
 	rxPkts [64]link.Packet
 	tx     txBatch
 	parsed wire.Packet
+	entry  wire.Packet // the entry of a Bundle being handed to its QP
 	segs   [link.MaxSegments][]byte
 	txDone [64]uint64 // cookies read from the link's TxDone
 	round  uint64     // Poll calls so far (never 0 after the first): acks deferred by a round
@@ -50,6 +52,7 @@ type Engine struct {
 type engineCounters struct {
 	rxPackets, txPackets, badPackets, noQP, badSource, badCookie, outOfWindow atomic.Uint64
 	cmDrops, halfOpenFull, txRefused                                          atomic.Uint64
+	bundlesSent, bundledSent, bundlesRecv, bundledRecv                        atomic.Uint64
 }
 
 // EngineStats are an engine's counters.
@@ -63,6 +66,10 @@ type EngineStats struct {
 	CMDropped            uint64 // connection-management messages that matched nothing or had a field out of range
 	HalfOpenFull         uint64 // connection requests refused because MaxHalfOpen were pending
 	TxRefused            uint64 // datagrams the link refused outright (too large: a bug); reliability resends or times out
+	// BundlesSent and BundlesReceived count Bundle datagrams (several small data packets of
+	// one QP in one datagram), BundledSent and BundledReceived the data packets they
+	// carried.
+	BundlesSent, BundledSent, BundlesReceived, BundledReceived uint64
 }
 
 // MaxQPs is the most QPs the engine holds at once (Config.MaxQPs).
@@ -75,7 +82,8 @@ func (e *Engine) Stats() EngineStats {
 		RxPackets: c.rxPackets.Load(), TxPackets: c.txPackets.Load(), Malformed: c.badPackets.Load(),
 		NoQP: c.noQP.Load(), BadSource: c.badSource.Load(), BadCookie: c.badCookie.Load(),
 		OutOfWindow: c.outOfWindow.Load(), CMDropped: c.cmDrops.Load(), HalfOpenFull: c.halfOpenFull.Load(),
-		TxRefused: c.txRefused.Load(),
+		TxRefused: c.txRefused.Load(), BundlesSent: c.bundlesSent.Load(), BundledSent: c.bundledSent.Load(),
+		BundlesReceived: c.bundlesRecv.Load(), BundledReceived: c.bundledRecv.Load(),
 	}
 }
 
@@ -94,6 +102,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	for i := range e.tx.bounce {
 		e.tx.bounce[i] = make([]byte, cfg.Link.MaxPayload())
 	}
+	e.tx.small = make([]byte, max(cfg.PackLimit, 0))
 	e.cm.init(e)
 	return e, nil
 }
@@ -416,18 +425,29 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 		e.ctr.badPackets.Add(1)
 		return
 	}
-	if p.Opcode >= wire.OpConnRequest {
+	switch {
+	case wire.IsCM(p.Opcode):
 		e.cm.input(now, pkt.Remote, p)
-		return
+	case p.Opcode == wire.OpBundle:
+		e.inputBundle(now, pkt.Remote, p)
+	default:
+		if q := e.matchQP(pkt.Remote, p); q != nil {
+			q.input(now, p)
+		}
 	}
+}
+
+// matchQP returns the QP a data packet, Ack or Bundle from the link address from is for, or
+// nil (counted) when it matches no live QP exactly: its QPN, the peer's source, the cookie.
+func (e *Engine) matchQP(from netip.AddrPort, p *wire.Packet) *QP {
 	q := e.lookupQP(p.DestQPN)
 	if q == nil {
 		e.ctr.noQP.Add(1)
-		return
+		return nil
 	}
-	switch q.match(pkt.Remote, p.Cookie) {
+	switch q.match(from, p.Cookie) {
 	case matched:
-		q.input(now, p)
+		return q
 	case unconnected:
 		e.ctr.noQP.Add(1)
 	case wrongSource:
@@ -435,6 +455,7 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 	case wrongCookie:
 		e.ctr.badCookie.Add(1)
 	}
+	return nil
 }
 
 // randUint64 returns a random 64-bit value (cookies, initial PSNs, QPNs).

@@ -25,7 +25,7 @@ func newQP(e *Engine, cfg QPConfig) *QP {
 		q.recvQ = newSPSC[Receive](cfg.RecvDepth)
 	}
 	c := &e.cfg
-	q.conn = conn{tx: &e.tx, ctr: &q.ctr, zeroCopy: c.ZeroCopyTx,
+	q.conn = conn{tx: &e.tx, ctr: &q.ctr, zeroCopy: c.ZeroCopyTx, pack: c.PackLimit,
 		srcPort: uint16(49152 + randUint64()%16384)}
 	q.snd = newSender(senderConfig{retryTimeout: int64(cfg.RetryTimeout), rnrTimeout: int64(cfg.RNRTimeout),
 		rnrDelay: int64(c.RNRDelay), window: c.Window, goBackN: c.GoBackN, ackDelay: int64(c.AckDelay)}, c.RTO, &q.ctr)
@@ -63,6 +63,7 @@ func (q *QP) setup(c connection) {
 	q.conn.peerSrc = netip.AddrPortFrom(c.peer.Addr(), c.peerPort)
 	q.conn.peerQPN, q.conn.cookie = c.peerQPN, c.cookie
 	q.conn.mss = mssOf(c.maxPayload)
+	q.conn.pack = min(q.conn.pack, packRoom(q.conn.mss))
 	q.resp.ird, q.req.ord = c.ird, c.ord
 	q.snd.connect(c.ourPSN, c.cc)
 	q.rcv.connect(c.peerPSN, c.window)

@@ -251,7 +251,7 @@ func (r *requester) build(now int64, s *wrState, psn wire.PSN, off uint32, retx 
 	case OpRead:
 		op = wire.OpReadRequest
 	}
-	p, bounce := r.out.begin(now, op, psn, retx)
+	p, bounce := r.out.begin(now, op, psn, retx, n)
 	switch s.wr.Kind {
 	case OpSend, OpSendInv:
 		p.Send.MSN, p.Send.Offset, p.Send.Total = s.msn, off, total

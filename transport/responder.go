@@ -368,7 +368,7 @@ func (rs *responder) build(now int64, i int, psn wire.PSN, off uint32, retx bool
 	j := &rs.jobs[i]
 	total := uint32(j.mem.Len())
 	n := min(uint32(rs.out.mss), total-off)
-	p, bounce := rs.out.begin(now, wire.OpReadResponse, psn, retx)
+	p, bounce := rs.out.begin(now, wire.OpReadResponse, psn, retx, n)
 	p.ReadResp = wire.ReadRespExt{ReqPSN: j.reqPSN, Offset: off}
 	if off+n >= total {
 		p.Flags |= wire.FlagLast | wire.FlagAckReq

@@ -171,25 +171,23 @@ func (t *tapLink) Send(pkts []link.Packet) (int, error) {
 	defer t.mu.Unlock()
 	for i := range pkts[:n] {
 		p := &pkts[i]
-		var raw []byte
-		for _, s := range p.Segs[:p.NSegs] {
-			raw = append(raw, s...)
-		}
-		var s sniffed
-		if wire.Parse([][]byte{raw}, &s.Packet) != nil {
-			continue // not ours to judge here; the receiver counts it
-		}
-		s.Payload, s.NPayload, s.PrivateData = [wire.MaxSegments][]byte{}, 0, nil
-		s.Remote, s.LocalPort, s.Raw = p.Remote, p.LocalPort, raw
-		t.last[s.Opcode] = s
-		if s.Opcode < wire.OpAck {
-			if !t.anyData || t.maxPSN.Less(s.PSN) {
-				t.maxPSN, t.anyData = s.PSN, true
+		for _, raw := range unbundle(p) { // a Bundle's entries, each as a packet of its own
+			var s sniffed
+			if wire.Parse([][]byte{raw}, &s.Packet) != nil {
+				continue // not ours to judge here; the receiver counts it
 			}
-			t.dataPort = p.LocalPort
-		}
-		if s.Opcode == wire.OpAck {
-			t.dataPort = p.LocalPort
+			s.Payload, s.NPayload, s.PrivateData = [wire.MaxSegments][]byte{}, 0, nil
+			s.Remote, s.LocalPort, s.Raw = p.Remote, p.LocalPort, raw
+			t.last[s.Opcode] = s
+			if s.Opcode < wire.OpAck {
+				if !t.anyData || t.maxPSN.Less(s.PSN) {
+					t.maxPSN, t.anyData = s.PSN, true
+				}
+				t.dataPort = p.LocalPort
+			}
+			if s.Opcode == wire.OpAck {
+				t.dataPort = p.LocalPort
+			}
 		}
 	}
 	return n, err

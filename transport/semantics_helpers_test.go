@@ -76,35 +76,55 @@ func (t *semTap) parse(pk *link.Packet) bool {
 }
 
 // Send implements link.Link: datagrams are passed on one at a time so that a dropped
-// one can be skipped while still being reported as sent.
-func (t *semTap) Send(pkts []link.Packet) (int, error) {
+// one can be skipped while still being reported as sent. A Bundle goes as the plain
+// datagrams of its entries (unbundle), each judged on its own; the peer's link refusing
+// one of them loses it, as the network would.
+func (t *semTap) Send(batch []link.Packet) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for i := range batch {
+		t.largest = max(t.largest, batch[i].Len()) // what the engine sent, bundles whole
+	}
+	pkts, from := unbundled(batch)
 	for i := range pkts {
-		t.largest = max(t.largest, pkts[i].Len())
+		if i > 0 && from[i] == from[i-1] {
+			// a later entry of a bundle: its fate is its own, the bundle was taken
+			if t.parse(&pkts[i]) && (t.drop == nil || !t.drop(&t.parsed)) {
+				if n, _ := t.Link.Send(pkts[i : i+1]); n > 0 {
+					t.record(&pkts[i])
+				}
+			}
+			continue
+		}
 		if t.parse(&pkts[i]) {
 			if t.drop != nil && t.drop(&t.parsed) {
 				continue // lost on the wire
 			}
-			op := t.parsed.Opcode
 			if n, err := t.Link.Send(pkts[i : i+1]); n == 0 {
-				return i, err
+				return from[i], err
 			}
-			t.sent[op]++
-			t.last[op] = t.last[op][:0]
-			for _, seg := range pkts[i].Segs[:pkts[i].NSegs] {
-				t.last[op] = append(t.last[op], seg...)
-			}
-			if t.onTx != nil {
-				t.onTx(t.clock(), &t.parsed)
-			}
+			t.record(&pkts[i])
 			continue
 		}
 		if n, err := t.Link.Send(pkts[i : i+1]); n == 0 {
-			return i, err
+			return from[i], err
 		}
 	}
-	return len(pkts), nil
+	return len(batch), nil
+}
+
+// record counts the datagram pk (parsed into t.parsed) sent, keeps a copy of it, and
+// shows it to onTx. t.mu held.
+func (t *semTap) record(pk *link.Packet) {
+	op := t.parsed.Opcode
+	t.sent[op]++
+	t.last[op] = t.last[op][:0]
+	for _, seg := range pk.Segs[:pk.NSegs] {
+		t.last[op] = append(t.last[op], seg...)
+	}
+	if t.onTx != nil {
+		t.onTx(t.clock(), &t.parsed)
+	}
 }
 
 // Receive implements link.Link.

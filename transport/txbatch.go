@@ -23,14 +23,20 @@ type txBatch struct {
 	bounce [txBatchLen][]byte
 	n      int         // packets queued
 	wire   wire.Packet // the packet being encoded
+	bundle bundle      // small data packets of one QP being packed into the next slot (bundle.go)
+	// small is where the payload of a packet that will be packed is gathered when it lies
+	// in more than two pieces: pack copies it into the bundle at once
+	small []byte
 	// refused accounts a zero-copy packet the link refused outright: the link will never
 	// report its cookie through TxDone.
 	refused func(cookie uint64)
 }
 
 // slot returns the next free slot, flushing the batch to the link when full. It returns -1
-// when the link takes nothing more now.
+// when the link takes nothing more now. A bundle being filled is closed first: whatever
+// takes the slot goes after it.
 func (t *txBatch) slot() int {
+	t.closeBundle()
 	if t.n == len(t.pkts) {
 		t.flush()
 		if t.n == len(t.pkts) {
@@ -40,8 +46,14 @@ func (t *txBatch) slot() int {
 	return t.n
 }
 
-// ok reports whether a packet can be queued now.
-func (t *txBatch) ok() bool { return t.slot() >= 0 }
+// ok reports whether a packet can be queued now. With a bundle being filled and a slot free
+// after it, a packet can go either way (into the bundle, or after it) without a flush.
+func (t *txBatch) ok() bool {
+	if t.bundle.open && t.n+1 < len(t.pkts) {
+		return true
+	}
+	return t.slot() >= 0
+}
 
 // markZeroCopy makes the packet emitted last a zero-copy packet with cookie c.
 func (t *txBatch) markZeroCopy(c uint64) {
@@ -76,6 +88,7 @@ func (t *txBatch) emit(i int, to netip.AddrPort, srcPort uint16, hdrLen int, pay
 // flush hands the queued packets to the link. Packets the link does not take now stay
 // queued, in order.
 func (t *txBatch) flush() {
+	t.closeBundle()
 	if t.n == 0 {
 		return
 	}
@@ -107,17 +120,16 @@ func (t *txBatch) flush() {
 }
 
 // fixSegs points the segments of a packet moved from slot from to slot to at its new
-// buffers.
+// buffers: the header and trailer arrays were copied from one slot to the other (a header,
+// when the packet has one there, is its first segment; the trailer is always its last),
+// while a bounce buffer moved with its slice, so segments in it need nothing.
 func (t *txBatch) fixSegs(to, from int) {
 	pk := &t.pkts[to]
-	hl := len(pk.Segs[0])
-	pk.Segs[0] = t.hdr[to][:hl]
-	last := int(pk.NSegs) - 1
-	pk.Segs[last] = t.trl[to][:]
-	for k := 1; k < last; k++ {
-		if sameBuffer(pk.Segs[k], t.bounce[from]) {
-			pk.Segs[k] = t.bounce[to][:len(pk.Segs[k])]
-		}
+	if h := pk.Segs[0]; sameBuffer(h, t.hdr[from][:]) {
+		pk.Segs[0] = t.hdr[to][:len(h)]
+	}
+	if last := int(pk.NSegs) - 1; last > 0 && sameBuffer(pk.Segs[last], t.trl[from][:]) {
+		pk.Segs[last] = t.trl[to][:]
 	}
 }
 

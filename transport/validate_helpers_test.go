@@ -69,9 +69,10 @@ func (l *valLink) parse(pk *link.Packet) bool {
 
 // Send implements link.Link: one datagram at a time, each shown to onTx and, if
 // mutate rewrites it, sent rewritten.
-func (l *valLink) Send(pkts []link.Packet) (int, error) {
+func (l *valLink) Send(batch []link.Packet) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	pkts, from := unbundled(batch) // a Bundle's entries, each a datagram of its own
 	for i := range pkts {
 		l.one[0] = pkts[i]
 		pk := &l.one[0]
@@ -81,11 +82,11 @@ func (l *valLink) Send(pkts []link.Packet) (int, error) {
 				l.onTx(l.clock(), &l.parsed, pk)
 			}
 		}
-		if n, err := l.Link.Send(l.one[:]); n == 0 {
-			return i, err
+		if n, err := l.Link.Send(l.one[:]); n == 0 && (i == 0 || from[i] != from[i-1]) {
+			return from[i], err // else a later entry of a bundle taken: lost, as on a network
 		}
 	}
-	return len(pkts), nil
+	return len(batch), nil
 }
 
 // rewrite encodes l.parsed (as mutate left it) with its payload into l.enc and points pk

@@ -147,7 +147,8 @@ func TestZeroCopyCompletionWaitsForLink(t *testing.T) {
 	if err := qb.PostReceive(&transport.Receive{NSGE: 1, SGL: [transport.MaxSGE][]byte{rbuf}, Context: 1}); err != nil {
 		t.Fatal(err)
 	}
-	msg := make([]byte, 5000)
+	// Four full packets (MSS 1472-48): a smaller tail would be packed, a copy (bundle.go).
+	msg := make([]byte, 4*1424)
 	fillRandom(msg, rand.New(rand.NewPCG(3, 3)))
 	za.hold(true)
 	wr := transport.WorkRequest{Kind: transport.OpSend, NSGE: 1, Context: 9}
@@ -165,15 +166,15 @@ func TestZeroCopyCompletionWaitsForLink(t *testing.T) {
 	}
 	sent, _, pending := za.counts()
 	if sent < 4 || pending != sent {
-		t.Fatalf("zero-copy packets sent %d, held %d; want >= 4 (a 5000-byte Send), all held", sent, pending)
+		t.Fatalf("zero-copy packets sent %d, held %d; want >= 4 (a Send of 4 full packets), all held", sent, pending)
 	}
 	za.hold(false)
 	w.runUntil(time.Second, "send completion", func() bool { return w.rec.count(qa) == 1 })
-	if c := w.rec.of(qa)[0]; c.Status != transport.StatusSuccess || c.Context != 9 || c.Bytes != 5000 {
+	if c := w.rec.of(qa)[0]; c.Status != transport.StatusSuccess || c.Context != 9 || c.Bytes != uint32(len(msg)) {
 		t.Fatalf("send completion %+v", c)
 	}
-	if got := w.rec.of(qb)[0]; got.Status != transport.StatusSuccess || !bytes.Equal(rbuf[:5000], msg) {
-		t.Fatalf("receive %+v, data equal %v", got, bytes.Equal(rbuf[:5000], msg))
+	if got := w.rec.of(qb)[0]; got.Status != transport.StatusSuccess || !bytes.Equal(rbuf[:len(msg)], msg) {
+		t.Fatalf("receive %+v, data equal %v", got, bytes.Equal(rbuf[:len(msg)], msg))
 	}
 	za.check(t)
 }

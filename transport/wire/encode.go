@@ -62,6 +62,24 @@ func Encode(b []byte, p *Packet) (int, error) {
 	return n, nil
 }
 
+// EncodeHeader writes header h alone into the start of b (HeaderLen bytes): the header of
+// a Bundle, or of a data packet whose extension and payload are already in place after it.
+// It fails, writing nothing, for an unknown opcode (ErrOpcode), flags the opcode does not
+// allow (ErrFlags) or a b too short (ErrShortBuffer).
+func EncodeHeader(b []byte, h *Header) error {
+	info := &opTable[h.Opcode]
+	switch {
+	case info.kind == kindNone:
+		return ErrOpcode
+	case h.Flags&^info.flags != 0:
+		return ErrFlags
+	case len(b) < HeaderLen:
+		return ErrShortBuffer
+	}
+	putHeader(b[:HeaderLen], h)
+	return nil
+}
+
 func putHeader(b []byte, h *Header) {
 	_ = b[HeaderLen-1]
 	b[0] = Version

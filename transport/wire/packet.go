@@ -54,6 +54,7 @@ const (
 	kindReadResp
 	kindAck
 	kindCM
+	kindBundle
 )
 
 // opInfo is what the opcode table says about one opcode.
@@ -90,6 +91,7 @@ var opTable = [256]opInfo{
 	OpConnReject:    {kindCM, CMExtLen, flagsCM, "ConnReject"},
 	OpDisconnectReq: {kindCM, CMExtLen, flagsCM, "DisconnectReq"},
 	OpDisconnectRep: {kindCM, CMExtLen, flagsCM, "DisconnectRep"},
+	OpBundle:        {kindBundle, 0, 0, "Bundle"},
 }
 
 // ExtLen returns the length in bytes of the extension that follows the header of a packet
@@ -101,15 +103,19 @@ func ExtLen(op Opcode) (int, bool) {
 }
 
 // HasPayload reports whether packets with opcode op carry a payload: the Send opcodes,
-// OpWrite and OpReadResponse. The others carry none (connection-management private data is
-// not payload).
+// OpWrite, OpReadResponse and OpBundle (whose payload is its entries). The others carry
+// none (connection-management private data is not payload).
 func HasPayload(op Opcode) bool {
 	switch opTable[op].kind {
-	case kindSend, kindWrite, kindReadResp:
+	case kindSend, kindWrite, kindReadResp, kindBundle:
 		return true
 	}
 	return false
 }
+
+// IsCM reports whether op is a connection-management opcode (ConnRequest to
+// DisconnectRep).
+func IsCM(op Opcode) bool { return opTable[op].kind == kindCM }
 
 // AllowedFlags returns the flags a packet with opcode op may carry (0 for unknown opcodes and
 // for OpAck). Every data packet may carry FlagAckReq and FlagRetransmit; the Send opcodes that

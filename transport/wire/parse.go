@@ -32,7 +32,9 @@ const MaxSendTotal = 1 << 31
 //     Middle: from past 0, ending before Total; Last: from past 0, ending at Total; First,
 //     Middle and Last non-empty); Write Offset+len <= Length; ReadRequest Length > 0 and
 //     Offset 0; ReadResponse Offset+len <= 2^32-1; Ack PSN 0, Syndrome known, reserved byte
-//     0; ConnRequest, ConnReply, ReadyToUse and ConnReject ConnID non-zero.
+//     0; ConnRequest, ConnReply, ReadyToUse and ConnReject ConnID non-zero; Bundle PSN 0,
+//     at least one entry, entries that fill it exactly, each a data packet meeting these
+//     same checks (ErrOpcode, ErrFlags, ErrLength, ErrField for the first that does not).
 //
 // Parse checks what is wrong whoever receives the packet. What depends on the receiver is
 // left to it and answered rather than dropped: whether a Write's or ReadRequest's range
@@ -84,7 +86,7 @@ func Parse(segs [][]byte, p *Packet) error {
 	// One pass over the segments: the CRC over [0, end), the payload views over
 	// [fixed, end), the trailer bytes [end, total).
 	end := total - TrailerLen
-	wantPayload := info.kind == kindSend || info.kind == kindWrite || info.kind == kindReadResp
+	wantPayload := info.kind == kindSend || info.kind == kindWrite || info.kind == kindReadResp || info.kind == kindBundle
 	var crc uint32
 	var trailer [TrailerLen]byte
 	np := 0
@@ -158,6 +160,8 @@ func Parse(segs [][]byte, p *Packet) error {
 		return parseReadResp(e, p, plen)
 	case kindAck:
 		return parseAck(e, p, plen)
+	case kindBundle:
+		return parseBundle(p)
 	default: // kindCM
 		return parseCM(s0, p, plen)
 	}

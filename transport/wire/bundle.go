@@ -1,0 +1,255 @@
+package wire
+
+import "encoding/binary"
+
+// A Bundle (OpBundle) carries several data packets of one connection in one datagram, so
+// that small requests share the cost a path charges per datagram (docs/PROTOCOL.md §5.1):
+//
+//	Header (24 B: OpBundle, Flags 0, DestQPN, PSN 0, Cookie, TS)
+//	entry: Length (2) | Opcode (1) | Flags (1) | PSN (4) | extension | [AckExt] | payload
+//	entry: ...
+//	CRC32C (4 B) over everything before it
+//
+// Each entry is the data packet whose header is the bundle's (its DestQPN, Cookie and TS)
+// with the entry's Opcode, Flags and PSN, followed by Length bytes: that opcode's extension,
+// the piggybacked AckExt if FlagAck is set, and the payload. Every flag defined fits the
+// entry's 8 bits (the header's upper 8 flag bits are always zero). Entries are data packets
+// only (Send*, Write, ReadRequest, ReadResponse) and keep every rule of a datagram carrying
+// them alone; a receiver takes them in order, each as if it had arrived on its own.
+
+// OpBundle is the opcode of a Bundle datagram.
+const OpBundle Opcode = 0x50
+
+// EntryHeaderLen is the length of a Bundle entry's header: Length, Opcode, Flags, PSN.
+const EntryHeaderLen = 8
+
+// maxEntryFixed is the most bytes of an entry before its payload: its header, the longest
+// data extension and a piggybacked ack.
+const maxEntryFixed = EntryHeaderLen + RDMAExtLen + AckExtLen
+
+// EntryLen returns the bytes a data packet of opcode op with flags and payloadLen payload
+// bytes takes as a Bundle entry (its header included), and false for an opcode or flags a
+// Bundle cannot carry.
+func EntryLen(op Opcode, flags Flags, payloadLen int) (int, bool) {
+	info := &opTable[op]
+	if !dataKind(info.kind) || flags&^info.flags != 0 || payloadLen < 0 {
+		return 0, false
+	}
+	n := EntryHeaderLen + int(info.ext) + payloadLen
+	if flags&FlagAck != 0 {
+		n += AckExtLen
+	}
+	return n, n-EntryHeaderLen <= 0xffff
+}
+
+// dataKind reports whether packets of kind k may be a Bundle's entries.
+func dataKind(k kind) bool {
+	return k == kindSend || k == kindWrite || k == kindReadReq || k == kindReadResp
+}
+
+// EncodeEntry writes data packet p as a Bundle entry into the start of b: the entry header
+// (its Length counting payloadLen payload bytes, which the caller appends), p's extension
+// and, with FlagAck, its AckExt. It returns the bytes written, EntryHeaderLen + the
+// extension (+ AckExtLen). p's DestQPN, Cookie and TS are the bundle's and are not written.
+// It fails, writing nothing, for an opcode a Bundle cannot carry (ErrOpcode), flags the
+// opcode does not allow (ErrFlags), a piggybacked NAK (ErrField), an entry longer than
+// its 16-bit Length (ErrLength) or a b too short (ErrShortBuffer). It does not allocate.
+func EncodeEntry(b []byte, p *Packet, payloadLen int) (int, error) {
+	info := &opTable[p.Opcode]
+	if !dataKind(info.kind) {
+		return 0, ErrOpcode
+	}
+	total, ok := EntryLen(p.Opcode, p.Flags, payloadLen)
+	switch {
+	case total == 0:
+		return 0, ErrFlags
+	case !ok:
+		return 0, ErrLength
+	case p.Flags&FlagAck != 0 && p.Ack.Syndrome != SynAck:
+		return 0, ErrField
+	}
+	n := total - payloadLen
+	if len(b) < n {
+		return 0, ErrShortBuffer
+	}
+	binary.BigEndian.PutUint16(b[0:2], uint16(total-EntryHeaderLen))
+	b[2] = byte(p.Opcode)
+	b[3] = byte(p.Flags)
+	binary.BigEndian.PutUint32(b[4:8], uint32(p.PSN))
+	e := b[EntryHeaderLen : EntryHeaderLen+int(info.ext)]
+	switch info.kind {
+	case kindSend:
+		putSend(e, &p.Send)
+	case kindWrite, kindReadReq:
+		putRDMA(e, &p.RDMA)
+	case kindReadResp:
+		putReadResp(e, &p.ReadResp)
+	}
+	if p.Flags&FlagAck != 0 {
+		putAck(b[EntryHeaderLen+int(info.ext):n], &p.Ack)
+	}
+	return n, nil
+}
+
+// Entries reads the entries of a Bundle that Parse accepted, in order, each as the Packet
+// it stands for. Parse checked every entry already, so Next never meets a malformed one.
+// An Entries keeps views of the bundle's payload: it is valid as long as the segments
+// Parse was given.
+type Entries struct {
+	hdr     Header
+	pieces  [MaxSegments][]byte // the bytes not read yet, in order
+	np, at  int                 // pieces used; the piece being read
+	left    int                 // bytes not read yet
+	scratch [maxEntryFixed]byte // an entry's fixed part that straddles two pieces
+}
+
+// Entries returns the reader of p's entries; p is a Bundle that Parse accepted (for any
+// other packet the reader reads none).
+func (p *Packet) Entries() Entries {
+	it := Entries{hdr: p.Header}
+	if p.Opcode != OpBundle {
+		return it
+	}
+	it.np = min(max(p.NPayload, 0), MaxSegments)
+	copy(it.pieces[:], p.Payload[:it.np])
+	for _, b := range it.pieces[:it.np] {
+		it.left += len(b)
+	}
+	return it
+}
+
+// Next fills e with the next entry, its payload as views into the bundle, and reports
+// false when none is left.
+func (it *Entries) Next(e *Packet) bool {
+	return it.left > 0 && it.next(e) == nil
+}
+
+// Count returns how many entries are left to read, without reading them.
+func (it *Entries) Count() int {
+	c := *it
+	var e Packet
+	n := 0
+	for c.Next(&e) {
+		n++
+	}
+	return n
+}
+
+// take returns the next n bytes (n <= len(it.scratch)) as one slice: a view when they lie
+// in one piece, else a copy in the scratch buffer. The caller checked that n bytes are
+// left.
+func (it *Entries) take(n int) []byte {
+	for len(it.pieces[it.at]) == 0 {
+		it.at++
+	}
+	if p := it.pieces[it.at]; len(p) >= n {
+		it.pieces[it.at] = p[n:]
+		it.left -= n
+		return p[:n:n]
+	}
+	b := it.scratch[:n]
+	for w := 0; w < n; {
+		for len(it.pieces[it.at]) == 0 {
+			it.at++
+		}
+		c := copy(b[w:], it.pieces[it.at])
+		it.pieces[it.at] = it.pieces[it.at][c:]
+		w += c
+	}
+	it.left -= n
+	return b
+}
+
+// views sets e's payload to the next n bytes, as views of the pieces they lie in. The
+// caller checked that n bytes are left.
+func (it *Entries) views(e *Packet, n int) {
+	np := 0
+	it.left -= n
+	for n > 0 {
+		for len(it.pieces[it.at]) == 0 {
+			it.at++
+		}
+		p := it.pieces[it.at]
+		c := min(len(p), n)
+		e.Payload[np] = p[:c:c]
+		np++
+		it.pieces[it.at] = p[c:]
+		n -= c
+	}
+	for i := np; i < MaxSegments; i++ {
+		e.Payload[i] = nil
+	}
+	e.NPayload = np
+}
+
+// next reads and checks one entry into e (at least one byte is left): the checks Parse
+// makes of a datagram carrying that packet alone.
+func (it *Entries) next(e *Packet) error {
+	if it.left < EntryHeaderLen {
+		return ErrLength // trailing bytes that are no entry
+	}
+	h := it.take(EntryHeaderLen)
+	length := int(binary.BigEndian.Uint16(h[0:2]))
+	op := Opcode(h[2])
+	flags := Flags(h[3])
+	psn := PSN(binary.BigEndian.Uint32(h[4:8]))
+	info := &opTable[op]
+	if !dataKind(info.kind) {
+		return ErrOpcode
+	}
+	if flags&^info.flags != 0 {
+		return ErrFlags
+	}
+	fixed := int(info.ext)
+	if flags&FlagAck != 0 {
+		fixed += AckExtLen
+	}
+	if length < fixed || length > it.left {
+		return ErrLength
+	}
+	e.Header = Header{Opcode: op, Flags: flags, DestQPN: it.hdr.DestQPN, PSN: psn, Cookie: it.hdr.Cookie, TS: it.hdr.TS}
+	e.PrivateData = nil
+	x := it.take(fixed)
+	if flags&FlagAck != 0 {
+		if !decodeAck(x[info.ext:], &e.Ack) || e.Ack.Syndrome != SynAck {
+			return ErrField
+		}
+	}
+	plen := length - fixed
+	ext := x[:info.ext]
+	var err error
+	switch info.kind {
+	case kindSend:
+		err = parseSend(ext, e, plen)
+	case kindWrite:
+		err = parseWrite(ext, e, plen)
+	case kindReadReq:
+		err = parseReadReq(ext, e, plen)
+	default: // kindReadResp
+		err = parseReadResp(ext, e, plen)
+	}
+	if err != nil {
+		return err
+	}
+	it.views(e, plen)
+	return nil
+}
+
+// parseBundle checks a Bundle's header fields and every one of its entries (at least one),
+// so that a bundle with any fault is refused whole and none of its entries is used.
+func parseBundle(p *Packet) error {
+	if p.PSN != 0 {
+		return ErrField
+	}
+	it := p.Entries()
+	if it.left == 0 {
+		return ErrLength
+	}
+	var e Packet
+	for it.left > 0 {
+		if err := it.next(&e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
