@@ -56,34 +56,29 @@ type QP struct {
 	unusable atomic.Bool // its CQ overran
 	conn     atomic.Pointer[Connector]
 
-	// initiator queue: the poster fills the slot of position iposted; the engine frees it
-	islots  slotRing[islot]
-	iposted uint64 // poster only
+	// initiator queue: a request's one record is the transport's work request, which the
+	// poster fills in place (transport.QP.Reserve) with what this side keeps of it
+	// (transport.PosterData: the request context, the verb and flags as a tag, the regions
+	// its SGEs lie in, the window or region a Bind or FastRegister changed), and which the
+	// engine hands back with its completion (sink)
+	iposted uint64 // poster only: requests posted
 	idone   atomic.Uint64
-	iwr     transport.WorkRequest // poster's scratch request
-	inline  []byte                // InitiatorQueueDepth (rounded up) × InlineDataSize
-	imask   uint64                // the inline buffer's request index: position & imask
+	inline  []byte // InitiatorQueueDepth (rounded up) × InlineDataSize
+	imask   uint64 // the inline buffer's request index: position & imask
 
-	// receive queue
-	rslots  slotRing[rslot]
+	// receive queue: a receive's record is the transport's (transport.Receive, with the
+	// request context and the regions its SGEs lie in as its PosterData)
 	rposted uint64
 	rdone   atomic.Uint64
-	rr      transport.Receive
+	rr      transport.Receive // the poster's, copied into the queue
 }
 
-type islot struct {
-	ctx   any // the request context
-	op    OpType
-	flags OpFlags
-	holds [transport.MaxSGE]*memreg.MR
-	mw    *MW // Bind: undone if the request fails
-	mr    *MR // FastRegister: undone if it fails
-}
+// opTag is what an initiator request keeps of its verb (transport.PosterData.Tag): its
+// NDK operation type and flags.
+func opTag(op OpType, flags OpFlags) uint64 { return uint64(op)<<32 | uint64(flags) }
 
-type rslot struct {
-	ctx   any // the request context
-	holds [transport.MaxSGE]*memreg.MR
-}
+// tagOp splits an opTag.
+func tagOp(tag uint64) (OpType, OpFlags) { return OpType(tag >> 32), OpFlags(uint32(tag)) }
 
 // NewQP creates a queue pair in the PD (NdkCreateQp).
 // Receives may be posted at once; the other verbs need a connection (Connector).
@@ -127,8 +122,7 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	}
 	q := &QP{pd: pd, a: a, cfg: cfg}
 	in := pow2(cfg.InitiatorQueueDepth)
-	q.islots, q.imask = newSlotRing[islot](in), uint64(in-1)
-	q.rslots = newSlotRing[rslot](cfg.ReceiveQueueDepth)
+	q.imask = uint64(in - 1)
 	q.inline = make([]byte, in*cfg.InlineDataSize)
 	tc := transport.QPConfig{
 		SendDepth: cfg.InitiatorQueueDepth, RecvDepth: cfg.ReceiveQueueDepth,
@@ -201,42 +195,40 @@ func (q *QP) Read(requestContext any, sgl []SGE, remoteAddr uint64, remoteToken 
 
 // postData posts a Send, SendAndInvalidate, Write or Read.
 func (q *QP) postData(kind transport.OpKind, op OpType, requestContext any, sgl []SGE, flags, allowed OpFlags, raddr uint64, rtok, invTok uint32) error {
-	s, err := q.begin(op, requestContext, flags, allowed)
+	wr, err := q.begin(op, requestContext, flags, allowed)
 	if err != nil {
 		return err
 	}
-	wr := &q.iwr
-	*wr = transport.WorkRequest{Kind: kind, Flags: wrFlags(flags), RemoteAddr: raddr, RemoteToken: rtok,
-		InvToken: invTok, Context: q.iposted}
+	wr.Kind, wr.Flags, wr.RemoteAddr, wr.RemoteToken, wr.InvToken = kind, wrFlags(flags), raddr, rtok, invTok
 	if flags&OpInline != 0 {
 		if err := q.copyInline(wr, sgl); err != nil {
-			return q.refuse(s, err)
+			return q.refuse(wr, err)
 		}
 	} else {
 		if len(sgl) > q.cfg.MaxInitiatorSGE {
-			return q.refuse(s, errorf(StatusInvalidParameter, "%d SGEs (max %d)", len(sgl), q.cfg.MaxInitiatorSGE))
+			return q.refuse(wr, errorf(StatusInvalidParameter, "%d SGEs (max %d)", len(sgl), q.cfg.MaxInitiatorSGE))
 		}
 		total := uint64(0)
 		for i := range sgl {
 			total += uint64(len(sgl[i].Buf))
 		}
 		if total > maxTransfer {
-			return q.refuse(s, errorf(StatusInvalidParameter, "%d bytes (max %d)", total, uint64(maxTransfer)))
+			return q.refuse(wr, errorf(StatusInvalidParameter, "%d bytes (max %d)", total, uint64(maxTransfer)))
 		}
 		if kind == transport.OpRead && total == 0 {
-			return q.refuse(s, errorf(StatusInvalidParameter, "zero-length Read"))
+			return q.refuse(wr, errorf(StatusInvalidParameter, "zero-length Read"))
 		}
-		if !q.pd.acquire(&s.holds, sgl, kind == transport.OpRead) {
+		if !q.pd.acquire(&wr.Poster.Holds, sgl, kind == transport.OpRead) {
 			// An SGE outside its region: the request completes with
 			// STATUS_ACCESS_VIOLATION in its turn and the QP fails (NDK local protection
 			// error), as hardware reports it.
-			*wr = transport.WorkRequest{Kind: transport.OpLocal, Flags: wr.Flags, Context: q.iposted,
+			*wr = transport.WorkRequest{Kind: transport.OpLocal, Flags: wr.Flags, Poster: wr.Poster,
 				LocalStatus: transport.StatusAccessViolation}
 		} else {
 			wr.NSGE = fillSGL(&wr.SGL, sgl)
 		}
 	}
-	return q.commit(s, wr)
+	return q.commit(wr)
 }
 
 // copyInline copies an inline payload into the request's inline buffer (tokens ignored).
@@ -308,8 +300,9 @@ func wrFlags(f OpFlags) transport.WRFlags {
 	return w
 }
 
-// begin checks what every initiator request needs and returns its slot.
-func (q *QP) begin(op OpType, requestContext any, flags, allowed OpFlags) (*islot, error) {
+// begin checks what every initiator request needs and returns its record, the transport's
+// work request reserved for it, with what this side keeps of it.
+func (q *QP) begin(op OpType, requestContext any, flags, allowed OpFlags) (*transport.WorkRequest, error) {
 	if flags&^allowed != 0 {
 		return nil, q.reject(errorf(StatusInvalidParameter, "flags %#x not allowed on %v", uint32(flags&^allowed), op))
 	}
@@ -324,9 +317,12 @@ func (q *QP) begin(op OpType, requestContext any, flags, allowed OpFlags) (*islo
 	if q.iposted-q.idone.Load() >= uint64(q.cfg.InitiatorQueueDepth) {
 		return nil, q.reject(errorf(StatusInsufficientResources, "initiator queue full (%d)", q.cfg.InitiatorQueueDepth))
 	}
-	s := q.islots.post(q.iposted, q.idone.Load())
-	s.ctx, s.op, s.flags = requestContext, op, flags
-	return s, nil
+	wr := q.tq.Reserve()
+	if wr == nil { // cannot happen: the queue holds the depth rounded up
+		return nil, q.reject(errorf(StatusInsufficientResources, "initiator queue full (%d)", q.cfg.InitiatorQueueDepth))
+	}
+	wr.Poster = transport.PosterData{Context: requestContext, Tag: opTag(op, flags)}
+	return wr, nil
 }
 
 // reject fails a post inline before it took a slot. NDKPI Deferred Processing Scheme:
@@ -336,19 +332,19 @@ func (q *QP) reject(err error) error {
 	return err
 }
 
-// refuse fails a post inline that took slot s (begin): what it holds and the registry
-// change of a Bind or FastRegister are undone, then as reject.
-func (q *QP) refuse(s *islot, err error) error {
-	releaseHolds(&s.holds)
-	q.undo(s)
-	*s = islot{}
+// refuse fails a post inline that reserved wr (begin): what it holds and the registry
+// change of a Bind or FastRegister are undone, nothing is posted, then as reject.
+func (q *QP) refuse(wr *transport.WorkRequest, err error) error {
+	releaseHolds(&wr.Poster.Holds)
+	q.undo(&wr.Poster)
+	*wr = transport.WorkRequest{}
 	return q.reject(err)
 }
 
-// commit posts the prepared request of slot s.
-func (q *QP) commit(s *islot, wr *transport.WorkRequest) error {
-	if err := q.tq.PostSend(wr); err != nil {
-		return q.refuse(s, postError(err))
+// commit posts the prepared request wr.
+func (q *QP) commit(wr *transport.WorkRequest) error {
+	if err := q.tq.Commit(wr); err != nil {
+		return q.refuse(wr, postError(err))
 	}
 	q.iposted++
 	return nil
@@ -379,24 +375,24 @@ func postError(err error) error {
 // local write, MW and MR of different PDs), STATUS_INVALID_PARAMETER (zero-based address),
 // STATUS_DEVICE_BUSY (the window is bound), STATUS_CONNECTION_INVALID.
 func (q *QP) Bind(requestContext any, mr *MR, mw *MW, va, length uint64, flags OpFlags) error {
-	s, err := q.begin(OpTypeBind, requestContext, flags, bindFlags)
+	wr, err := q.begin(OpTypeBind, requestContext, flags, bindFlags)
 	if err != nil {
 		return err
 	}
 	if mr == nil || mw == nil || mr.pd.a != q.a || mw.pd.a != q.a {
-		return q.refuse(s, errorf(StatusInvalidParameter, "MR or MW of another adapter"))
+		return q.refuse(wr, errorf(StatusInvalidParameter, "MR or MW of another adapter"))
 	}
 	if mw.pd != q.pd {
-		return q.refuse(s, errorf(StatusAccessViolation, "window of another PD than the QP's"))
+		return q.refuse(wr, errorf(StatusAccessViolation, "window of another PD than the QP's"))
 	}
 	if err := q.a.reg.Bind(q.tq.QPN(), mw.w, mr.m, va, length, memreg.OpFlags(flags)); err != nil {
-		return q.refuse(s, memError(err))
+		return q.refuse(wr, memError(err))
 	}
-	s.mw = mw
+	wr.Poster.Object = mw
 	mw.mu.Lock()
 	mw.va, mw.length = va, length
 	mw.mu.Unlock()
-	return q.commitLocal(s, flags, transport.StatusSuccess)
+	return q.commitLocal(wr, flags, transport.StatusSuccess)
 }
 
 // FastRegister maps adapter pages (each memreg.FastRegisterPageSize bytes of the adapter's
@@ -408,21 +404,21 @@ func (q *QP) Bind(requestContext any, mr *MR, mw *MW, va, length uint64, flags O
 // STATUS_INVALID_PARAMETER (page, FBO, length or address rules), STATUS_DEVICE_BUSY (still
 // registered), STATUS_INVALID_DEVICE_REQUEST (a normally registered MR).
 func (q *QP) FastRegister(requestContext any, mr *MR, pages [][]byte, fbo int, length, baseVA uint64, flags OpFlags) error {
-	s, err := q.begin(OpTypeFastRegister, requestContext, flags, frFlags)
+	wr, err := q.begin(OpTypeFastRegister, requestContext, flags, frFlags)
 	if err != nil {
 		return err
 	}
 	if mr == nil || mr.pd != q.pd {
-		return q.refuse(s, errorf(StatusAccessViolation, "MR of another PD than the QP's"))
+		return q.refuse(wr, errorf(StatusAccessViolation, "MR of another PD than the QP's"))
 	}
 	if err := q.a.reg.FastRegister(mr.m, pages, fbo, length, baseVA, memreg.OpFlags(flags)); err != nil {
-		return q.refuse(s, memError(err))
+		return q.refuse(wr, memError(err))
 	}
-	s.mr = mr
+	wr.Poster.Object = mr
 	mr.mu.Lock()
 	mr.fva, mr.flen = baseVA, length
 	mr.mu.Unlock()
-	return q.commitLocal(s, flags, transport.StatusSuccess)
+	return q.commitLocal(wr, flags, transport.StatusSuccess)
 }
 
 // Invalidate invalidates a fast-registered MR or a bound MW (NdkInvalidate): no remote
@@ -432,7 +428,7 @@ func (q *QP) FastRegister(requestContext any, mr *MR, pages [][]byte, fbo int, l
 // STATUS_INVALID_DEVICE_REQUEST and the QP fails (NDSPI). Flags: OpSilentSuccess,
 // OpReadFence, OpDefer.
 func (q *QP) Invalidate(requestContext any, obj MemoryObject, flags OpFlags) error {
-	s, err := q.begin(OpTypeInvalidate, requestContext, flags, invFlags)
+	wr, err := q.begin(OpTypeInvalidate, requestContext, flags, invFlags)
 	if err != nil {
 		return err
 	}
@@ -447,25 +443,25 @@ func (q *QP) Invalidate(requestContext any, obj MemoryObject, flags OpFlags) err
 			st = transport.StatusLocalError
 		}
 	default:
-		return q.refuse(s, errorf(StatusInvalidParameter, "Invalidate of %T", obj))
+		return q.refuse(wr, errorf(StatusInvalidParameter, "Invalidate of %T", obj))
 	}
-	return q.commitLocal(s, flags, st)
+	return q.commitLocal(wr, flags, st)
 }
 
 // commitLocal posts a local verb as a packet-less request that completes in order.
-func (q *QP) commitLocal(s *islot, flags OpFlags, st transport.Status) error {
-	wr := &q.iwr
-	*wr = transport.WorkRequest{Kind: transport.OpLocal, Flags: wrFlags(flags), Context: q.iposted, LocalStatus: st}
-	return q.commit(s, wr)
+func (q *QP) commitLocal(wr *transport.WorkRequest, flags OpFlags, st transport.Status) error {
+	wr.Kind, wr.Flags, wr.LocalStatus = transport.OpLocal, wrFlags(flags), st
+	return q.commit(wr)
 }
 
-// undo reverts the registry change of a Bind or FastRegister that did not happen.
-func (q *QP) undo(s *islot) {
-	if s.mw != nil {
-		_ = q.a.reg.InvalidateMW(s.mw.w)
-	}
-	if s.mr != nil {
-		_ = q.a.reg.InvalidateMR(s.mr.m)
+// undo reverts the registry change of a Bind or FastRegister that did not happen (the
+// window or region it changed is the request's Object).
+func (q *QP) undo(p *transport.PosterData) {
+	switch o := p.Object.(type) {
+	case *MW:
+		_ = q.a.reg.InvalidateMW(o.w)
+	case *MR:
+		_ = q.a.reg.InvalidateMR(o.m)
 	}
 }
 
@@ -486,19 +482,18 @@ func (q *QP) Receive(requestContext any, sgl []SGE) error {
 	if q.rposted-q.rdone.Load() >= uint64(q.cfg.ReceiveQueueDepth) {
 		return errorf(StatusInsufficientResources, "receive queue full (%d)", q.cfg.ReceiveQueueDepth)
 	}
-	s := q.rslots.post(q.rposted, q.rdone.Load())
-	if !q.pd.acquire(&s.holds, sgl, true) {
+	r := &q.rr
+	*r = transport.Receive{Poster: transport.PosterData{Context: requestContext}}
+	if !q.pd.acquire(&r.Poster.Holds, sgl, true) {
 		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
 	}
-	s.ctx = requestContext
-	r := &q.rr
-	*r = transport.Receive{Context: q.rposted}
 	r.NSGE = fillSGL(&r.SGL, sgl)
 	if err := q.tq.PostReceive(r); err != nil {
-		releaseHolds(&s.holds)
-		*s = rslot{}
+		releaseHolds(&r.Poster.Holds)
+		*r = transport.Receive{}
 		return postError(err)
 	}
+	*r = transport.Receive{} // the queue has its copy: drop the references
 	q.rposted++
 	return nil
 }
@@ -525,32 +520,31 @@ func (k *sink) Complete(_ *transport.QP, c *transport.Completion) {
 		if c.Op == transport.OpReceiveInv {
 			r.Type, r.TypeSpecific = OpTypeReceiveAndInvalidate, uint64(c.InvToken)
 		}
-		if q.cfg.SRQ != nil { // a receive this QP took from its SRQ: the SRQ's slot
-			r.RequestContext = q.cfg.SRQ.complete(c.Context)
+		p := &c.Receive.Poster // the receive's record, freed once this returns
+		releaseHolds(&p.Holds)
+		r.RequestContext = p.Context
+		if q.cfg.SRQ != nil { // a receive this QP took from its SRQ
+			q.cfg.SRQ.completed.Add(1)
 		} else {
-			s := q.rslots.done(c.Context)
-			releaseHolds(&s.holds)
-			r.RequestContext = s.ctx
-			*s = rslot{}
 			q.rdone.Add(1)
 		}
 		q.cfg.ReceiveCQ.push(&r, c.Solicited)
 		return
 	}
-	s := q.islots.done(c.Context)
+	p := &c.Request.Poster // the request's one record, freed once this returns
+	op, flags := tagOp(p.Tag)
 	if c.Status == transport.StatusSuccess {
-		if s.op == OpTypeRead && s.flags&OpRDMAReadLocalInvalidate != 0 && s.holds[0] != nil {
+		if op == OpTypeRead && flags&OpRDMAReadLocalInvalidate != 0 && p.Holds[0] != nil {
 			// RDMA_READ_LOCAL_INVALIDATE: the Read's first SGE names a fast-register MR,
 			// invalidated now; for other regions the flag has no effect.
-			_ = q.a.reg.InvalidateMR(s.holds[0])
+			_ = q.a.reg.InvalidateMR(p.Holds[0])
 		}
 	} else {
-		q.undo(s)
+		q.undo(p)
 	}
-	releaseHolds(&s.holds)
-	r.RequestContext, r.Type = s.ctx, s.op
-	silent := s.flags&OpSilentSuccess != 0 && c.Status == transport.StatusSuccess
-	*s = islot{}
+	releaseHolds(&p.Holds)
+	r.RequestContext, r.Type = p.Context, op
+	silent := flags&OpSilentSuccess != 0 && c.Status == transport.StatusSuccess
 	q.idone.Add(1)
 	if !silent {
 		q.cfg.InitiatorCQ.push(&r, false)

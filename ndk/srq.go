@@ -30,12 +30,13 @@ type SRQ struct {
 
 	depth atomic.Int64 // the most receives outstanding (posted, not completed); Modify changes it
 
-	// Slots hold each receive's context and memory holds. Receives complete in any order
-	// (several QPs), so slots are handed out from a free list: the poster takes indices,
-	// the engine goroutine returns them. The slots not on it are the receives outstanding.
-	slots []rslot
-	free  idxRing
-	rr    transport.Receive // poster's scratch receive
+	// A receive's record is the transport's: its request context and memory holds travel
+	// with it as its PosterData, from the SRQ to the QP that takes it and back in its
+	// completion. The receives outstanding are those posted and not completed (on a QP,
+	// or dropped by Close).
+	posted    atomic.Int64      // written by the poster
+	completed atomic.Int64      // written by the engine goroutine
+	rr        transport.Receive // the poster's, copied into the queue
 
 	notify  func(Status)
 	fire    func() // the engine's limit event: queues deliver on the event goroutine
@@ -73,9 +74,7 @@ func (pd *PD) NewSRQ(depth, maxSGE, notifyThreshold int, notify func(Status)) (*
 	if err != nil {
 		return nil, wrap(StatusInvalidParameter, err)
 	}
-	n := ts.Cap()
-	s := &SRQ{pd: pd, a: a, ts: ts, maxSGE: maxSGE, slots: make([]rslot, n), notify: notify}
-	s.free.init(n)
+	s := &SRQ{pd: pd, a: a, ts: ts, maxSGE: maxSGE, notify: notify}
 	s.depth.Store(int64(depth))
 	s.deliver = func() {
 		if !s.closed.Load() {
@@ -102,7 +101,7 @@ func (s *SRQ) Depth() int { return int(s.depth.Load()) }
 func (s *SRQ) Queued() int { return s.ts.Len() }
 
 // outstanding is how many receives are posted and not completed: a snapshot.
-func (s *SRQ) outstanding() int64 { return int64(len(s.slots) - s.free.len()) }
+func (s *SRQ) outstanding() int64 { return s.posted.Load() - s.completed.Load() }
 
 // Receive posts a receive buffer to the SRQ (NdkSrqReceive); any QP on the SRQ may
 // consume it. The SGEs need local write. Errors: STATUS_INVALID_PARAMETER (too many SGEs),
@@ -121,37 +120,29 @@ func (s *SRQ) Receive(requestContext any, sgl []SGE) error {
 	if s.outstanding() >= s.depth.Load() {
 		return errorf(StatusInsufficientResources, "SRQ full (%d)", s.depth.Load())
 	}
-	// A slot is free: fewer than depth receives are outstanding, and the depth is at most
-	// len(s.slots). It leaves the free list only once its receive is ready to post.
-	i, _ := s.free.peek()
-	sl := &s.slots[i]
-	if !s.pd.acquire(&sl.holds, sgl, true) {
+	r := &s.rr
+	*r = transport.Receive{Poster: transport.PosterData{Context: requestContext}}
+	if !s.pd.acquire(&r.Poster.Holds, sgl, true) {
 		return errorf(StatusAccessViolation, "receive SGE outside its region or without local write")
 	}
-	sl.ctx = requestContext
-	r := &s.rr
-	*r = transport.Receive{Context: uint64(i)}
 	r.NSGE = fillSGL(&r.SGL, sgl)
-	s.free.pop() // before the engine can complete it and return the slot
+	s.posted.Add(1) // before the engine can complete it
 	if err := s.ts.PostReceive(r); err != nil {
 		// Only a concurrent Close refuses it (the SGE count was checked, the queue has
-		// room for every outstanding receive): the SRQ is done with, its slot stays taken.
-		releaseHolds(&sl.holds)
-		*sl = rslot{}
+		// room for every outstanding receive): the SRQ is done with.
+		releaseHolds(&r.Poster.Holds)
+		*r = transport.Receive{}
+		s.completed.Add(1)
 		return postError(err)
 	}
+	*r = transport.Receive{} // the queue has its copy: drop the references
 	return nil
 }
 
-// complete frees the slot of a receive that completed (on a QP) or was dropped (Close),
-// and returns its request context. Engine goroutine.
-func (s *SRQ) complete(i uint64) any {
-	sl := &s.slots[i&uint64(len(s.slots)-1)]
-	releaseHolds(&sl.holds)
-	ctx := sl.ctx
-	*sl = rslot{}
-	s.free.push(uint32(i & uint64(len(s.slots)-1)))
-	return ctx
+// dropped releases what a receive that Close dropped held, and counts it completed.
+func (s *SRQ) dropped(r *transport.Receive) {
+	releaseHolds(&r.Poster.Holds)
+	s.completed.Add(1)
 }
 
 // Modify changes the SRQ's depth and arms its notification (NdkModifySrq). A depth
@@ -180,8 +171,8 @@ func (s *SRQ) Modify(depth, notifyThreshold int) error {
 		if out := s.outstanding(); int64(depth) < out {
 			return errorf(StatusInvalidParameter, "SRQ depth %d below the %d receives outstanding", depth, out)
 		}
-		if depth > len(s.slots) {
-			return errorf(StatusInsufficientResources, "SRQ depth %d over its capacity %d", depth, len(s.slots))
+		if depth > s.ts.Cap() {
+			return errorf(StatusInsufficientResources, "SRQ depth %d over its capacity %d", depth, s.ts.Cap())
 		}
 		d = int64(depth)
 	}
@@ -216,54 +207,8 @@ func (s *SRQ) close(ctx context.Context) error {
 	s.a.objMu.Lock()
 	delete(s.a.srqs, s)
 	s.a.objMu.Unlock()
-	if err := s.ts.Close(ctx, func(r *transport.Receive) { s.complete(r.Context) }); err != nil {
+	if err := s.ts.Close(ctx, s.dropped); err != nil {
 		return wrap(StatusPending, err)
 	}
 	return nil
-}
-
-// idxRing is a fixed single-producer/single-consumer ring of slot indices: the engine
-// goroutine returns freed slots (push), the poster takes them (pop). It holds every index
-// at most once, so it never overflows.
-type idxRing struct {
-	idx  []uint32
-	mask uint64
-	head atomic.Uint64 // next to pop; written by the consumer
-	_    [56]byte
-	tail atomic.Uint64 // next to push; written by the producer
-}
-
-// init fills the ring with the indices 0..n-1 (n a power of two). Before any concurrency.
-func (r *idxRing) init(n int) {
-	r.idx, r.mask = make([]uint32, n), uint64(n-1)
-	for i := range r.idx {
-		r.idx[i] = uint32(i)
-	}
-	r.tail.Store(uint64(n))
-}
-
-// push returns index i. Producer side.
-func (r *idxRing) push(i uint32) {
-	t := r.tail.Load()
-	r.idx[t&r.mask] = i
-	r.tail.Store(t + 1)
-}
-
-// peek returns the next index pop takes; false when none is free. Consumer side.
-func (r *idxRing) peek() (uint32, bool) {
-	h := r.head.Load()
-	if h == r.tail.Load() {
-		return 0, false
-	}
-	return r.idx[h&r.mask], true
-}
-
-// pop takes the index peek returned. Consumer side, after a successful peek.
-func (r *idxRing) pop() { r.head.Add(1) }
-
-// len is how many indices are free: a snapshot, from any goroutine (head is read first:
-// tail only grows, so the difference is never negative).
-func (r *idxRing) len() int {
-	h := r.head.Load()
-	return int(r.tail.Load() - h)
 }

@@ -312,7 +312,7 @@ func (e *Engine) Sleep(now, next int64, limit time.Duration) error {
 // pendingPosts reports whether an application posted work the engine has not taken yet.
 func (e *Engine) pendingPosts() bool {
 	for _, q := range e.active {
-		if q.sendQ.len() > 0 || q.recvQ.len() > 0 || q.flushReq.Load() {
+		if q.sendQ.untaken() > 0 || q.recvQ.untaken() > 0 || q.flushReq.Load() {
 			return true
 		}
 	}

@@ -66,17 +66,24 @@ func (m *testMem) Invalidate(pd memreg.PD, token uint32) error {
 	return nil
 }
 
-// recorder is a CompletionSink that keeps every completion of every QP.
+// recorder is a CompletionSink that keeps every completion of every QP (without its
+// Request and Receive, valid only during the call; onComplete, if set, sees them).
 type recorder struct {
-	mu   sync.Mutex
-	byQP map[*transport.QP][]transport.Completion
+	mu         sync.Mutex
+	byQP       map[*transport.QP][]transport.Completion
+	onComplete func(c *transport.Completion)
 }
 
 func newRecorder() *recorder { return &recorder{byQP: map[*transport.QP][]transport.Completion{}} }
 
 func (r *recorder) Complete(qp *transport.QP, c *transport.Completion) {
+	if r.onComplete != nil {
+		r.onComplete(c)
+	}
+	cc := *c
+	cc.Request, cc.Receive = nil, nil // valid only during the call
 	r.mu.Lock()
-	r.byQP[qp] = append(r.byQP[qp], *c)
+	r.byQP[qp] = append(r.byQP[qp], cc)
 	r.mu.Unlock()
 }
 

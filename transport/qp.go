@@ -132,30 +132,58 @@ func (q *QP) Peer() netip.AddrPort { return q.conn.peer }
 // RSS and ECMP spread QPs over queues and paths. It does not change.
 func (q *QP) SourcePort() uint16 { return q.conn.srcPort }
 
-// PostSend queues a Send, SendAndInvalidate, Write or Read. It returns ErrNotConnected
-// unless the QP is connected or in error (an errored QP takes the request and completes it
-// cancelled), ErrInvalidRequest for a malformed request, ErrQueueFull when SendDepth
-// requests are outstanding.
+// PostSend queues a copy of a Send, SendAndInvalidate, Write or Read. It returns
+// ErrNotConnected unless the QP is connected or in error (an errored QP takes the request
+// and completes it cancelled), ErrInvalidRequest for a malformed request, ErrQueueFull
+// when SendDepth requests are outstanding. A failing post changes nothing but releasing
+// what was deferred before it (NDKPI Deferred Processing Scheme).
 func (q *QP) PostSend(wr *WorkRequest) error {
 	if err := checkSend(q.State(), wr); err != nil {
-		// NDKPI Deferred Processing Scheme: a failing post releases what was deferred
-		// before it.
 		q.Publish()
 		return err
 	}
-	if wr.Flags&WRDefer != 0 {
-		if !q.sendQ.stage(wr) {
-			q.Publish()
-			return ErrQueueFull
-		}
-		return nil
-	}
-	if !q.sendQ.push(wr) {
+	slot := q.sendQ.reserve()
+	if slot == nil {
 		q.Publish()
 		return ErrQueueFull
 	}
-	q.e.wake()
+	*slot = *wr
+	q.post(wr.Flags)
 	return nil
+}
+
+// Reserve returns the send queue's next free work request for the poster to fill in place,
+// cleared, or nil when SendDepth requests are outstanding. The request is the one record
+// of what is posted: the engine works from it where it is until the request completes (it
+// is Completion.Request then), and the poster keeps its own data with it (Poster). Nothing
+// is posted until Commit; a Reserve without a Commit posts nothing, and the next Reserve
+// returns the same request. Same goroutine rules as PostSend.
+func (q *QP) Reserve() *WorkRequest {
+	wr := q.sendQ.reserve()
+	if wr != nil {
+		*wr = WorkRequest{}
+	}
+	return wr
+}
+
+// Commit posts the request Reserve returned, as PostSend posts a copy: the same checks
+// and errors (ErrQueueFull aside), and a failing Commit posts nothing.
+func (q *QP) Commit(wr *WorkRequest) error {
+	if err := checkSend(q.State(), wr); err != nil {
+		q.Publish()
+		return err
+	}
+	q.post(wr.Flags)
+	return nil
+}
+
+// post queues the reserved request, deferred with WRDefer, else published with everything
+// deferred before it.
+func (q *QP) post(flags WRFlags) {
+	q.sendQ.commit()
+	if flags&WRDefer == 0 && q.sendQ.publish() {
+		q.e.wake()
+	}
 }
 
 // checkSend validates a work request for PostSend on a QP in state st.

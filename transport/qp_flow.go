@@ -203,6 +203,7 @@ func (q *QP) takeReceives() bool {
 	moved := false
 	for c, ok := q.resp.cancelPost(); ok; c, ok = q.resp.cancelPost() {
 		q.deliver(c)
+		q.resp.freePost()
 		moved = true
 	}
 	return moved
@@ -213,6 +214,7 @@ func (q *QP) cancelPosts() bool {
 	moved := false
 	for c, ok := q.req.cancelPost(); ok; c, ok = q.req.cancelPost() {
 		q.deliver(c)
+		q.req.freePost()
 		moved = true
 	}
 	return moved
@@ -402,6 +404,7 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 func (q *QP) completeRequests() {
 	for c, ok := q.req.pop(); ok; c, ok = q.req.pop() {
 		q.deliver(c)
+		q.req.free()
 	}
 }
 
@@ -414,6 +417,7 @@ func (q *QP) completeReceives() {
 	}
 	for c, ok := q.resp.pop(cum); ok; c, ok = q.resp.pop(cum) {
 		q.deliver(c)
+		q.resp.free()
 	}
 }
 

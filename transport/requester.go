@@ -41,16 +41,16 @@ type requester struct {
 
 // wrState is one active work request.
 type wrState struct {
-	wr       WorkRequest
-	total    uint32   // wr.Len(), summed once when the request is taken
-	seq      uint32   // position in the request sequence (its packets' owner names it)
-	firstPSN wire.PSN // PSN of its first packet
-	npkts    uint32   // packets it has (known once fully transmitted)
-	acked    uint32   // packets acknowledged
-	sentAll  bool     // every packet transmitted once
-	msn      uint32   // Send: its message sequence number
-	readGot  uint32   // Read: response bytes placed
-	zc       uint32   // zero-copy packets of it the link has not reported done
+	wr       *WorkRequest // where it was posted (its one record); nil once freed
+	total    uint32       // wr.Len(), summed once when the request is taken
+	seq      uint32       // position in the request sequence (its packets' owner names it)
+	firstPSN wire.PSN     // PSN of its first packet
+	npkts    uint32       // packets it has (known once fully transmitted)
+	acked    uint32       // packets acknowledged
+	sentAll  bool         // every packet transmitted once
+	msn      uint32       // Send: its message sequence number
+	readGot  uint32       // Read: response bytes placed
+	zc       uint32       // zero-copy packets of it the link has not reported done
 	done     bool
 }
 
@@ -82,17 +82,17 @@ func (r *requester) takeSends() bool {
 			r.mask = uint32(len(r.wrs) - 1)
 		}
 		s := &r.wrs[r.tail&r.mask]
-		*s = wrState{wr: *wr, total: uint32(wr.Len()), seq: r.tail}
-		r.sendQ.pop()
+		*s = wrState{wr: wr, total: uint32(wr.Len()), seq: r.tail}
+		r.sendQ.take() // it stays where it was posted, its one record, until free
 		r.tail++
 		moved = true
 	}
 	return moved
 }
 
-// cancelPost takes the oldest request posted to a QP in the error state off the send
-// queue and returns its completion, cancelled; false when there is none, or when requests
-// before it still wait for the link (zero-copy).
+// cancelPost returns the completion, cancelled, of the oldest request posted to a QP in
+// the error state and not taken (freePost ends it); false when there is none, or when
+// requests before it still wait for the link (zero-copy).
 func (r *requester) cancelPost() (Completion, bool) {
 	if r.head != r.tail {
 		return Completion{}, false
@@ -101,10 +101,11 @@ func (r *requester) cancelPost() (Completion, bool) {
 	if wr == nil {
 		return Completion{}, false
 	}
-	c := Completion{Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}
-	r.sendQ.pop()
-	return c, true
+	return Completion{Request: wr, Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}, true
 }
+
+// freePost ends the request whose completion cancelPost returned, once it was delivered.
+func (r *requester) freePost() { r.sendQ.pop() }
 
 // payloadAt is the payload of work request s's packet at byte offset off: what is left of
 // it, up to mss; none for a Read (its request carries none) or a local request.
@@ -354,46 +355,48 @@ func (r *requester) onReadResponse(p *wire.Packet) failure {
 	return failure{}
 }
 
-// pop returns the completion of the oldest work request if it has finished, and frees its
-// slot; false when it has not (or none is outstanding). Requests complete in posting order:
+// pop returns the completion of the oldest work request if it has finished (free ends
+// it); false when it has not, or none is outstanding. Requests complete in posting order:
 // once sent, acknowledged, done with by the link (zero-copy) and, for a Read, answered in
 // full. After a failure (abandon) they complete as the link lets go of them: the one the
 // failure names with its status, the rest cancelled.
 func (r *requester) pop() (Completion, bool) {
-	for r.head != r.tail {
-		s := &r.wrs[r.head&r.mask]
-		if s.done { // completed while the ring drained after a failure
-			r.head++
-			continue
-		}
-		st := StatusSuccess
-		switch {
-		case r.failing:
-			if s.zc > 0 {
-				return Completion{}, false
-			}
-			st = StatusCancelled
-			if int64(s.seq) == r.failTarget {
-				st = r.failSt
-			}
-		case r.head == r.next, !s.sentAll, s.acked < s.npkts, s.zc > 0:
-			return Completion{}, false
-		case s.wr.Kind == OpRead:
-			if s.readGot < s.total {
-				return Completion{}, false
-			}
-			r.reads--
-		}
-		c := Completion{Context: s.wr.Context, Op: s.wr.Kind, Status: st}
-		if st == StatusSuccess {
-			c.Bytes = s.total
-		}
-		s.done = true
-		s.wr = WorkRequest{} // drop references to caller memory
-		r.head++
-		return c, true
+	if r.head == r.tail {
+		return Completion{}, false
 	}
-	return Completion{}, false
+	s := &r.wrs[r.head&r.mask]
+	st := StatusSuccess
+	switch {
+	case r.failing:
+		if s.zc > 0 {
+			return Completion{}, false
+		}
+		st = StatusCancelled
+		if int64(s.seq) == r.failTarget {
+			st = r.failSt
+		}
+	case r.head == r.next, !s.sentAll, s.acked < s.npkts, s.zc > 0:
+		return Completion{}, false
+	case s.wr.Kind == OpRead && s.readGot < s.total:
+		return Completion{}, false
+	}
+	c := Completion{Request: s.wr, Context: s.wr.Context, Op: s.wr.Kind, Status: st}
+	if st == StatusSuccess {
+		c.Bytes = s.total
+	}
+	return c, true
+}
+
+// free ends the request whose completion pop returned, once it was delivered: its slot in
+// the ring and its record in the send queue are free for later requests.
+func (r *requester) free() {
+	s := &r.wrs[r.head&r.mask]
+	if !r.failing && s.wr.Kind == OpRead {
+		r.reads--
+	}
+	s.done, s.wr = true, nil
+	r.head++
+	r.sendQ.free()
 }
 
 // abandon ends every request of a failed QP: the one with sequence number failSeq (if

@@ -78,8 +78,8 @@ func (rs *responder) takeReceives() bool {
 	return moved
 }
 
-// cancelPost takes the oldest receive posted to a QP that was flushed off the receive
-// queue and returns its completion, cancelled; false when there is none. Receives in the
+// cancelPost returns the completion, cancelled, of the oldest receive posted to a QP that
+// was flushed and not taken (freePost ends it); false when there is none. Receives in the
 // ring go first (pop).
 func (rs *responder) cancelPost() (Completion, bool) {
 	if rs.base != rs.posted {
@@ -89,10 +89,11 @@ func (rs *responder) cancelPost() (Completion, bool) {
 	if r == nil {
 		return Completion{}, false
 	}
-	c := Completion{Context: r.Context, Op: OpReceive, Status: StatusCancelled}
-	rs.recvQ.pop()
-	return c, true
+	return Completion{Receive: r, Context: r.Context, Op: OpReceive, Status: StatusCancelled}, true
 }
+
+// freePost ends the receive whose completion cancelPost returned, once it was delivered.
+func (rs *responder) freePost() { rs.recvQ.pop() }
 
 // room makes sure the receive ring has a slot for one more receive (posted-base is below
 // recvCap), doubling it if it is full.
@@ -231,8 +232,8 @@ func (rs *responder) acceptSend(p *wire.Packet) verdict {
 	return placed
 }
 
-// pop returns the completion of the oldest outstanding receive if it has finished, and
-// frees it; false when it has not (or none is outstanding). Receives complete in MSN order:
+// pop returns the completion of the oldest outstanding receive if it has finished (free
+// ends it); false when it has not (or none is outstanding). Receives complete in MSN order:
 // once their message has fully arrived and its last packet is behind the peer's stream's
 // cumulative point cum (a receive completion promises that what the peer posted before
 // that Send, Writes, has landed), or once ended (cancelled, overrun).
@@ -241,7 +242,7 @@ func (rs *responder) pop(cum wire.PSN) (Completion, bool) {
 		return Completion{}, false
 	}
 	r := &rs.recvs[rs.base&rs.mask]
-	c := Completion{Context: r.r.Context, Op: OpReceive, Status: r.st}
+	c := Completion{Receive: &r.r, Context: r.r.Context, Op: OpReceive, Status: r.st}
 	if !r.ended {
 		if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(cum) {
 			return Completion{}, false
@@ -251,9 +252,13 @@ func (rs *responder) pop(cum wire.PSN) (Completion, bool) {
 			c.Op, c.InvToken = OpReceiveInv, r.invToken // invalidated when its packet was taken
 		}
 	}
-	*r = recvState{}
-	rs.base++
 	return c, true
+}
+
+// free ends the receive whose completion pop returned, once it was delivered.
+func (rs *responder) free() {
+	rs.recvs[rs.base&rs.mask] = recvState{}
+	rs.base++
 }
 
 // end makes the receive of message msn (outstanding) complete with st, in its turn.

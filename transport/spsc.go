@@ -8,18 +8,28 @@ import "sync/atomic"
 // once, which NDKPI's posting rules already guarantee (NDKPI Work Request Posting
 // Requirements: calls on one queue are serialized).
 //
+// An entry's slot is its one record from post to completion: the producer fills it in
+// place (reserve, commit) or copies into it (stage, push); the consumer takes it (peek,
+// take) and keeps using it where it is until it frees it (free, in position order), which
+// is when the producer may reuse it. The capacity bounds the entries posted and not yet
+// freed; pop is take and free at once, for a consumer that copies the entry out.
+//
 // Its slots grow on use: the queue starts with a segment of initialRing slots (fewer if
 // its capacity is smaller); when the producer finds its segment full below the capacity,
 // it starts a segment of twice the size and links it after the old one, which the consumer
-// leaves (and the collector takes) once it has consumed what the old one holds. The
-// segments never shrink, so once the queue has held as many entries as a workload keeps
-// posted, neither side allocates again.
+// leaves (and the collector takes) once it has freed what the old one holds. The segments
+// never move or shrink, so a slot stays where it is while it is in use, and once the queue
+// has held as many entries as a workload keeps outstanding, neither side allocates again.
 type spsc[T any] struct {
-	cap  uint64        // the most entries queued at once (a power of two)
-	head atomic.Uint64 // next position to consume; written by the consumer
-	cons *spscSeg[T]   // the segment holding head; the consumer's
-	_    [48]byte      // keep head and tail on different cache lines
-	tail atomic.Uint64 // next position not visible to the consumer; written by the producer
+	cap  uint64        // the most entries posted and not freed (a power of two)
+	head atomic.Uint64 // next position to free; written by the consumer
+	// the consumer's: the next position to take (head <= taken <= tail), and the
+	// segments holding taken and head
+	taken   uint64
+	takeSeg *spscSeg[T]
+	freeSeg *spscSeg[T]
+	_       [32]byte      // keep head and tail on different cache lines
+	tail    atomic.Uint64 // next position not visible to the consumer; written by the producer
 	// staged is the producer's own tail: positions [tail, staged) are written but not yet
 	// published (deferred posts). Only the producer reads or writes it.
 	staged uint64
@@ -39,7 +49,7 @@ type spscSeg[T any] struct {
 func newSPSC[T any](capacity int) *spsc[T] {
 	n := ceilPow2(capacity)
 	seg := &spscSeg[T]{slots: make([]T, min(n, initialRing))}
-	return &spsc[T]{cap: uint64(n), cons: seg, prod: seg}
+	return &spsc[T]{cap: uint64(n), takeSeg: seg, freeSeg: seg, prod: seg}
 }
 
 // ceilPow2 is the least power of two at least n (1 for n <= 1).
@@ -64,10 +74,23 @@ func (q *spsc[T]) push(v *T) bool {
 // stage copies *v into the queue without making it visible to the consumer (a deferred
 // post); false when full. Producer side.
 func (q *spsc[T]) stage(v *T) bool {
+	slot := q.reserve()
+	if slot == nil {
+		return false
+	}
+	*slot = *v
+	q.commit()
+	return true
+}
+
+// reserve returns the slot of the next position for the producer to fill in place, or nil
+// when the queue is full. Nothing is queued until commit; the next reserve without a
+// commit returns the same slot. Producer side.
+func (q *spsc[T]) reserve() *T {
 	t := q.staged
 	h := q.head.Load()
 	if t-h == q.cap {
-		return false
+		return nil
 	}
 	seg := q.prod
 	if t-max(h, seg.start) == uint64(len(seg.slots)) {
@@ -78,10 +101,12 @@ func (q *spsc[T]) stage(v *T) bool {
 		seg.next.Store(ns) // after end: a consumer that sees next sees end
 		q.prod, seg = ns, ns
 	}
-	seg.slots[t&uint64(len(seg.slots)-1)] = *v
-	q.staged = t + 1
-	return true
+	return &seg.slots[t&uint64(len(seg.slots)-1)]
 }
+
+// commit queues the slot reserve returned, staged: publish makes it visible. Producer
+// side.
+func (q *spsc[T]) commit() { q.staged++ }
 
 // publish makes every staged entry visible to the consumer and reports whether there were
 // any. Producer side.
@@ -93,37 +118,50 @@ func (q *spsc[T]) publish() bool {
 	return true
 }
 
-// peek returns the oldest entry without taking it; nil when empty. Consumer side.
+// peek returns the oldest entry not taken without taking it; nil when there is none.
+// Consumer side.
 func (q *spsc[T]) peek() *T {
-	h := q.head.Load()
-	if h == q.tail.Load() {
+	if q.taken == q.tail.Load() {
 		return nil
 	}
-	return q.slot(h)
+	return slotAt(&q.takeSeg, q.taken)
 }
 
-// slot returns the consumer's slot of position h (queued), moving on to the next segment
-// when h is past what the current one holds. Consumer side.
-func (q *spsc[T]) slot(h uint64) *T {
-	seg := q.cons
-	// The producer set next (after end) before it published position h of a later segment.
-	if next := seg.next.Load(); next != nil && h >= seg.end {
-		seg, q.cons = next, next
-	}
-	return &seg.slots[h&uint64(len(seg.slots)-1)]
-}
+// take takes the entry peek returned; it stays in its slot until freed. Consumer side.
+func (q *spsc[T]) take() { q.taken++ }
 
-// pop takes the entry peek returned. Consumer side.
-func (q *spsc[T]) pop() {
+// free frees the oldest entry taken and not freed (dropping its references to caller
+// memory): the producer may reuse its slot. Consumer side.
+func (q *spsc[T]) free() {
 	h := q.head.Load()
 	var zero T
-	seg := q.cons                                // peek moved on to the segment of h
-	seg.slots[h&uint64(len(seg.slots)-1)] = zero // drop references to caller memory
+	*slotAt(&q.freeSeg, h) = zero
 	q.head.Store(h + 1)
+}
+
+// pop takes and frees the entry peek returned. Consumer side.
+func (q *spsc[T]) pop() {
+	q.take()
+	q.free()
+}
+
+// slotAt returns the slot of position pos (queued), moving *seg on to the next segment when
+// pos is past what it holds. Consumer side.
+func slotAt[T any](seg **spscSeg[T], pos uint64) *T {
+	s := *seg
+	// The producer set next (after end) before it published position pos of a later
+	// segment.
+	if next := s.next.Load(); next != nil && pos >= s.end {
+		s, *seg = next, next
+	}
+	return &s.slots[pos&uint64(len(s.slots)-1)]
 }
 
 // capacity is the most entries the queue holds at once.
 func (q *spsc[T]) capacity() int { return int(q.cap) }
 
-// len is the number of queued entries (a snapshot).
+// len is the number of entries posted and not freed (a snapshot; from any goroutine).
 func (q *spsc[T]) len() int { return int(q.tail.Load() - q.head.Load()) }
+
+// untaken is the number of entries posted and not yet taken. Consumer side.
+func (q *spsc[T]) untaken() int { return int(q.tail.Load() - q.taken) }

@@ -74,3 +74,58 @@ func TestSPSCGrows(t *testing.T) {
 		t.Fatalf("%v allocations per push and pop", n)
 	}
 }
+
+// TestSPSCRecordStaysUntilFreed: an entry filled in place (reserve, commit) stays where it
+// was posted while the consumer uses it, between take and free: the capacity counts it,
+// the producer cannot reuse its slot, and a reserve that is not committed posts nothing.
+func TestSPSCRecordStaysUntilFreed(t *testing.T) {
+	q := newSPSC[uint64](4)
+	for i := uint64(0); i < 4; i++ {
+		v := q.reserve()
+		if v == nil {
+			t.Fatalf("reserve %d refused", i)
+		}
+		*v = 100 + i
+		q.commit()
+	}
+	if q.reserve() != nil {
+		t.Fatal("reserve past the capacity")
+	}
+	q.publish()
+	var taken []*uint64
+	for i := uint64(0); i < 4; i++ {
+		v := q.peek()
+		if v == nil || *v != 100+i {
+			t.Fatalf("entry %d: %v", i, v)
+		}
+		q.take()
+		taken = append(taken, v)
+	}
+	if q.peek() != nil || q.untaken() != 0 || q.len() != 4 {
+		t.Fatalf("after taking all: peek %v, untaken %d, len %d", q.peek(), q.untaken(), q.len())
+	}
+	if q.reserve() != nil {
+		t.Fatal("a taken entry's slot was offered before it was freed")
+	}
+	q.free()
+	if *taken[0] != 0 {
+		t.Fatal("free left the entry's references")
+	}
+	for i, v := range taken[1:] {
+		if *v != 101+uint64(i) {
+			t.Fatalf("entry %d changed while in use: %d", i+1, *v)
+		}
+	}
+	v := q.reserve()
+	if v == nil {
+		t.Fatal("no slot after a free")
+	}
+	*v = 7 // not committed: nothing is posted
+	q.publish()
+	if q.peek() != nil || q.len() != 3 {
+		t.Fatalf("an uncommitted reserve was posted: len %d", q.len())
+	}
+	if q.reserve() != v {
+		t.Fatal("the next reserve did not return the same slot")
+	}
+}

@@ -120,6 +120,22 @@ type WorkRequest struct {
 	// completed): it completes with that status and everything after it cancelled. Package
 	// ndk uses it for requests that fail a local check (an SGE outside its region).
 	LocalStatus Status
+	// Poster is the poster's own, kept with the request and handed back with its completion
+	// untouched.
+	Poster PosterData
+}
+
+// PosterData is what the poster of a work request or receive keeps with it, so that the
+// request has one record from post to completion (QP.Reserve; a receive's is copied once,
+// into the QP's ring, since an SRQ's receives complete out of their queue's order): the
+// engine stores it and never reads it. Package ndk keeps there the application's request
+// context, the NDK verb and its flags, the memory regions the SGL lies in, and the memory
+// object a Bind or FastRegister changed.
+type PosterData struct {
+	Context any
+	Object  any
+	Tag     uint64
+	Holds   [MaxSGE]*memreg.MR
 }
 
 // Len is the total length of the work request's SGL.
@@ -130,6 +146,9 @@ type Receive struct {
 	NSGE    uint8
 	SGL     [MaxSGE][]byte
 	Context uint64
+	// Poster is the poster's own, kept with the receive and handed back with its
+	// completion untouched (as WorkRequest.Poster).
+	Poster PosterData
 }
 
 // Len is the total length of the receive's SGL.
@@ -145,6 +164,12 @@ func sglLen(sgl *[MaxSGE][]byte, n uint8) int {
 
 // Completion reports the end of a work request or receive.
 type Completion struct {
+	// Request is the work request that completed, where it was posted (its Poster data
+	// included), valid only during CompletionSink.Complete; nil for a receive.
+	Request *WorkRequest
+	// Receive is the receive that completed (its Poster data included), valid only during
+	// CompletionSink.Complete; nil for a work request.
+	Receive   *Receive
 	Context   uint64
 	Op        OpKind
 	Status    Status

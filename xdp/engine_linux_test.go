@@ -33,7 +33,11 @@ func (r *oneRegion) Invalidate(memreg.PD, uint32) error { return memreg.ErrAcces
 // chanSink delivers completions on a channel.
 type chanSink chan transport.Completion
 
-func (c chanSink) Complete(_ *transport.QP, comp *transport.Completion) { c <- *comp }
+func (c chanSink) Complete(_ *transport.QP, comp *transport.Completion) {
+	cc := *comp
+	cc.Request, cc.Receive = nil, nil // valid only during the call
+	c <- cc
+}
 
 // TestEngineOverAFXDP runs the transport engine unchanged over the AF_XDP link between the
 // two namespace hosts: the connection handshake, then Sends, Writes and Reads verified byte

@@ -1,0 +1,79 @@
+package transport_test
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/xdpndk/xdpndk/memreg"
+	"github.com/xdpndk/xdpndk/transport"
+	"github.com/xdpndk/xdpndk/transport/simlink"
+)
+
+// TestReserveCommit: a work request filled in place is posted by Commit, refused by it as
+// PostSend refuses (nothing posted), and handed back in its completion with the poster's
+// data untouched, where it was posted.
+func TestReserveCommit(t *testing.T) {
+	w := newWorld(t, simlink.Config{MaxPayload: 1472}, nil)
+	qa, _ := w.connect(transport.QPConfig{SendDepth: 4})
+	dst := make([]byte, 64)
+	w.memB.add(5, 0, 0x1000, dst, memreg.AccessRemoteWrite)
+	src := bytes.Repeat([]byte{0xab}, 64)
+
+	var records []*transport.WorkRequest
+	type tag struct{ n int }
+	for i := range 4 {
+		wr := qa.Reserve()
+		if wr == nil {
+			t.Fatalf("reserve %d refused", i)
+		}
+		wr.Kind, wr.NSGE, wr.RemoteAddr, wr.RemoteToken, wr.Context = transport.OpWrite, 1, 0x1000, 5, uint64(i)
+		wr.SGL[0] = src
+		wr.Poster = transport.PosterData{Context: &tag{i}, Tag: uint64(100 + i)}
+		if i == 2 {
+			// A malformed request: refused, nothing posted; the same record comes back.
+			wr.NSGE = transport.MaxSGE + 1
+			if err := qa.Commit(wr); !errors.Is(err, transport.ErrInvalidRequest) {
+				t.Fatalf("commit of a malformed request: %v", err)
+			}
+			if again := qa.Reserve(); again != wr || again.Kind != 0 {
+				t.Fatalf("the next reserve: %p (cleared %v), want %p", again, again.Kind == 0, wr)
+			}
+			continue
+		}
+		if err := qa.Commit(wr); err != nil {
+			t.Fatal(err)
+		}
+		records = append(records, wr)
+	}
+	if len(records) != 3 {
+		t.Fatalf("%d posted", len(records))
+	}
+	var got []*transport.WorkRequest
+	var tags []uint64
+	w.rec.onComplete = func(c *transport.Completion) {
+		if c.Request != nil {
+			got = append(got, c.Request)
+			tags = append(tags, c.Request.Poster.Tag)
+		}
+	}
+	w.runUntil(time.Second, "three writes", func() bool { return w.rec.count(qa) == 3 })
+	for i, c := range w.rec.of(qa) {
+		if c.Status != transport.StatusSuccess || c.Bytes != 64 {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+	for i := range got {
+		if got[i] != records[i] {
+			t.Fatalf("completion %d handed back %p, posted at %p", i, got[i], records[i])
+		}
+	}
+	if want := []uint64{100, 101, 103}; !slices.Equal(tags, want) {
+		t.Fatalf("poster tags %v, want %v", tags, want)
+	}
+	if !bytes.Equal(dst, src) {
+		t.Fatal("the writes did not land")
+	}
+}
