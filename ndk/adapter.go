@@ -46,6 +46,12 @@ type Options struct {
 	// request then completes only when the link has finished with its bytes. Open turns it
 	// on by itself when the AF_XDP socket runs in zero-copy mode.
 	ZeroCopyTx bool
+	// PackLimit is the largest payload, in bytes, of a request's packet that leaves packed
+	// with the QP's other small packets of the same moment in one datagram (their
+	// payloads copied), so that small messages share what the path charges per datagram;
+	// a lone one leaves on its own, as soon as ever. Default transport.DefaultPackLimit
+	// (0); negative packs nothing (docs/TRANSPORT.md, "Packing small requests").
+	PackLimit int
 
 	// RetryTimeout is how long a packet may go unacknowledged (retransmitted with backoff,
 	// at least once a second) before the connection fails and its requests complete
@@ -162,6 +168,7 @@ func OpenLink(link link.Link, opts Options) (*Adapter, error) {
 	cfg.ZeroCopyTx = opts.ZeroCopyTx && a.umem != nil
 	cfg.MaxQPs = opts.MaxQPs
 	cfg.RetryTimeout, cfg.RNRTimeout, cfg.KeepAlive = opts.RetryTimeout, opts.RNRTimeout, opts.KeepAlive
+	cfg.PackLimit = opts.PackLimit
 	cfg.ConnectTimeout = opts.ConnectTimeout
 	if opts.x.Engine != nil {
 		opts.x.Engine(&cfg)
@@ -234,6 +241,9 @@ func (o *Options) normalize(link link.Link) error {
 	if o.HeapSize < 0 || o.MaxMemoryEntries < 0 || o.MaxQPs < 0 {
 		return errorf(StatusInvalidParameter, "negative size: heap %d, memory entries %d, QPs %d",
 			o.HeapSize, o.MaxMemoryEntries, o.MaxQPs)
+	}
+	if o.PackLimit > transport.MaxPackLimit {
+		return errorf(StatusInvalidParameter, "pack limit %d over %d", o.PackLimit, transport.MaxPackLimit)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ type adapterFlags struct {
 	xdpMode  string
 	bindMode string
 	busyPoll time.Duration
+	pack     int
 }
 
 // define adds the adapter options to fs; progress is the default progress mode.
@@ -44,11 +45,12 @@ func (f *adapterFlags) define(fs *flag.FlagSet, progress string) {
 	fs.StringVar(&f.xdpMode, "xdp-mode", "auto", "XDP attach `MODE`: auto (native, else generic), native or generic")
 	fs.StringVar(&f.bindMode, "bind-mode", "auto", "AF_XDP bind `MODE`: auto (zero-copy, else copy), zerocopy or copy")
 	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "ask for busy polling on the socket for this `DURATION` (SO_BUSY_POLL; 0 off)")
+	fs.IntVar(&f.pack, "pack-limit", 0, "pack packets of at most `BYTES` of payload with the QP's other small ones into one datagram (0: ndk's default, 1024; -1: never)")
 }
 
 // config validates the options and returns the adapter configuration.
 func (f *adapterFlags) config() (adapterConfig, error) {
-	c := adapterConfig{iface: f.iface, queue: f.queue, busyPoll: f.busyPoll}
+	c := adapterConfig{iface: f.iface, queue: f.queue, busyPoll: f.busyPoll, packLimit: f.pack}
 	if f.iface == "" {
 		return c, errors.New("-i IFACE is required")
 	}

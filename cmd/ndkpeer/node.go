@@ -34,6 +34,7 @@ type adapterConfig struct {
 	bind          xsk.BindMode
 	busyPoll      time.Duration
 	heap          int // UMEM heap for test buffers, bytes
+	packLimit     int // ndk.Options.PackLimit
 }
 
 // UMEM geometry of ndkpeer's adapters: xdp's defaults, frames of 4 KiB, as many per queue
@@ -97,6 +98,7 @@ func openNode(cfg adapterConfig) (*node, error) {
 	}
 	opts := ndk.DefaultOptions()
 	opts.Progress = cfg.progress
+	opts.PackLimit = cfg.packLimit
 	a, err := ndk.Open(xc, opts)
 	if err != nil {
 		return nil, openError(err, cfg)
