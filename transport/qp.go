@@ -87,6 +87,11 @@ type QP struct {
 
 	state    atomic.Uint32 // QPState; written by the engine, read by posters
 	sendQ    *spsc[WorkRequest]
+	// sendBound is the most work requests outstanding (SendDepth rounded up); sendDone
+	// counts those completed, before their completion is delivered (written by the
+	// engine): posted - sendDone is what is outstanding
+	sendBound uint64
+	sendDone  atomic.Uint64
 	recvQ    *spsc[Receive]
 	srq      *SRQ // QPConfig.SRQ: where receives come from instead of recvQ
 	flushReq atomic.Bool
@@ -142,7 +147,7 @@ func (q *QP) PostSend(wr *WorkRequest) error {
 		q.Publish()
 		return err
 	}
-	slot := q.sendQ.reserve()
+	slot := q.reserve()
 	if slot == nil {
 		q.Publish()
 		return ErrQueueFull
@@ -159,11 +164,20 @@ func (q *QP) PostSend(wr *WorkRequest) error {
 // is posted until Commit; a Reserve without a Commit posts nothing, and the next Reserve
 // returns the same request. Same goroutine rules as PostSend.
 func (q *QP) Reserve() *WorkRequest {
-	wr := q.sendQ.reserve()
+	wr := q.reserve()
 	if wr != nil {
 		*wr = WorkRequest{}
 	}
 	return wr
+}
+
+// reserve returns the send queue's next slot, or nil when SendDepth requests are
+// outstanding. Poster side.
+func (q *QP) reserve() *WorkRequest {
+	if q.sendQ.staged-q.sendDone.Load() >= q.sendBound {
+		return nil
+	}
+	return q.sendQ.reserve()
 }
 
 // Commit posts the request Reserve returned, as PostSend posts a copy: the same checks

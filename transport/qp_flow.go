@@ -18,11 +18,15 @@ import (
 // RetryTimeout and RNRTimeout are set, its KeepAlive is set or negative).
 func newQP(e *Engine, cfg QPConfig) *QP {
 	q := &QP{e: e, cfg: cfg, sink: cfg.Sink, connIndex: -1, maxORD: cfg.ORD, srq: cfg.SRQ}
-	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth)
+	// One slot more than the requests outstanding: the record of the request whose
+	// completion is being delivered is freed only once the sink returned, while the
+	// poster, told of the completion, may already post the next (sendDone).
+	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth, 1)
+	q.sendBound = uint64(ceilPow2(cfg.SendDepth))
 	if q.srq != nil {
-		q.recvQ = newSPSC[Receive](1) // never posted to: receives come from the SRQ
+		q.recvQ = newSPSC[Receive](1, 0) // never posted to: receives come from the SRQ
 	} else {
-		q.recvQ = newSPSC[Receive](cfg.RecvDepth)
+		q.recvQ = newSPSC[Receive](cfg.RecvDepth, 0)
 	}
 	c := &e.cfg
 	q.conn = conn{tx: &e.tx, ctr: &q.ctr, zeroCopy: c.ZeroCopyTx, pack: c.PackLimit,
@@ -31,7 +35,7 @@ func newQP(e *Engine, cfg QPConfig) *QP {
 		rnrDelay: int64(c.RNRDelay), window: c.Window, goBackN: c.GoBackN, ackDelay: int64(c.AckDelay)}, c.RTO, &q.ctr)
 	q.rcv = newReceiver(receiverConfig{ackEvery: c.AckEvery, ackDelay: int64(c.AckDelay),
 		rnrDelay: int64(c.RNRDelay), goBackN: c.GoBackN, advertise: q.srq == nil}, &q.ctr)
-	q.req = newRequester(q.sendQ.capacity(), &q.conn, q.sendQ, int64(c.CreditTimeout))
+	q.req = newRequester(int(q.sendBound), &q.conn, q.sendQ, int64(c.CreditTimeout))
 	rd := ceilPow2(cfg.RecvDepth) // the receive ring's bound: RecvDepth rounded up, as recvQ
 	rn := min(rd, initialRing)    // it grows as receives are posted (ring.go)
 	q.resp = responder{out: &q.conn, recvQ: q.recvQ, srq: q.srq,
@@ -213,6 +217,7 @@ func (q *QP) takeReceives() bool {
 func (q *QP) cancelPosts() bool {
 	moved := false
 	for c, ok := q.req.cancelPost(); ok; c, ok = q.req.cancelPost() {
+		q.sendDone.Add(1)
 		q.deliver(c)
 		q.req.freePost()
 		moved = true
@@ -403,6 +408,7 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 // have finished.
 func (q *QP) completeRequests() {
 	for c, ok := q.req.pop(); ok; c, ok = q.req.pop() {
+		q.sendDone.Add(1)
 		q.deliver(c)
 		q.req.free()
 	}

@@ -77,3 +77,42 @@ func TestReserveCommit(t *testing.T) {
 		t.Fatal("the writes did not land")
 	}
 }
+
+// TestPostWhileCompleting: a poster told of a completion may post at once, while the
+// completed request's record is still being handed back: SendDepth requests outstanding
+// means the completed one is not counted, so the post succeeds (one slot of slack holds
+// the record until the sink returns).
+func TestPostWhileCompleting(t *testing.T) {
+	w := newWorld(t, simlink.Config{MaxPayload: 1472}, nil)
+	qa, _ := w.connect(transport.QPConfig{SendDepth: 4})
+	dst := make([]byte, 64)
+	w.memB.add(5, 0, 0x1000, dst, memreg.AccessRemoteWrite)
+	wr := transport.WorkRequest{Kind: transport.OpWrite, NSGE: 1, RemoteAddr: 0x1000, RemoteToken: 5}
+	wr.SGL[0] = make([]byte, 64)
+	posted := 0
+	post := func() {
+		wr.Context = uint64(posted)
+		if err := qa.PostSend(&wr); err != nil {
+			t.Errorf("post %d: %v", posted, err)
+			return
+		}
+		posted++
+	}
+	for range 4 {
+		post()
+	}
+	if err := qa.PostSend(&wr); !errors.Is(err, transport.ErrQueueFull) {
+		t.Fatalf("a fifth post with four outstanding: %v", err)
+	}
+	w.rec.onComplete = func(c *transport.Completion) {
+		if c.Request != nil && posted < 12 {
+			post() // the completed request no longer counts; its record is still in use
+		}
+	}
+	w.runUntil(time.Second, "twelve writes", func() bool { return w.rec.count(qa) == 12 })
+	for i, c := range w.rec.of(qa) {
+		if c.Status != transport.StatusSuccess || c.Context != uint64(i) {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+}

@@ -21,7 +21,7 @@ import "sync/atomic"
 // never move or shrink, so a slot stays where it is while it is in use, and once the queue
 // has held as many entries as a workload keeps outstanding, neither side allocates again.
 type spsc[T any] struct {
-	cap  uint64        // the most entries posted and not freed (a power of two)
+	cap  uint64        // the most entries posted and not freed
 	head atomic.Uint64 // next position to free; written by the consumer
 	// the consumer's: the next position to take (head <= taken <= tail), and the
 	// segments holding taken and head
@@ -46,10 +46,12 @@ type spscSeg[T any] struct {
 	next  atomic.Pointer[spscSeg[T]]
 }
 
-func newSPSC[T any](capacity int) *spsc[T] {
+// newSPSC returns a queue of capacity entries, capacity rounded up to a power of two, plus
+// slack more (whose slots are in its segments too).
+func newSPSC[T any](capacity, slack int) *spsc[T] {
 	n := ceilPow2(capacity)
 	seg := &spscSeg[T]{slots: make([]T, min(n, initialRing))}
-	return &spsc[T]{cap: uint64(n), takeSeg: seg, freeSeg: seg, prod: seg}
+	return &spsc[T]{cap: uint64(n + slack), takeSeg: seg, freeSeg: seg, prod: seg}
 }
 
 // ceilPow2 is the least power of two at least n (1 for n <= 1).

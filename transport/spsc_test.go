@@ -10,7 +10,7 @@ import (
 // to what is queued at once allocates nothing.
 func TestSPSCGrows(t *testing.T) {
 	const capacity, total = 64, 100_000
-	q := newSPSC[uint64](capacity)
+	q := newSPSC[uint64](capacity, 0)
 	if len(q.prod.slots) != initialRing || q.capacity() != capacity {
 		t.Fatalf("%d slots, capacity %d", len(q.prod.slots), q.capacity())
 	}
@@ -37,7 +37,7 @@ func TestSPSCGrows(t *testing.T) {
 	}
 
 	// Concurrently, from a fresh queue: the producer stages and publishes in bursts.
-	q = newSPSC[uint64](capacity)
+	q = newSPSC[uint64](capacity, 0)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -68,7 +68,7 @@ func TestSPSCGrows(t *testing.T) {
 	wg.Wait()
 
 	// One in flight at a time: no allocation.
-	q = newSPSC[uint64](capacity)
+	q = newSPSC[uint64](capacity, 0)
 	v := uint64(1)
 	if n := testing.AllocsPerRun(1000, func() { q.push(&v); q.peek(); q.pop() }); n != 0 {
 		t.Fatalf("%v allocations per push and pop", n)
@@ -79,7 +79,7 @@ func TestSPSCGrows(t *testing.T) {
 // was posted while the consumer uses it, between take and free: the capacity counts it,
 // the producer cannot reuse its slot, and a reserve that is not committed posts nothing.
 func TestSPSCRecordStaysUntilFreed(t *testing.T) {
-	q := newSPSC[uint64](4)
+	q := newSPSC[uint64](4, 0)
 	for i := uint64(0); i < 4; i++ {
 		v := q.reserve()
 		if v == nil {

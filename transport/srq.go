@@ -53,7 +53,7 @@ func (e *Engine) NewSRQ(depth int) (*SRQ, error) {
 	if depth < 1 || depth > MaxSRQDepth {
 		return nil, fmt.Errorf("srq depth %d not in [1, %d]: %w", depth, MaxSRQDepth, ErrInvalidRequest)
 	}
-	return &SRQ{e: e, q: newSPSC[Receive](depth)}, nil
+	return &SRQ{e: e, q: newSPSC[Receive](depth, 0)}, nil
 }
 
 // Cap is how many receives the SRQ can hold at once: the depth it was created with,
