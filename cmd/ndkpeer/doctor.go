@@ -8,17 +8,16 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xdpndk/xdpndk/xdp"
-	"golang.org/x/sys/unix"
 )
 
 // doctor checks whether this host can run ndkpeer on an interface: one line per check, a
 // verdict, and the fix when it is not ok.
 
-const doctorUsage = "-i IFACE [--port N] [--json]"
+const doctorUsage = "-i IFACE [--port N] [--queue Q] [--cpus LIST] [--busy-poll DURATION] [--json]"
 
 // Verdicts of a check.
 const (
@@ -37,22 +36,41 @@ type check struct {
 
 func doctorCmd(args []string) int {
 	fs := newFlagSet("doctor", doctorUsage, os.Stderr)
-	var iface string
-	fs.StringVar(&iface, "i", "", "the `IFACE` to check (required)")
-	fs.StringVar(&iface, "interface", "", "same as -i")
+	var opts doctorOptions
+	fs.StringVar(&opts.iface, "i", "", "the `IFACE` to check (required)")
+	fs.StringVar(&opts.iface, "interface", "", "same as -i")
 	port := fs.Uint("port", xdp.DefaultPort, "the UDP `port` ndkpeer will use")
+	fs.IntVar(&opts.queue, "queue", -1, "the one `QUEUE` ndkpeer will serve (its --queue); default: every RX queue")
+	cpus := fs.String("cpus", "", "the `LIST` of CPUs the engine will run on (taskset -c LIST ndkpeer ...), e.g. 2 or 2-3; default: this process's CPU affinity when it is narrower than the online CPUs")
+	fs.DurationVar(&opts.busyPoll, "busy-poll", 0, "the --busy-poll `DURATION` ndkpeer will run with (0: none)")
 	jsonOut := fs.Bool("json", false, "print the checks as one JSON document")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return exitUsage
 	}
-	if len(pos) > 0 || iface == "" || *port == 0 || *port > 65535 {
+	if len(pos) > 0 || opts.iface == "" || *port == 0 || *port > 65535 || opts.queue < -1 || opts.queue > 4095 || opts.busyPoll < 0 || opts.busyPoll > time.Second {
 		fmt.Fprintf(os.Stderr, "ndkpeer doctor: usage: ndkpeer doctor %s\n", doctorUsage)
 		return exitUsage
 	}
-	checks, code := diagnose(iface, uint16(*port))
-	printChecks(os.Stdout, iface, uint16(*port), checks, *jsonOut)
+	opts.port = uint16(*port)
+	if opts.cpus, opts.cpusFrom, err = engineCPUs("/", *cpus, processAffinity()); err != nil {
+		fmt.Fprintf(os.Stderr, "ndkpeer doctor: %v\n", err)
+		return exitUsage
+	}
+	checks, code := diagnose(opts)
+	printChecks(os.Stdout, opts.iface, opts.port, checks, *jsonOut)
 	return code
+}
+
+// doctorOptions are what doctor checks: the interface and port, and how ndkpeer will run
+// there (the queue served, the engine's CPUs, busy polling).
+type doctorOptions struct {
+	iface    string
+	port     uint16
+	queue    int           // --queue, or -1: every queue
+	cpus     cpuSet        // the engine's CPUs; nil: not known
+	cpusFrom string        // where cpus came from
+	busyPoll time.Duration // --busy-poll
 }
 
 // printChecks writes the report.
@@ -91,11 +109,12 @@ func printChecks(w io.Writer, iface string, port uint16, checks []check, jsonOut
 // reckons; above it AF_XDP multi-buffer is needed.
 const singleFrameMTU = umemFrameSize - 256 - 18
 
-// serveUMEM is what ndkpeer serve pins with its defaults: the frames and the 64 MiB heap.
-var serveUMEM = umemBytes(1, 64<<20)
+// serveHeap is the UMEM heap ndkpeer serve allocates test buffers from.
+const serveHeap = 64 << 20
 
 // diagnose runs every check on iface and returns them with doctor's exit code.
-func diagnose(iface string, port uint16) ([]check, int) {
+func diagnose(o doctorOptions) ([]check, int) {
+	iface, port := o.iface, o.port
 	var cs []check
 	add := func(name, verdict, detail, fix string) {
 		cs = append(cs, check{Name: name, Verdict: verdict, Detail: detail, Fix: fix})
@@ -161,7 +180,8 @@ func diagnose(iface string, port uint16) ([]check, int) {
 	}
 
 	// driver
-	if drv, ver, bus, err := ethtoolDriver(iface); err != nil {
+	drv, ver, bus, err := ethtoolDriver(iface)
+	if err != nil {
 		add("driver", verdictWarn, fmt.Sprintf("not reported (%v)", err), "")
 	} else {
 		d := drv
@@ -180,16 +200,17 @@ func diagnose(iface string, port uint16) ([]check, int) {
 	case nerr != nil:
 		add("xdp", verdictWarn, fmt.Sprintf("the kernel did not say what the driver supports (%v)", nerr), "Linux 6.3+ reports it; ndkpeer tries native, then generic XDP")
 	case info.XDPFeatures&(xdp.XDPActBasic|xdp.XDPActRedirect) == xdp.XDPActBasic|xdp.XDPActRedirect:
-		add("xdp", verdictOK, fmt.Sprintf("native XDP with XDP_REDIRECT (features %#x)", info.XDPFeatures), "")
+		add("xdp", verdictOK, "native XDP with XDP_REDIRECT; features "+describeXDPFeatures(info.XDPFeatures), "")
 	default:
-		add("xdp", verdictWarn, fmt.Sprintf("no native XDP_REDIRECT in the driver (features %#x): generic (SKB) mode, slower", info.XDPFeatures),
+		add("xdp", verdictWarn, "no native XDP_REDIRECT in the driver (features "+describeXDPFeatures(info.XDPFeatures)+"): generic (SKB) mode, slower",
 			"use a NIC whose driver has native XDP (mlx5, ice, i40e, ixgbe, igc, virtio_net, veth, ...)")
 	}
 	switch {
 	case nerr != nil:
 		add("zero-copy", verdictWarn, "unknown: ndkpeer tries zero-copy, then copy mode, and says which it got", "")
 	case info.XDPFeatures&xdp.XDPActXSKZeroCopy != 0:
-		add("zero-copy", verdictOK, fmt.Sprintf("AF_XDP zero-copy supported (up to %d descriptors per packet)", info.ZCMaxSegs), "")
+		c := zeroCopyCheck(info.ZCMaxSegs, ifi.MTU, iface)
+		cs = append(cs, c)
 	default:
 		add("zero-copy", verdictWarn, "no AF_XDP zero-copy in this driver: copy mode, the kernel copies every packet", "a NIC driver with AF_XDP zero-copy (mlx5, ice, i40e, ixgbe, igc, ...) for the best speed")
 	}
@@ -202,6 +223,12 @@ func diagnose(iface string, port uint16) ([]check, int) {
 		frames, _ := xdp.DefaultQueueSizes(queues)
 		add("queues", verdictOK, fmt.Sprintf("%d RX queues: ndkpeer serves every one (one engine polls %d AF_XDP sockets, %d frames each)", queues, queues, frames), "")
 	}
+	served := queues
+	if o.queue >= 0 {
+		served = 1
+	}
+	tin := &tuningInput{root: "/", iface: iface, driver: drv, queues: queues, queue: o.queue,
+		cpus: o.cpus, cpusFrom: o.cpusFrom, busyPoll: o.busyPoll, umem: umemBytes(served, serveHeap)}
 	ntuple, ferr := xdp.NtupleEnabled(iface)
 	switch {
 	case ferr != nil:
@@ -211,6 +238,8 @@ func diagnose(iface string, port uint16) ([]check, int) {
 	default:
 		add("ntuple", verdictOK, "n-tuple filters off: not needed while every queue is served", "")
 	}
+
+	cs = append(cs, checkIRQAffinity(tin), checkBusyPoll(tin))
 
 	// MTU and multi-buffer
 	kernelSG := major > 6 || (major == 6 && minor >= 6)
@@ -227,33 +256,12 @@ func diagnose(iface string, port uint16) ([]check, int) {
 		add("mtu", verdictOK, fmt.Sprintf("MTU %d: frames span several UMEM frames, AF_XDP multi-buffer (kernel and driver have it)", ifi.MTU), "")
 	}
 
-	// memlock
-	switch lim, err := memlockLimit(); {
-	case privs.has(capIPCLock):
-		add("memlock", verdictOK, fmt.Sprintf("CAP_IPC_LOCK: pinning the UMEM (%s for serve) is not limited", humanBytes(serveUMEM)), "")
-	case err != nil:
-		add("memlock", verdictWarn, err.Error(), "")
-	case lim == unix.RLIM_INFINITY:
-		add("memlock", verdictOK, "RLIMIT_MEMLOCK unlimited", "")
-	case lim < serveUMEM:
-		add("memlock", verdictFail, fmt.Sprintf("RLIMIT_MEMLOCK %s, below the %s the server's UMEM pins", humanBytes(lim), humanBytes(serveUMEM)),
-			"ulimit -l unlimited (LimitMEMLOCK=infinity in a systemd unit), or grant CAP_IPC_LOCK")
-	default:
-		add("memlock", verdictOK, fmt.Sprintf("RLIMIT_MEMLOCK %s, enough for the server's %s", humanBytes(lim), humanBytes(serveUMEM)), "")
-	}
+	// memlock and huge pages
+	lim, lerr := memlockLimit()
+	cs = append(cs, memlockCheck(privs.has(capIPCLock), lim, lerr, tin.umem), checkHugePages(tin))
 
-	// huge pages
-	free, size := hugePages()
-	thp := transparentHugePages()
-	switch {
-	case size > 0 && free*size >= serveUMEM:
-		add("hugepages", verdictOK, fmt.Sprintf("%d free hugetlb pages of %s: the UMEM uses them", free, humanBytes(size)), "")
-	case thp == "always" || thp == "madvise":
-		add("hugepages", verdictOK, fmt.Sprintf("no hugetlb pages free (%d), transparent huge pages %q back the UMEM", free, thp), "")
-	default:
-		add("hugepages", verdictWarn, fmt.Sprintf("no hugetlb pages free and transparent huge pages %q: 4 KiB pages, more TLB misses", thp),
-			fmt.Sprintf("reserve them: echo %d > /proc/sys/vm/nr_hugepages", (serveUMEM+(2<<20)-1)/(2<<20)))
-	}
+	// the CPUs
+	cs = append(cs, checkCPUs(tin), checkCPUFreq(tin))
 
 	// XDP program already attached
 	x, err := attachedXDP(iface)
@@ -291,46 +299,6 @@ func diagnose(iface string, port uint16) ([]check, int) {
 		}
 	}
 	return cs, code
-}
-
-// hugePages returns the free hugetlb pages and their size (/proc/meminfo).
-func hugePages() (free, size uint64) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseUint(fields[1], 10, 64)
-		switch fields[0] {
-		case "HugePages_Free:":
-			free = v
-		case "Hugepagesize:":
-			size = v << 10 // kB
-		}
-	}
-	return free, size
-}
-
-// transparentHugePages returns the selected transparent huge page mode ("always",
-// "madvise", "never"), or "unknown".
-func transparentHugePages() string {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil {
-		return "unknown"
-	}
-	s := string(b)
-	if i := strings.IndexByte(s, '['); i >= 0 {
-		if j := strings.IndexByte(s[i:], ']'); j > 0 {
-			return s[i+1 : i+j]
-		}
-	}
-	return "unknown"
 }
 
 // kernelUDPListens reports whether a kernel UDP socket of this network namespace is bound

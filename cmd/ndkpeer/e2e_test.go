@@ -471,13 +471,19 @@ func TestEndToEnd(t *testing.T) {
 					t.Errorf("%s: unknown verdict %+v", h.Ifname, c)
 				}
 			}
-			for _, name := range []string{"privileges", "kernel", "interface", "driver", "xdp", "zero-copy", "queues", "ntuple", "mtu", "memlock", "hugepages", "xdp-program", "udp-port"} {
+			for _, name := range []string{"privileges", "kernel", "interface", "driver", "xdp", "zero-copy", "queues", "ntuple", "mtu", "memlock", "hugepages", "irq-affinity", "busy-poll", "cpus", "cpufreq", "xdp-program", "udp-port"} {
 				if _, ok := got[name]; !ok {
 					t.Errorf("%s: no %q check", h.Ifname, name)
 				}
 			}
 			if d := got["driver"].Detail; !strings.HasPrefix(d, "veth") {
 				t.Errorf("%s: driver %q, want veth", h.Ifname, d)
+			}
+			if c := got["irq-affinity"]; c.Verdict != verdictOK || !strings.Contains(c.Detail, "virtual interface") {
+				t.Errorf("%s: veth has no IRQs to pin: %+v", h.Ifname, c)
+			}
+			if c := got["busy-poll"]; c.Verdict != verdictOK || !strings.Contains(c.Detail, "NAPI id 0") {
+				t.Errorf("%s: busy polling does not apply to veth: %+v", h.Ifname, c)
 			}
 			if d := got["mtu"].Detail; !strings.Contains(d, "MTU 9000") {
 				t.Errorf("%s: mtu check %q", h.Ifname, d)
@@ -491,6 +497,20 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 		wantExit(t, in(t, a, "doctor", "-i", "nosuch0"), exitNoInterface)
+		wantExit(t, in(t, a, "doctor", "-i", a.Ifname, "--cpus", "0-x"), exitUsage)
+		wantExit(t, in(t, a, "doctor", "-i", a.Ifname, "--busy-poll", "2s"), exitUsage)
+		var told struct {
+			Checks []check `json:"checks"`
+		}
+		decode(t, in(t, a, "doctor", "-i", a.Ifname, "--cpus", "0", "--busy-poll", "50us", "--queue", "0", "--json"), &told)
+		for _, c := range told.Checks {
+			if c.Name == "cpus" && !strings.Contains(c.Detail, "engine on CPU 0 (--cpus)") {
+				t.Errorf("doctor --cpus 0: %+v", c)
+			}
+			if c.Verdict == verdictFail {
+				t.Errorf("doctor --cpus 0 --busy-poll 50us --queue 0: %+v", c)
+			}
+		}
 	})
 
 	t.Run("stats", func(t *testing.T) {

@@ -9,7 +9,8 @@
 //	                                                                read-bw)
 //	ndkpeer tour      -i IFACE HOST                                 every verb, step by step
 //	ndkpeer stats     [-i IFACE] [--port N] [--json]                a running server's counters
-//	ndkpeer doctor    -i IFACE                                      is this host ready?
+//	ndkpeer doctor    -i IFACE [--cpus LIST] [--busy-poll D]        is this host ready, and tuned?
+//	                                                                (docs/TUNING.md)
 //	ndkpeer --version                                               module, VCS revision, Go
 //
 // The tests take perftest's options (ib_send_lat, ib_write_bw, ...): --cpu-util, -e, -b,
@@ -289,7 +290,7 @@ usage:
                                       [-e] [-b] [--rate MSGS_PER_S] [--cpu-util] [--json] HOST
   ndkpeer tour    -i IFACE [--json] HOST
   ndkpeer stats   [-i IFACE] [--port N] [--json]
-  ndkpeer doctor  -i IFACE [--port N] [--json]
+  ndkpeer doctor  -i IFACE [--port N] [--queue Q] [--cpus LIST] [--busy-poll D] [--json]
 
   ndkpeer --version
 
