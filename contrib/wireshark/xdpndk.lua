@@ -12,7 +12,7 @@
 -- with the check it fails. It never raises a Lua error on any input: every read is bounded
 -- by the bytes captured.
 --
--- It runs on Wireshark's Lua 5.2 (Wireshark up to 4.2) and on Lua 5.3/5.4 (4.4 and later).
+-- It runs on the Lua 5.2 of Wireshark up to 4.2 and on the Lua 5.3 or 5.4 of 4.4 and later.
 --
 -- SPDX-License-Identifier: MIT
 
@@ -21,20 +21,20 @@ local xdpndk = Proto("xdpndk", "xdpndk transport (RDMA verbs over UDP)")
 local DEFAULT_PORT = 4793 -- xdp.DefaultPort
 
 ---------------------------------------------------------------------------------------------
--- 32-bit operations on every Lua Wireshark ships: bit32 (Lua 5.2), LuaBitOp's "bit" (which
--- Wireshark bundles; its results are signed, hence u32), or the native operators of Lua 5.3
--- and later, compiled at run time so that this file still parses under 5.2.
+-- 32-bit operations on every Lua Wireshark embeds: Lua's own operators on 5.3 and later
+-- (Wireshark 4.4 on), compiled at run time so that this file still parses under 5.1 and
+-- 5.2; bit32 on 5.2; LuaBitOp's "bit", which every Wireshark bundles (its results are
+-- signed, hence u32 below), on 5.1.
 
 local band, bxor, rshift
-if bit32 then
-    band, bxor, rshift = bit32.band, bit32.bxor, bit32.rshift
-elseif bit then
-    band, bxor, rshift = bit.band, bit.bxor, bit.rshift
-else
-    local ops = load([[return function(a, b) return a & b end,
+if _VERSION ~= "Lua 5.1" and _VERSION ~= "Lua 5.2" then
+    band, bxor, rshift = load([[return function(a, b) return a & b end,
         function(a, b) return a ~ b end,
-        function(a, n) return (a & 0xFFFFFFFF) >> n end]])
-    band, bxor, rshift = ops()
+        function(a, n) return (a & 0xFFFFFFFF) >> n end]])()
+elseif bit32 then
+    band, bxor, rshift = bit32.band, bit32.bxor, bit32.rshift
+else
+    band, bxor, rshift = bit.band, bit.bxor, bit.rshift
 end
 
 local TWO32 = 4294967296
