@@ -34,7 +34,7 @@ var requirements = map[string]Requirement{
 	"ethtool": {Name: "ethtool", Command: "ethtool", Packages: []string{"ethtool"},
 		Why: "xdp/frame tests switch a veth's transmit checksum offload off; the delay line's bed turns the veth offloads off (internal/testbed Options.Path)"},
 	"tshark": {Name: "tshark", Command: "tshark", Packages: []string{"tshark"},
-		Why: "xdp kernel-path tests capture our datagrams and check their checksums"},
+		Why: "xdp kernel-path tests capture our datagrams and check their checksums; contrib/wireshark's tests run the dissector in it and capture on the routed bed's router"},
 	"sysctl": {Name: "sysctl", Command: "sysctl", Packages: []string{"procps"},
 		Why: "xdp and ndk neighbour tests set arp_notify inside a namespace"},
 	"cat": {Name: "cat", Command: "cat", Packages: []string{"coreutils"},
