@@ -51,7 +51,7 @@ type Config struct {
 	// negative value disables it. QPConfig may override it per QP. Default 30 s.
 	KeepAlive time.Duration
 	// RNRDelay is how long a sender waits after the first RNR NAK of a request that names no
-	// delay; it doubles with each further RNR NAK of the same request (up to 64 times). The
+	// delay; it doubles with each further RNR NAK of the same request (up to 64 times the delay). The
 	// wait is capped at 655.36 ms (InfiniBand's largest RNR timer), or at RNRDelay if that
 	// is longer, whatever delay the NAK names. Default 100 µs.
 	RNRDelay time.Duration
