@@ -85,17 +85,17 @@ type QP struct {
 	cfg  QPConfig
 	sink CompletionSink
 
-	state    atomic.Uint32 // QPState; written by the engine, read by posters
-	sendQ    *spsc[WorkRequest]
+	state atomic.Uint32 // QPState; written by the engine, read by posters
+	sendQ *spsc[WorkRequest]
 	// sendBound is the most work requests outstanding (SendDepth rounded up); sendDone
 	// counts those completed, before their completion is delivered (written by the
 	// engine): posted - sendDone is what is outstanding
 	sendBound uint64
 	sendDone  atomic.Uint64
-	recvQ    *spsc[Receive]
-	srq      *SRQ // QPConfig.SRQ: where receives come from instead of recvQ
-	flushReq atomic.Bool
-	maxORD   int // QPConfig.ORD at creation: the most SetReadLimits may set
+	recvQ     *spsc[Receive]
+	srq       *SRQ // QPConfig.SRQ: where receives come from instead of recvQ
+	flushReq  atomic.Bool
+	maxORD    int // QPConfig.ORD at creation: the most SetReadLimits may set
 
 	connIndex int // index in the engine's connected list, -1 when not in it
 	// held: the peer disconnected and the application has not flushed yet, so posted
