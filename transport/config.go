@@ -118,6 +118,12 @@ type Config struct {
 	// and a Read's region is released, only when the link has reported every such packet
 	// of it done (TxDone) as well as acknowledged. Default false: links copy payloads.
 	ZeroCopyTx bool
+	// InboxSlots is how many datagrams one engine of a Group can have waiting in the
+	// inbox of another (a power of two in [2, 4096]; default 64): datagrams that arrived
+	// at the first for a QP of the second (docs/TRANSPORT.md, "Several engines"). Beyond
+	// it they are dropped and counted (GroupStats.ForwardDropped). Each pair of engines
+	// that trades a datagram allocates its slots once, of the largest datagram each.
+	InboxSlots int
 }
 
 // DefaultWindow is Config.Window when it is 0 (see there).
@@ -210,6 +216,12 @@ func (c *Config) normalize() error {
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.InboxSlots == 0 {
+		c.InboxSlots = 64
+	}
+	if c.InboxSlots&(c.InboxSlots-1) != 0 || c.InboxSlots < 2 || c.InboxSlots > 4096 {
+		return fmt.Errorf("transport config: inbox slots %d must be a power of two in [2, 4096]", c.InboxSlots)
 	}
 	if c.RetryTimeout < 0 || c.RNRTimeout < 0 || c.CMTimeout < 0 || c.ConnectTimeout < 0 || c.RNRDelay < 0 || c.CreditTimeout < 0 {
 		return errors.New("transport config: negative durations (only KeepAlive may be negative: disabled)")

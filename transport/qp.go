@@ -81,6 +81,7 @@ var (
 // goroutine.
 type QP struct {
 	e    *Engine
+	home atomic.Pointer[Engine] // e, for goroutines other than e's (it changes once at most: group.go)
 	qpn  uint32
 	cfg  QPConfig
 	sink CompletionSink
@@ -206,7 +207,7 @@ func (q *QP) SetReadLimits(ird, ord int) error {
 // rules as PostSend.
 func (q *QP) Publish() {
 	if q.sendQ.publish() {
-		q.e.wake()
+		q.wake()
 	}
 }
 
@@ -222,7 +223,7 @@ func (q *QP) PostReceive(r *Receive) error {
 	if !q.recvQ.push(r) {
 		return ErrQueueFull
 	}
-	q.e.wake()
+	q.wake()
 	return nil
 }
 
@@ -238,7 +239,7 @@ func (q *QP) deliver(c Completion) {
 // Requirements), and on a QP that never connected.
 func (q *QP) Flush() {
 	q.flushReq.Store(true)
-	q.e.command(func(now int64) {
+	q.post(func(now int64) {
 		if q.connIndex < 0 { // not polled: a QP that is idle or still connecting
 			q.flushReq.Store(false)
 			q.abort(now, ErrFlushed)
