@@ -34,6 +34,7 @@ type adapterConfig struct {
 	bind          xsk.BindMode
 	busyPoll      time.Duration
 	heap          int // UMEM heap for test buffers, bytes
+	engines       int // ndk.Options.Engines (0: ndk's default)
 }
 
 // UMEM geometry of ndkpeer's adapters: xdp's defaults, frames of 4 KiB, as many per queue
@@ -97,6 +98,7 @@ func openNode(cfg adapterConfig) (*node, error) {
 	}
 	opts := ndk.DefaultOptions()
 	opts.Progress = cfg.progress
+	opts.Engines = cfg.engines
 	a, err := ndk.Open(xc, opts)
 	if err != nil {
 		return nil, openError(err, cfg)
