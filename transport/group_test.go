@@ -133,7 +133,7 @@ func (w *gworld) exchange(qas, qbs []*transport.QP, size int) {
 		pattern(b.send, i)
 		pattern(b.src, 1000+i)
 		token := uint32(100 + i)
-		base := uint64(1<<32 + i<<24)
+		base := uint64(1)<<32 + uint64(i)<<24
 		w.memB.add(token, 0, base, b.target, memreg.AccessRemoteWrite|memreg.AccessRemoteRead)
 		r := transport.Receive{Context: 1, NSGE: 1}
 		r.SGL[0] = b.recv
