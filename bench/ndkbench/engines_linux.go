@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpndk/xdpndk/bench/internal/report"
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/internal/testbed"
@@ -177,6 +179,12 @@ func (s *engSide) loopsOf(perEngine bool, engines int) [][]*engQP {
 	return out
 }
 
+// yield gives the CPU to another thread (sched_yield): a loop pass that found nothing to do
+// lets the loop it waits for run, should they share a CPU (when other work on the machine
+// takes one of its two), instead of spinning out its time slice. With nobody waiting for
+// the CPU it returns at once.
+func yield() { _, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
 // engResult is the engines figure's window.
 type engResult struct {
 	msgs      uint64
@@ -211,17 +219,28 @@ func (p *engPair) rate(ctx context.Context, o Options, perEngine bool, outstandi
 			}
 		}()
 	}
+	// B completes nothing (A's Writes are one-sided): its loops only drive its engines. One
+	// loop for all polls the adapter (which reports whether its engines did anything); one
+	// loop per engine polls the CQs of that engine's QPs.
 	for _, qs := range p.B.loopsOf(perEngine, p.engines) {
 		run(func() error {
 			var res [16]ndk.Result
 			for it := 0; ; it++ {
-				for _, q := range qs {
-					if n := q.cq.GetResults(res[:]); n > 0 {
-						return fmt.Errorf("host B's CQ has %d results: %+v", n, res[0])
+				busy := true
+				if perEngine {
+					for _, q := range qs {
+						if n := q.cq.GetResults(res[:]); n > 0 {
+							return fmt.Errorf("host B's CQ has %d results: %+v", n, res[0])
+						}
 					}
+				} else {
+					busy = p.B.a.Poll()
 				}
 				if it&1023 == 0 && (stop.Load() || report.Now() > deadline) {
 					return nil
+				}
+				if !busy {
+					yield()
 				}
 			}
 		})
@@ -230,7 +249,9 @@ func (p *engPair) rate(ctx context.Context, o Options, perEngine bool, outstandi
 		run(func() error {
 			var res [64]ndk.Result
 			for !stop.Load() && report.Now() < deadline {
+				busy := false
 				for _, q := range qs {
+					posted := q.posted
 					for q.posted-q.done < uint64(outstanding) {
 						flags := ndk.OpSilentSuccess
 						if (q.posted+1)%uint64(signalEvery) == 0 {
@@ -255,6 +276,10 @@ func (p *engPair) rate(ctx context.Context, o Options, perEngine bool, outstandi
 					if measuring.Load() {
 						msgs.Add(uint64(n * signalEvery))
 					}
+					busy = busy || n > 0 || q.posted != posted
+				}
+				if !busy {
+					yield()
 				}
 			}
 			// Drain: nothing more is posted; what is outstanding completes (the last
