@@ -179,11 +179,16 @@ func (s *engSide) loopsOf(perEngine bool, engines int) [][]*engQP {
 	return out
 }
 
-// yield gives the CPU to another thread (sched_yield): a loop pass that found nothing to do
-// lets the loop it waits for run, should they share a CPU (when other work on the machine
-// takes one of its two), instead of spinning out its time slice. With nobody waiting for
-// the CPU it returns at once.
-func yield() { _, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+// yield lets another loop run: a loop pass that found nothing to do gives its P to another
+// goroutine (runtime.Gosched: the loops are locked to their threads, and more of them than
+// Ps wait for one) and its thread's CPU to another thread (sched_yield: should two loops
+// share a CPU, because other work on the machine took one, or the process was given fewer
+// than there are loops), instead of spinning out a time slice while the loop it waits for
+// cannot run. With nobody waiting, both return at once.
+func yield() {
+	runtime.Gosched()
+	_, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+}
 
 // engResult is the engines figure's window.
 type engResult struct {
