@@ -141,13 +141,16 @@ type Adapter struct {
 	srqs  map[*SRQ]struct{}
 }
 
-// engine is one engine of an adapter and who runs it.
+// engine is one engine of an adapter and who runs it. Its poller writes pollMu and polled
+// at every poll: the padding keeps them off the cache lines of the other engines' (the
+// structs are allocated one after the other).
 type engine struct {
+	pollMu  sync.Mutex   // ProgressInline: one poller at a time
+	polled  atomic.Int64 // ProgressInline: a.now() of the application's last poll of it (made or tried)
+	_       [112]byte
 	eng     *transport.Engine
 	link    link.Link     // its share of the adapter's queues
 	runDone chan struct{} // closed when its goroutine (fallback or Run) returns
-	pollMu  sync.Mutex    // ProgressInline: one poller at a time
-	polled  atomic.Int64  // ProgressInline: a.now() of the application's last poll of it (made or tried)
 	handoff chan struct{} // ProgressInline: the application waits: the fallback takes over
 }
 
