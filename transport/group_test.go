@@ -230,6 +230,11 @@ func TestGroupForwarding(t *testing.T) {
 	w := newGroupWorld(t, 2, 2, simlink.SteerFlowHash, nil)
 	qas, qbs := w.pairs(8, transport.QPConfig{}, transport.QPConfig{})
 	w.exchange(qas, qbs, 20000)
+	// The last acknowledgements may still wait in an inbox.
+	w.runUntil(time.Second, "inboxes taken", func() bool {
+		a, b := w.ga.Stats(), w.gb.Stats()
+		return a.ForwardReceived == a.Forwarded && b.ForwardReceived == b.Forwarded
+	})
 	for name, g := range map[string]*transport.Group{"A": w.ga, "B": w.gb} {
 		s := g.Stats()
 		t.Logf("%s: %+v", name, s)
