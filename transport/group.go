@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,22 +269,32 @@ func (e *Engine) GroupStats() GroupStats {
 func (g *Group) Stats() GroupStats {
 	var s GroupStats
 	for _, e := range g.engines {
-		x := e.GroupStats()
-		s.RxPackets += x.RxPackets
-		s.TxPackets += x.TxPackets
-		s.Malformed += x.Malformed
-		s.NoQP += x.NoQP
-		s.BadSource += x.BadSource
-		s.BadCookie += x.BadCookie
-		s.OutOfWindow += x.OutOfWindow
-		s.CMDropped += x.CMDropped
-		s.HalfOpenFull += x.HalfOpenFull
-		s.TxRefused += x.TxRefused
-		s.Forwarded += x.Forwarded
-		s.ForwardDropped += x.ForwardDropped
-		s.ForwardReceived += x.ForwardReceived
+		s.add(e.GroupStats())
 	}
 	return s
+}
+
+// add adds every counter of x to s's: each uint64 field of GroupStats and of its
+// EngineStats, whatever fields the engine's counters grow.
+func (s *GroupStats) add(x GroupStats) {
+	sumFields(reflect.ValueOf(s).Elem(), reflect.ValueOf(x))
+}
+
+func sumFields(dst, src reflect.Value) {
+	for i := range dst.NumField() {
+		switch f := dst.Field(i); f.Kind() {
+		case reflect.Uint64:
+			f.SetUint(f.Uint() + src.Field(i).Uint())
+		case reflect.Array:
+			if f.Type().Elem().Kind() == reflect.Uint64 {
+				for j := range f.Len() {
+					f.Index(j).SetUint(f.Index(j).Uint() + src.Field(i).Index(j).Uint())
+				}
+			}
+		case reflect.Struct:
+			sumFields(f, src.Field(i))
+		}
+	}
 }
 
 // Sync returns a channel that is closed once the engine has run every command posted to

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 
@@ -548,4 +549,52 @@ func TestGroupListen(t *testing.T) {
 		t.Fatalf("listen after close: %v", err)
 	}
 	l2.Close()
+}
+
+// Group.Stats sums every counter of the engines, those EngineStats gains later included.
+func TestGroupStatsSumsEveryCounter(t *testing.T) {
+	w := newGroupWorld(t, 3, 1, simlink.SteerSenderQueue, nil)
+	qas, qbs := w.pairs(3, transport.QPConfig{}, transport.QPConfig{})
+	w.exchange(qas, qbs, 3000)
+	sum := w.ga.Stats()
+	var want transport.GroupStats
+	for _, e := range w.ga.Engines() {
+		x := e.GroupStats()
+		want.RxPackets += x.RxPackets
+		want.TxPackets += x.TxPackets
+		want.Forwarded += x.Forwarded
+	}
+	if sum.RxPackets != want.RxPackets || sum.TxPackets != want.TxPackets || sum.Forwarded != want.Forwarded || sum.RxPackets == 0 {
+		t.Fatalf("sum %+v, want rx %d tx %d", sum, want.RxPackets, want.TxPackets)
+	}
+	// Every uint64 field: two engines' worth of ones make twos.
+	var one transport.GroupStats
+	v := reflect.ValueOf(&one).Elem()
+	var set func(v reflect.Value)
+	set = func(v reflect.Value) {
+		for i := range v.NumField() {
+			switch f := v.Field(i); f.Kind() {
+			case reflect.Uint64:
+				f.SetUint(1)
+			case reflect.Struct:
+				set(f)
+			}
+		}
+	}
+	set(v)
+	got := transport.SumGroupStats(one, one)
+	var check func(v reflect.Value, path string)
+	check = func(v reflect.Value, path string) {
+		for i := range v.NumField() {
+			switch f := v.Field(i); f.Kind() {
+			case reflect.Uint64:
+				if f.Uint() != 2 {
+					t.Errorf("%s%s summed to %d", path, v.Type().Field(i).Name, f.Uint())
+				}
+			case reflect.Struct:
+				check(f, path+v.Type().Field(i).Name+".")
+			}
+		}
+	}
+	check(reflect.ValueOf(got), "")
 }
