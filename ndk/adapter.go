@@ -52,6 +52,15 @@ type Options struct {
 	// a lone one leaves on its own, as soon as ever. Default transport.DefaultPackLimit
 	// (0); negative packs nothing (docs/TRANSPORT.md, "Packing small requests").
 	PackLimit int
+	// Engines is how many protocol engines the adapter runs (Open only; default
+	// DefaultEngines, 1; at most the queues served): each serves its share of the
+	// interface's queues and the QPs placed on it, on a goroutine of its own, sharing
+	// nothing with the others per packet (docs/NDK.md, "Several engines"). A QP is placed
+	// on an engine when it is created (the one with the fewest QPs; a QP on an SRQ on the
+	// SRQ's) and an accepted one moves to the engine its connection request arrived at. A
+	// CQ polls, with ProgressInline, the engines of its QPs. More than one pays only with
+	// cores to spare for them (docs/DATAPATH.md, "Several engines", has the figures).
+	Engines int
 
 	// RetryTimeout is how long a packet may go unacknowledged (retransmitted with backoff,
 	// at least once a second) before the connection fails and its requests complete
@@ -103,21 +112,19 @@ const (
 	frmrPageCount   = 1 << 18
 )
 
-// Adapter is an open NDK adapter: a link, the protocol engine running on it, and the
-// registry of its memory. Its methods are safe for concurrent use.
+// Adapter is an open NDK adapter: a link, the protocol engines running on it (each on its
+// share of the link's queues), and the registry of its memory. Its methods are safe for
+// concurrent use.
 type Adapter struct {
-	link  link.Link
-	eng   *transport.Engine
+	link  link.Link // the whole interface: its address, limits, counters
+	grp   *transport.Group
+	engs  []*engine // one per engine of grp, in its order
 	reg   *memreg.Registry
 	opts  Options
 	start time.Time
 	now   func() int64
 
-	cancel  context.CancelFunc
-	runDone chan struct{}
-	pollMu  sync.Mutex    // ProgressInline: one poller at a time
-	polled  atomic.Int64  // ProgressInline: a.now() of the application's last Poll (made or tried)
-	handoff chan struct{} // ProgressInline: the application armed a CQ: the fallback takes over
+	cancel context.CancelFunc
 
 	events chan func() // callbacks, run one at a time by the event goroutine
 	cqs    chan *CQ    // CQs with a notification to deliver
@@ -140,15 +147,36 @@ type Adapter struct {
 	srqs  map[*SRQ]struct{}
 }
 
-// OpenLink opens an adapter on any link.Link (an AF_XDP link, or a simlink in tests).
-// The adapter owns the link from now on and closes it in Close. Errors:
-// STATUS_INVALID_PARAMETER for a nil link or an option out of range.
+// engine is one engine of an adapter and who runs it. Its poller writes pollMu and polled
+// at every poll: the padding keeps them off the cache lines of the other engines' (the
+// structs are allocated one after the other).
+type engine struct {
+	pollMu  sync.Mutex   // ProgressInline: one poller at a time
+	polled  atomic.Int64 // ProgressInline: a.now() of the application's last poll of it (made or tried)
+	_       [112]byte
+	eng     *transport.Engine
+	link    link.Link     // its share of the adapter's queues
+	runDone chan struct{} // closed when its goroutine (fallback or Run) returns
+	handoff chan struct{} // ProgressInline: the application waits: the fallback takes over
+}
+
+// OpenLink opens an adapter on any link.Link (an AF_XDP link, or a simlink in tests), with
+// one engine (Options.Engines must be 0 or 1). The adapter owns the link from now on and
+// closes it in Close. Errors: STATUS_INVALID_PARAMETER for a nil link or an option out of
+// range.
 func OpenLink(link link.Link, opts Options) (*Adapter, error) {
 	if link == nil {
 		return nil, errorf(StatusInvalidParameter, "nil link")
 	}
 	if err := opts.normalize(link); err != nil {
 		return nil, err
+	}
+	links := opts.x.Links
+	if len(links) == 0 {
+		if opts.Engines > 1 {
+			return nil, errorf(StatusInvalidParameter, "%d engines on one link: a link of its own for each is needed (Open splits an interface's queues)", opts.Engines)
+		}
+		links = linksOf(link)
 	}
 	a := &Adapter{link: link, opts: opts, start: time.Now(), log: opts.Logger,
 		umem: opts.x.UMEM, heap: opts.x.Heap,
@@ -174,32 +202,40 @@ func OpenLink(link link.Link, opts Options) (*Adapter, error) {
 		opts.x.Engine(&cfg)
 		a.now = cfg.Now
 	}
-	eng, err := transport.NewEngine(cfg)
+	grp, err := transport.NewGroup(cfg, links)
 	if err != nil {
 		return nil, wrap(StatusInvalidParameter, err)
 	}
-	a.eng = eng
+	a.grp = grp
+	for i, e := range grp.Engines() {
+		a.engs = append(a.engs, &engine{eng: e, link: links[i], runDone: make(chan struct{}), handoff: make(chan struct{}, 1)})
+	}
 	a.logEvent(slog.LevelInfo, "adapter open", "max_payload", link.MaxPayload(), "progress", opts.Progress.String(),
-		"zero_copy_tx", cfg.ZeroCopyTx, "max_qps", eng.MaxQPs())
+		"zero_copy_tx", cfg.ZeroCopyTx, "max_qps", grp.MaxQPs(), "engines", len(a.engs))
 	go a.runEvents()
 	if opts.Progress == ProgressInline {
-		a.runDone = make(chan struct{})
-		a.handoff = make(chan struct{}, 1)
-		go a.fallback()
+		for _, s := range a.engs {
+			go a.fallback(s)
+		}
 	} else {
 		spin := opts.Spin
 		if opts.Progress == ProgressBusy {
 			spin = -1
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		a.cancel, a.runDone = cancel, make(chan struct{})
-		go func() {
-			defer close(a.runDone)
-			_ = eng.Run(ctx, spin)
-		}()
+		a.cancel = cancel
+		for _, s := range a.engs {
+			go func() {
+				defer close(s.runDone)
+				_ = s.eng.Run(ctx, spin)
+			}()
+		}
 	}
 	return a, nil
 }
+
+// linksOf is the one link of an adapter of one engine.
+func linksOf(l link.Link) []link.Link { return []link.Link{l} }
 
 // normalize fills in the defaults of o for an adapter on link and checks what was given.
 func (o *Options) normalize(link link.Link) error {
@@ -245,6 +281,9 @@ func (o *Options) normalize(link link.Link) error {
 	if o.PackLimit > transport.MaxPackLimit {
 		return errorf(StatusInvalidParameter, "pack limit %d over %d", o.PackLimit, transport.MaxPackLimit)
 	}
+	if o.Engines < 0 || o.Engines > transport.MaxEngines {
+		return errorf(StatusInvalidParameter, "%d engines (at most %d)", o.Engines, transport.MaxEngines)
+	}
 	return nil
 }
 
@@ -261,6 +300,9 @@ const (
 	DefaultConnectTimeout = 30 * time.Second
 	// DefaultHeapSize is Options.HeapSize's default: the UMEM heap Open gives an adapter.
 	DefaultHeapSize = 16 << 20
+	// DefaultEngines is Options.Engines's default (docs/DATAPATH.md, "Several engines",
+	// says why).
+	DefaultEngines = 1
 )
 
 // LocalAddr returns the adapter's IP address and UDP port.
@@ -328,7 +370,7 @@ func (a *Adapter) QueryAdapterInfo() AdapterInfo {
 		MaxCallerData:          transport.MaxPrivateData,
 		MaxCalleeData:          transport.MaxPrivateData,
 		Flags:                  AdapterReadSinkNotRequired | AdapterCQInterruptModeration | AdapterRDMAReadLocalInvalidate,
-		MaxQPs:                 uint32(a.eng.MaxQPs()),
+		MaxQPs:                 uint32(a.grp.MaxQPs()),
 	}
 }
 
@@ -377,19 +419,25 @@ func (a *Adapter) stop(ctx context.Context) {
 	if a.cancel != nil {
 		a.cancel()
 	}
-	a.link.Wake() // an engine goroutine (or an inline fallback) asleep in Wait returns
-	a.handOff()   // an inline fallback asleep between its looks returns
-
-	if a.runDone != nil {
-		<-a.runDone
+	for _, s := range a.engs {
+		s.link.Wake() // an engine goroutine (or an inline fallback) asleep in Wait returns
 	}
-	a.pollMu.Lock() // no inline poll in progress from now on
+	a.handOff(0) // an inline fallback asleep between its looks returns
+	for _, s := range a.engs {
+		<-s.runDone
+		s.pollMu.Lock() // no inline poll in progress from now on
+	}
 	a.stopped.Store(true)
 	a.reg.Close() // unpins what regions still pin: nothing touches their memory now
 	close(a.stopEv)
 	select {
 	case <-a.evDone:
 	case <-ctx.Done():
+	}
+	for _, s := range a.engs {
+		if s.link != a.link {
+			_ = s.link.Close()
+		}
 	}
 	_ = a.link.Close()
 	if a.dev != nil {

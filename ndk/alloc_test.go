@@ -26,9 +26,30 @@ func drain(p *pair, cq *CQ, r []Result) {
 }
 
 // TestPostPollNoAllocs: once warm, posting a Send (with its receive), a Write and a Read
-// and polling their completions out of the CQs allocates nothing.
+// and polling their completions out of the CQs allocates nothing: with one engine per
+// adapter, and with two, the QP's datagrams forwarded between them where their flow lands
+// on the other engine, and each CQ shared with a QP of the other engine (its pushes lock).
 func TestPostPollNoAllocs(t *testing.T) {
-	p := inlinePair(t)
+	t.Run("one engine", func(t *testing.T) { postPollNoAllocs(t, inlinePair(t)) })
+	t.Run("two engines", func(t *testing.T) {
+		opts := DefaultOptions()
+		opts.Progress = ProgressInline
+		p := newPair(t, linkKinds()[2], pairOpts{opts: opts})
+		for _, s := range []*side{&p.A, &p.B} {
+			other, err := s.pd.NewQP(QPConfig{ReceiveCQ: s.rcq, InitiatorCQ: s.icq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if engineOf(other) == engineOf(s.qp) || !s.rcq.shared.Load() {
+				t.Fatalf("second QP on engine %d beside engine %d, CQ shared %v", engineOf(other), engineOf(s.qp), s.rcq.shared.Load())
+			}
+		}
+		postPollNoAllocs(t, p)
+		t.Logf("forwarded: A %d, B %d", p.A.a.grp.Stats().Forwarded, p.B.a.grp.Stats().Forwarded)
+	})
+}
+
+func postPollNoAllocs(t *testing.T, p *pair) {
 	src, smr := p.A.region(t, 4096, MRAllowLocalWrite)
 	dst, dmr := p.B.region(t, 4096, MRAllowLocalWrite|MRAllowRemoteRead|MRAllowRemoteWrite)
 	send := []SGE{smr.SGE(src[:64])}

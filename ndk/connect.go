@@ -175,7 +175,7 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	if err := qp.tq.SetReadLimits(ird, ord); err != nil {
 		return wrap(StatusConnectionInvalid, err)
 	}
-	tc, err := a.eng.Connect(qp.tq, netip.AddrPortFrom(dest.Addr(), a.opts.PeerPort), uint64(dest.Port()), private, timeoutOf(ctx, 0))
+	tc, err := a.grp.Connect(qp.tq, netip.AddrPortFrom(dest.Addr(), a.opts.PeerPort), uint64(dest.Port()), private, timeoutOf(ctx, 0))
 	if err != nil {
 		return connectError(err)
 	}
@@ -268,6 +268,15 @@ func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []
 	qp.conn.Store(c)
 	c.answered.Store(true)
 	c.ird, c.ord = min(ird, c.req.ORD), min(ord, c.req.IRD)
+	// The QP moves to the engine the request arrived at (one on an SRQ stays on the SRQ's
+	// engine, which takes the request over): its CQs hear from that engine from now on.
+	at := c.req.Engine().Index()
+	if qp.cfg.SRQ != nil {
+		at = qp.tq.Engine().Index()
+	}
+	if err := c.a.feedCQs(&qp.cfg, at); err != nil {
+		return err
+	}
 	if err := c.req.Accept(qp.tq, private, timeoutOf(ctx, 0)); err != nil {
 		return connectError(err)
 	}
@@ -456,7 +465,7 @@ func (l *Listener) Listen(addr netip.AddrPort) error {
 		if p == 0 {
 			p = a.ephemeralPort()
 		}
-		tl, err = a.eng.Listen(uint64(p), 64)
+		tl, err = a.grp.Listen(uint64(p), 64)
 		if err == nil {
 			port = p
 			break

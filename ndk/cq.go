@@ -70,6 +70,13 @@ type CQ struct {
 	modTimer    *time.Timer
 	timerSet    atomic.Bool
 
+	// The engines whose QPs complete into the CQ (feed, engines.go): bit i is engine i;
+	// bits are never cleared. Once there are two, shared is set and every push holds prodMu.
+	engines atomic.Uint64
+	shared  atomic.Bool
+	prodMu  sync.Mutex
+	feedMu  sync.Mutex // serializes feed
+
 	mu  sync.Mutex
 	qps []*QP       // QPs completing into this CQ (made unusable by an overrun)
 	evs []connEvent // under mu: connection events, at most one per QP in qps (cq_wait.go)
@@ -148,15 +155,28 @@ func (cq *CQ) available(max int) (uint64, int) {
 	h := cq.head.Load()
 	t := cq.tail.Load()
 	if t == h && cq.a.opts.Progress == ProgressInline {
-		cq.a.Poll()
+		cq.a.pollEngines(cq.engines.Load())
 		t = cq.tail.Load()
 	}
 	return h, int(min(t-h, uint64(max)))
 }
 
-// push adds a result. Engine goroutine (or the inline poller). On a full CQ it overruns:
-// the CQ and its QPs become unusable and the notification reports STATUS_BUFFER_OVERFLOW.
+// push adds a result. Engine goroutine (or the inline poller): of one engine, or, once QPs
+// of several complete into the CQ (shared), of any of them, one at a time. On a full CQ it
+// overruns: the CQ and its QPs become unusable and the notification reports
+// STATUS_BUFFER_OVERFLOW.
 func (cq *CQ) push(r *ResultEx, solicited bool) {
+	if cq.shared.Load() {
+		cq.prodMu.Lock()
+		cq.put(r, solicited)
+		cq.prodMu.Unlock()
+		return
+	}
+	cq.put(r, solicited)
+}
+
+// put is push by the one producer.
+func (cq *CQ) put(r *ResultEx, solicited bool) {
 	if cq.overrun.Load() || cq.closed.Load() {
 		return
 	}
@@ -233,7 +253,7 @@ func (cq *CQ) Arm(t NotifyType) {
 	if t != NotifyErrors && t != NotifySolicited {
 		t = NotifyAny
 	}
-	cq.a.handOff() // ProgressInline: the application is about to wait; the adapter serves the engine
+	cq.a.handOff(cq.engines.Load()) // ProgressInline: the application is about to wait; the adapter serves the engines
 	var now uint32
 	for {
 		cur := cq.arm.Load()

@@ -272,7 +272,7 @@ func (cq *CQ) wait(ctx context.Context, dst []Result, dstEx []ResultEx) (int, er
 		}
 		cq.waiting.Store(true)
 		if !cq.ready() {
-			cq.a.handOff() // ProgressInline: the adapter's goroutine serves the engine meanwhile
+			cq.a.handOff(cq.engines.Load()) // ProgressInline: the adapter's goroutines serve the engines meanwhile
 			select {
 			case <-cq.wake:
 			case <-done:

@@ -43,7 +43,35 @@ func linkKinds() []linkKind {
 			opts.ZeroCopyTx = true
 			return openXDP(t, bed.A, cfg, opts), openXDP(t, bed.B, cfg, opts)
 		}},
+		// Two engines per adapter on hosts of two queues each, where a datagram lands on
+		// the queue a hash of its flow picks (as a NIC's RSS does): a QP's datagrams often
+		// arrive at the engine that does not own it and are forwarded.
+		{"simlink-2engines", func(t testing.TB, opts Options) (*Adapter, *Adapter) {
+			a, b := openQueues(t, 2, 2, simlink.SteerFlowHash, opts)
+			return a, b
+		}},
 	}
+}
+
+// openQueues opens two adapters of na and nb engines on simulated hosts of as many queues
+// (at 198.18.0.1 and .2), steered as steer says.
+func openQueues(t testing.TB, na, nb int, steer simlink.Steer, opts Options) (a, b *Adapter) {
+	t.Helper()
+	n := simlink.NewNetwork(simlink.Config{Seed: 1, MaxPayload: 8972})
+	t.Cleanup(func() { n.Close() })
+	open := func(addr string, q int) *Adapter {
+		qs, err := n.AddQueues(netip.MustParseAddrPort(addr), q, steer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := withUMEM(t, opts)
+		o.Engines = q
+		for _, l := range qs {
+			o.x.Links = append(o.x.Links, l)
+		}
+		return openT(t, qs[0], o)
+	}
+	return open("198.18.0.1:4793", na), open("198.18.0.2:4793", nb)
 }
 
 // withUMEM gives a simlink adapter a UMEM and its heap, as Open gives an AF_XDP one, so

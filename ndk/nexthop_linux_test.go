@@ -341,7 +341,7 @@ func TestUnresolvedPeersDoNotStallTheEngine(t *testing.T) {
 	waitUntil(t, 10*time.Second, "more round trips after the failures", func() bool { return pp.trips.Load() >= after+100 })
 	if err := pp.finish(); err != nil {
 		t.Logf("A link %+v\nB link %+v\nA qp %+v\nB qp %+v\nA eng %+v\nB eng %+v", a.link.Stats(), p.B.a.link.Stats(),
-			p.A.qp.tq.Stats(), p.B.qp.tq.Stats(), a.eng.Stats(), p.B.a.eng.Stats())
+			p.A.qp.tq.Stats(), p.B.qp.tq.Stats(), a.grp.Stats(), p.B.a.grp.Stats())
 		t.Fatalf("ping-pong: %v", err)
 	}
 	link := a.link.Stats()
@@ -388,7 +388,7 @@ func TestSpoofFloodBounded(t *testing.T) {
 	raw := newRawSender(t, bed.B)
 	dst := netip.AddrPortFrom(bed.A.Addr, testPort)
 	frames := make([][]byte, 64) // built ahead, reused: the loop allocates nothing of its own
-	link0, eng0 := a.link.Stats(), a.eng.Stats()
+	link0, eng0 := a.link.Stats(), a.grp.Stats()
 
 	var m0, m1 runtime.MemStats
 	runtime.GC()
@@ -426,7 +426,7 @@ func TestSpoofFloodBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	growth := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
-	link, eng, ns := a.link.Stats(), a.eng.Stats(), dev.NeighbourStats()
+	link, eng, ns := a.link.Stats(), a.grp.Stats(), dev.NeighbourStats()
 	t.Logf("%d spoofed requests in %v; A received %d (dropped %d), engine sent %d; heap %+d bytes (%d -> %d)",
 		sent, time.Since(start).Round(time.Millisecond), link.RxPackets-link0.RxPackets, link.RxDropped-link0.RxDropped,
 		eng.TxPackets-eng0.TxPackets, growth, m0.HeapAlloc, m1.HeapAlloc)

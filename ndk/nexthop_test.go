@@ -101,7 +101,7 @@ func TestConnectResolvesPeerFirst(t *testing.T) {
 		{"other", ctx, errors.New("netlink socket closed"), StatusUnsuccessful},
 	} {
 		rl.set(tc.err)
-		tx := a.eng.Stats().TxPackets
+		tx := a.grp.Stats().TxPackets
 		err := conn.Connect(tc.ctx, sa.qp, dest, 4, 4, nil)
 		if got := StatusOf(err); got != tc.want {
 			t.Errorf("%s: Connect = %v, want %v", tc.name, err, tc.want)
@@ -109,7 +109,7 @@ func TestConnectResolvesPeerFirst(t *testing.T) {
 		if st := sa.qp.tq.State(); st != transport.QPIdle {
 			t.Errorf("%s: QP %v after the failed resolution, want idle", tc.name, st)
 		}
-		if n := a.eng.Stats().TxPackets; n != tx {
+		if n := a.grp.Stats().TxPackets; n != tx {
 			t.Errorf("%s: %d packets sent despite the failed resolution", tc.name, n-tx)
 		}
 	}

@@ -8,8 +8,9 @@ import (
 )
 
 // Open opens an adapter on an interface through AF_XDP (xdp.Open with cfg): an AF_XDP
-// socket on every RX queue of the interface (or on cfg.Queues), all served by the adapter's
-// one engine, the XDP steering program attached, and the device's UMEM as the adapter's
+// socket on every RX queue of the interface (or on cfg.Queues), served by the adapter's
+// Options.Engines engines (by default one; never more than the queues), the XDP steering
+// program attached, and the device's UMEM as the adapter's
 // memory (Adapter.Alloc buffers leave zero-copy where the NIC allows), with a heap of
 // Options.HeapSize bytes (cfg.HeapSize is replaced by it). Close detaches the program and
 // frees everything. Call it in the network namespace of the interface. The device logs
@@ -53,6 +54,17 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 	// the caller asks for it with Options.ZeroCopyTx.
 	opts.x.UMEM, opts.x.Heap = d.UMEM(), heap
 	opts.ZeroCopyTx = opts.ZeroCopyTx || d.Mode().Socket.ZeroCopy
+	if opts.Engines == 0 {
+		opts.Engines = DefaultEngines
+	}
+	if n := min(opts.Engines, len(d.Queues())); n > 1 {
+		// Each engine serves a share of the queues (queue k of those served goes to engine
+		// k mod n), so a peer with as many engines and queues has the engine of the same
+		// index at the other end of every queue (veth; docs/DATAPATH.md).
+		for _, l := range d.DeviceLinks(n) {
+			opts.x.Links = append(opts.x.Links, l)
+		}
+	}
 	a, err := OpenLink(d.DeviceLink(), opts)
 	if err != nil {
 		_ = d.Close()

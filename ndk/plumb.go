@@ -10,7 +10,8 @@ import (
 // through internal/plumb; applications use the public API only.
 func init() {
 	plumb.SetExtra = func(opts any, x plumb.Extra) { opts.(*Options).x = x }
-	plumb.Engine = func(a any) *transport.Engine { return a.(*Adapter).eng }
+	plumb.Engine = func(a any) *transport.Engine { return a.(*Adapter).engs[0].eng }
+	plumb.Group = func(a any) *transport.Group { return a.(*Adapter).grp }
 	plumb.Link = func(a any) link.Link { return a.(*Adapter).link }
 	plumb.QP = func(q any) *transport.QP { return q.(*QP).tq }
 }

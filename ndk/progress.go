@@ -52,20 +52,30 @@ func (p Progress) String() string {
 	return fmt.Sprintf("Progress(%d)", int(p))
 }
 
-// Poll runs one round of the engine if the adapter uses ProgressInline and nobody else is
-// polling it, and reports whether it did any work. With the other progress modes it does
-// nothing and returns false.
-func (a *Adapter) Poll() bool {
+// Poll runs one round of each of the adapter's engines that nobody else is polling, if it
+// uses ProgressInline, and reports whether it did any work. With the other progress modes
+// it does nothing and returns false.
+func (a *Adapter) Poll() bool { return a.pollEngines(0) }
+
+// pollEngines is Poll of the engines in mask (bit i: engine i; 0: all of them).
+func (a *Adapter) pollEngines(mask uint64) bool {
 	if a.opts.Progress != ProgressInline || a.closed.Load() {
 		return false
 	}
 	now := a.now()
-	a.polled.Store(now)
-	if !a.pollMu.TryLock() {
-		return false
+	busy := false
+	for i, s := range a.engs {
+		if mask != 0 && mask&(1<<i) == 0 {
+			continue
+		}
+		s.polled.Store(now)
+		if !s.pollMu.TryLock() {
+			continue
+		}
+		_, b := s.eng.Poll(now)
+		s.pollMu.Unlock()
+		busy = busy || b
 	}
-	_, busy := a.eng.Poll(now)
-	a.pollMu.Unlock()
 	return busy
 }
 
@@ -89,8 +99,8 @@ const fallbackQuiet = 20 * time.Millisecond
 // long, so that an idle adapter wakes about ten times a second instead of a thousand.
 const fallbackIdleWatch = 100 * time.Millisecond
 
-// fallback serves the engine of an inline adapter that the application has not polled for
-// InlineFallback: it polls while there is work and for Options.Spin after it, and then
+// fallback serves engine s of an inline adapter (each engine has its own) when the
+// application has not polled it for InlineFallback: it polls while there is work and for Options.Spin after it, and then
 // sleeps in the link's Watch (until a datagram, a post or a timer; at most fallbackWatch
 // while work is recent, fallbackIdleWatch once the engine is idle) without holding the
 // engine, so the application's next Poll takes the engine back at once and the fallback
@@ -99,10 +109,10 @@ const fallbackIdleWatch = 100 * time.Millisecond
 // peer's delay-based congestion control reads as a queue (docs/NDK.md, "Progress"). While
 // the application polls, the fallback only looks now and then (the pause doubles up to
 // fallbackMaxPause). Until Close. A link without Watch is polled every InlineFallback.
-func (a *Adapter) fallback() {
-	defer close(a.runDone)
+func (a *Adapter) fallback(s *engine) {
+	defer close(s.runDone)
 	d := int64(a.opts.InlineFallback)
-	w, _ := a.link.(link.Watcher)
+	w, _ := s.link.(link.Watcher)
 	pause := time.Duration(d)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -110,31 +120,31 @@ func (a *Adapter) fallback() {
 		timer.Reset(p)
 		select {
 		case <-timer.C:
-		case <-a.handoff:
+		case <-s.handoff:
 			timer.Stop()
 		}
 	}
 	spin := int64(a.opts.Spin)
 	var lastBusy int64
 	for !a.closed.Load() {
-		if idle := a.now() - a.polled.Load(); idle < d {
+		if idle := a.now() - s.polled.Load(); idle < d {
 			sleep(max(pause, time.Duration(d-idle)))
 			pause = min(2*pause, fallbackMaxPause)
 			continue
 		}
 		pause = time.Duration(d)
-		if !a.pollMu.TryLock() {
+		if !s.pollMu.TryLock() {
 			sleep(time.Duration(d))
 			continue
 		}
 		now := a.now()
-		next, busy := a.eng.Poll(now)
+		next, busy := s.eng.Poll(now)
 		if busy {
 			lastBusy = now
 		}
 		spinning := !busy && now-lastBusy < spin
-		parked := !busy && !spinning && w != nil && a.eng.Park()
-		a.pollMu.Unlock()
+		parked := !busy && !spinning && w != nil && s.eng.Park()
+		s.pollMu.Unlock()
 		switch {
 		case busy:
 		case spinning:
@@ -148,7 +158,7 @@ func (a *Adapter) fallback() {
 				wait = min(wait, time.Duration(max(next-now, 0)))
 			}
 			_ = w.Watch(wait)
-			a.eng.Unpark()
+			s.eng.Unpark()
 		case w == nil:
 			sleep(time.Duration(d)) // a link it cannot watch: poll now and then
 		}
@@ -156,17 +166,24 @@ func (a *Adapter) fallback() {
 	}
 }
 
-// handOff tells an inline adapter's fallback that the application stops polling now (it
-// armed a CQ to wait for a notification): the fallback serves the engine from now on,
-// without waiting out InlineFallback. Its next Poll takes the engine back.
-func (a *Adapter) handOff() {
+// handOff tells the fallbacks of an inline adapter's engines in mask (bit i: engine i; 0:
+// all) that the application stops polling them now (it armed a CQ to wait for a
+// notification, or sleeps in CQ.Wait): each fallback serves its engine from now on,
+// without waiting out InlineFallback. The next poll takes the engine back.
+func (a *Adapter) handOff(mask uint64) {
 	if a.opts.Progress != ProgressInline {
 		return
 	}
-	a.polled.Store(a.now() - int64(a.opts.InlineFallback))
-	select {
-	case a.handoff <- struct{}{}:
-	default:
+	t := a.now() - int64(a.opts.InlineFallback)
+	for i, s := range a.engs {
+		if mask != 0 && mask&(1<<i) == 0 {
+			continue
+		}
+		s.polled.Store(t)
+		select {
+		case s.handoff <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -133,7 +133,7 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.SRQ != nil {
 		tc.SRQ, tc.RecvDepth = cfg.SRQ.ts, 0 // the transport's default bound of receives in progress
 	}
-	tq, err := a.eng.NewQP(tc)
+	tq, err := a.grp.NewQP(tc)
 	if err != nil {
 		if errors.Is(err, transport.ErrTooManyQPs) {
 			return nil, wrap(StatusInsufficientResources, err)
@@ -141,6 +141,10 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 		return nil, wrap(StatusInvalidParameter, err)
 	}
 	q.tq = tq
+	if err := a.feedCQs(&cfg, tq.Engine().Index()); err != nil {
+		_ = tq.Close(context.Background())
+		return nil, err
+	}
 	a.objMu.Lock()
 	if a.qps == nil {
 		a.qps = make(map[*QP]struct{})

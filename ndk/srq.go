@@ -70,7 +70,7 @@ func (pd *PD) NewSRQ(depth, maxSGE, notifyThreshold int, notify func(Status)) (*
 	case notifyThreshold < 0 || notifyThreshold > depth:
 		return nil, errorf(StatusInvalidParameter, "SRQ notify threshold %d not in [0, depth %d]", notifyThreshold, depth)
 	}
-	ts, err := a.eng.NewSRQ(depth)
+	ts, err := a.grp.NewSRQ(depth)
 	if err != nil {
 		return nil, wrap(StatusInvalidParameter, err)
 	}

@@ -70,7 +70,7 @@ func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []
 	if timeout == 0 {
 		timeout = e.cfg.ConnectTimeout
 	}
-	if qp.e != e {
+	if qp.owner() != e {
 		return nil, fmt.Errorf("qp of another engine: %w", ErrBadState)
 	}
 	if !validSource(peer) {
@@ -81,7 +81,7 @@ func (e *Engine) Connect(qp *QP, peer netip.AddrPort, service uint64, private []
 	}
 	// The ConnID is never 0 (wire.Parse refuses that).
 	c := &Connector{qp: qp, peer: peer, service: service, private: append([]byte(nil), private...),
-		connID: randUint64() | 1, ourPSN: wire.PSN(randUint64()), replied: make(chan error, 1)}
+		connID: e.g.newConnID(), ourPSN: wire.PSN(randUint64()), replied: make(chan error, 1)}
 	e.command(func(now int64) {
 		c.retry.start(now, e.cfg.CMTimeout, timeout)
 		c.sentAt = now

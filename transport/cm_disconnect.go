@@ -31,11 +31,11 @@ func (q *QP) Disconnect(ctx context.Context) error { return q.StartDisconnect(0)
 // means the QP's RetryTimeout. A negative timeout is taken as 0.
 func (q *QP) StartDisconnect(timeout time.Duration) *Disconnecting {
 	d := &disconnectState{q: q, done: make(chan error, 1)}
-	e := q.e
 	if timeout <= 0 {
 		timeout = q.cfg.RetryTimeout
 	}
-	e.command(func(now int64) {
+	q.post(func(now int64) {
+		e := q.e
 		switch q.State() {
 		case QPConnected, QPError:
 		case QPDisconnected:

@@ -15,10 +15,11 @@ import (
 
 // Listener receives connection requests for one service.
 type Listener struct {
-	e       *Engine
-	service uint64
-	reqs    chan *ConnRequest
-	closed  atomic.Bool
+	e        *Engine
+	service  uint64
+	reqs     chan *ConnRequest
+	closed   atomic.Bool
+	siblings []*Listener // Group.Listen: the service's listeners on the group's other engines
 }
 
 // Listen starts accepting connection requests for service; at most backlog wait for Accept
@@ -59,6 +60,9 @@ func (l *Listener) Close() {
 	if l.closed.Swap(true) {
 		return
 	}
+	for _, s := range l.siblings {
+		s.Close()
+	}
 	l.e.mu.Lock()
 	if l.e.cm.listeners[l.service] == l {
 		delete(l.e.cm.listeners, l.service)
@@ -92,10 +96,13 @@ type ConnRequest struct {
 	expireAt int64      // not yet answered: rejected then (cmQuiet after the latest copy of the request)
 	done     chan error // established (nil) or failed
 	answered atomic.Bool
+	at       atomic.Pointer[Engine] // the engine it was handed to (group.go); nil: l.e
 }
 
-// Accept connects qp (idle, on the listener's engine) to the requester with private data,
-// answering with a reply. It returns at once; Wait reports when the requester's
+// Accept connects qp (idle, on the listener's engine or another engine of its Group) to the
+// requester with private data, answering with a reply. A QP of another engine of the group
+// moves to the request's engine first (QP.Engine changes), unless it takes its receives
+// from a shared receive queue, whose engine it keeps: the request is handed to that engine. It returns at once; Wait reports when the requester's
 // ready-to-use arrives (or its first data packet). The reply is sent again after
 // Config.CMTimeout, then at doubling intervals up to 500 ms, so that a requester whose
 // application is slow to complete the connection still gets it, until timeout has passed
@@ -108,7 +115,7 @@ func (r *ConnRequest) Accept(qp *QP, private []byte, timeout time.Duration) erro
 	if timeout < 0 {
 		return fmt.Errorf("accept timeout %v: %w", timeout, ErrInvalidRequest)
 	}
-	if qp.e != r.l.e {
+	if !r.engine().hosts(qp) {
 		return fmt.Errorf("qp of another engine: %w", ErrBadState)
 	}
 	if !qp.state.CompareAndSwap(uint32(QPIdle), uint32(QPConnecting)) {
@@ -119,11 +126,11 @@ func (r *ConnRequest) Accept(qp *QP, private []byte, timeout time.Duration) erro
 		return fmt.Errorf("request already answered: %w", ErrBadState)
 	}
 	priv := append([]byte(nil), private...)
-	e := r.l.e
+	e := r.engine()
 	if timeout == 0 {
 		timeout = e.cfg.ConnectTimeout
 	}
-	e.command(func(now int64) {
+	r.place(qp, func(e *Engine, now int64) {
 		r.qp, r.private, r.replied = qp, priv, true
 		ird, ord := min(qp.cfg.IRD, r.ORD), min(qp.cfg.ORD, r.IRD)
 		e.cm.connectQP(qp, r.Peer, r.peerPort, r.peerQPN, randUint64()|1, wire.PSN(randUint64()), r.peerPSN, r.peerMax, ird, ord)
@@ -143,7 +150,7 @@ func (r *ConnRequest) Reject(private []byte) error {
 		return fmt.Errorf("request already answered: %w", ErrBadState)
 	}
 	priv := append([]byte(nil), private...)
-	e := r.l.e
+	e := r.engine()
 	e.command(func(int64) {
 		e.cm.sendReject(r.Peer, r.connID, RejectByPeer, priv)
 		e.cm.dropHalfOpen(r, ErrRejected)
@@ -158,8 +165,12 @@ func (r *ConnRequest) Reject(private []byte) error {
 // established before the cancel ran (nil) or the cancel took effect (cause). A request not
 // accepted, or no longer half-open, is left as it is.
 func (r *ConnRequest) Cancel(cause error) {
-	e := r.l.e
+	e := r.engine()
 	e.command(func(now int64) {
+		if r.engine() != e {
+			r.Cancel(cause) // handed to another engine meanwhile: cancel it there
+			return
+		}
 		for _, x := range e.cm.halfOpen {
 			if x == r && r.replied {
 				r.qp.abort(cause)

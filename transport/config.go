@@ -126,6 +126,12 @@ type Config struct {
 	// takes the default, DefaultPackLimit; a negative value packs nothing. At most
 	// MaxPackLimit.
 	PackLimit int
+	// InboxSlots is how many datagrams one engine of a Group can have waiting in the
+	// inbox of another (a power of two in [2, 4096]; default 64): datagrams that arrived
+	// at the first for a QP of the second (docs/TRANSPORT.md, "Several engines"). Beyond
+	// it they are dropped and counted (GroupStats.ForwardDropped). Each pair of engines
+	// that trades a datagram allocates its slots once, of the largest datagram each.
+	InboxSlots int
 }
 
 // DefaultWindow is Config.Window when it is 0 (see there).
@@ -236,6 +242,12 @@ func (c *Config) normalize() error {
 		c.PackLimit = -1
 	case c.PackLimit > MaxPackLimit:
 		return fmt.Errorf("transport config: pack limit %d over %d", c.PackLimit, MaxPackLimit)
+	}
+	if c.InboxSlots == 0 {
+		c.InboxSlots = 64
+	}
+	if c.InboxSlots&(c.InboxSlots-1) != 0 || c.InboxSlots < 2 || c.InboxSlots > 4096 {
+		return fmt.Errorf("transport config: inbox slots %d must be a power of two in [2, 4096]", c.InboxSlots)
 	}
 	if c.RetryTimeout < 0 || c.RNRTimeout < 0 || c.CMTimeout < 0 || c.ConnectTimeout < 0 || c.RNRDelay < 0 || c.CreditTimeout < 0 {
 		return errors.New("transport config: negative durations (only KeepAlive may be negative: disabled)")

@@ -43,6 +43,7 @@ type Engine struct {
 	round  uint64     // Poll calls so far (never 0 after the first): acks deferred by a round
 
 	cm cmState
+	g  groupState // several engines of one host (group.go); zero when alone
 
 	sleeping atomic.Bool
 	ctr      engineCounters
@@ -161,13 +162,14 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 		return nil, fmt.Errorf("%d queue pairs exist (Config.MaxQPs): %w", len(e.qps), ErrTooManyQPs)
 	}
 	for {
-		e.nextQPN++
+		e.nextQPN += e.g.qpnStep()
 		if e.nextQPN != 0 && e.qps[e.nextQPN] == nil {
 			break
 		}
 	}
 	q.qpn = e.nextQPN
 	q.conn.qpn = q.qpn
+	q.home.Store(e)
 	e.qps[q.qpn] = q
 	e.publishQPs()
 	e.mu.Unlock()
@@ -205,7 +207,7 @@ func (q *QP) Close(ctx context.Context) error {
 		q.e.mu.Unlock()
 		close(done)
 	}
-	q.e.command(remove)
+	q.post(remove)
 	select {
 	case <-done:
 		return nil
@@ -281,7 +283,7 @@ func (e *Engine) Run(ctx context.Context, spin time.Duration) error {
 // sleeper calls Unpark when it wakes.
 func (e *Engine) Park() bool {
 	e.sleeping.Store(true)
-	if e.hasCmd.Load() || e.pendingPosts() {
+	if e.hasCmd.Load() || e.pendingPosts() || e.g.pending() {
 		e.sleeping.Store(false)
 		return false
 	}
@@ -303,7 +305,7 @@ func (e *Engine) Sleep(now, next int64, limit time.Duration) error {
 	}
 	e.sleeping.Store(true)
 	defer e.sleeping.Store(false)
-	if e.hasCmd.Load() || e.pendingPosts() {
+	if e.hasCmd.Load() || e.pendingPosts() || e.g.pending() {
 		return nil
 	}
 	return e.link.Wait(wait)
@@ -336,6 +338,9 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 			e.input(now, &e.rxPkts[i])
 		}
 		e.link.Release(e.rxPkts[:n])
+	}
+	if e.g.grp != nil && e.groupPoll(now) {
+		busy = true
 	}
 	next, cmBusy := e.cm.poll(now)
 	busy = busy || cmBusy
@@ -424,6 +429,9 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 	if err := wire.Parse(e.segs[:nseg], p); err != nil {
 		e.ctr.badPackets.Add(1)
 		return
+	}
+	if e.g.grp != nil && e.forward(now, pkt, p) {
+		return // another engine's: handed to its inbox
 	}
 	switch {
 	case wire.IsCM(p.Opcode):

@@ -16,3 +16,9 @@ const (
 	MaxLingering = maxLingering
 	MaxRNRDelay  = maxRNRDelay
 )
+
+// SumGroupStats is GroupStats.add of the two, for the test that every counter is summed.
+func SumGroupStats(a, b GroupStats) GroupStats {
+	a.add(b)
+	return a
+}

@@ -81,6 +81,7 @@ var (
 // goroutine.
 type QP struct {
 	e    *Engine
+	home atomic.Pointer[Engine] // e, for goroutines other than e's (it changes once at most: group.go)
 	qpn  uint32
 	cfg  QPConfig
 	sink CompletionSink
@@ -153,7 +154,7 @@ func (q *QP) PostSend(wr *WorkRequest) error {
 		return ErrQueueFull
 	}
 	*slot = *wr
-	q.post(wr.Flags)
+	q.enqueue(wr.Flags)
 	return nil
 }
 
@@ -187,16 +188,16 @@ func (q *QP) Commit(wr *WorkRequest) error {
 		q.Publish()
 		return err
 	}
-	q.post(wr.Flags)
+	q.enqueue(wr.Flags)
 	return nil
 }
 
-// post queues the reserved request, deferred with WRDefer, else published with everything
-// deferred before it.
-func (q *QP) post(flags WRFlags) {
+// enqueue queues the reserved request, deferred with WRDefer, else published with
+// everything deferred before it.
+func (q *QP) enqueue(flags WRFlags) {
 	q.sendQ.commit()
 	if flags&WRDefer == 0 && q.sendQ.publish() {
-		q.e.wake()
+		q.wake()
 	}
 }
 
@@ -249,7 +250,7 @@ func (q *QP) SetReadLimits(ird, ord int) error {
 // rules as PostSend.
 func (q *QP) Publish() {
 	if q.sendQ.publish() {
-		q.e.wake()
+		q.wake()
 	}
 }
 
@@ -265,7 +266,7 @@ func (q *QP) PostReceive(r *Receive) error {
 	if !q.recvQ.push(r) {
 		return ErrQueueFull
 	}
-	q.e.wake()
+	q.wake()
 	return nil
 }
 
@@ -281,7 +282,7 @@ func (q *QP) deliver(c Completion) {
 // Requirements), and on a QP that never connected.
 func (q *QP) Flush() {
 	q.flushReq.Store(true)
-	q.e.command(func(now int64) {
+	q.post(func(now int64) {
 		if q.connIndex < 0 { // not polled: a QP that is idle or still connecting
 			q.flushReq.Store(false)
 			q.abort(ErrFlushed)

@@ -151,7 +151,7 @@ func Open(cfg Config) (d *Device, err error) {
 			return d, err
 		}
 	}
-	d.devLink = newDeviceLink(d)
+	d.devLink = newDeviceLink(d, d.links)
 	if cfg.Steering == SteerNtuple {
 		loc, err := insertNtuple(cfg.Interface, d.addr, cfg.Port, queues[0])
 		if err != nil {

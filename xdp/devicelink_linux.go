@@ -12,10 +12,12 @@ import (
 	"github.com/xdpndk/xdpndk/transport/link"
 )
 
-// DeviceLink is every queue of a Device as one link.Link, so that one engine serves
-// all the interface's RX queues (docs/DATAPATH.md, "Every queue served"): a NIC's RSS
-// spreads the datagrams of our port over its queues by a hash of their addresses and ports,
-// so a QP's datagrams (and a listener's connection requests) may arrive on any of them.
+// DeviceLink is several queues of a Device as one link.Link: every queue
+// (Device.DeviceLink), so that one engine serves all the interface's RX queues
+// (docs/DATAPATH.md, "Every queue served"): a NIC's RSS spreads the datagrams of our port
+// over its queues by a hash of their addresses and ports, so a QP's datagrams (and a
+// listener's connection requests) may arrive on any of them; or a share of them
+// (Device.DeviceLinks), one for each of several engines.
 //
 // Receive takes datagrams from every queue's socket in turn, starting at a different queue
 // each call so that none starves; Release gives each frame back to the socket it came from.
@@ -46,17 +48,37 @@ type DeviceLink struct {
 // rxRange is a run of packets of one Receive call that came from one queue.
 type rxRange struct{ link, from, to int }
 
-// newDeviceLink composes the device's links.
-func newDeviceLink(d *Device) *DeviceLink {
-	dl := &DeviceLink{dev: d, links: d.links, ranges: make([]rxRange, 0, len(d.links))}
-	for _, l := range d.links {
+// newDeviceLink composes links, queues of device d, into one.
+func newDeviceLink(d *Device, links []*Link) *DeviceLink {
+	dl := &DeviceLink{dev: d, links: links, ranges: make([]rxRange, 0, len(links))}
+	for _, l := range links {
 		dl.pollfds = append(dl.pollfds, unix.PollFd{Fd: int32(l.sock.FD()), Events: unix.POLLIN})
 	}
-	for _, l := range d.links {
+	for _, l := range links {
 		dl.pollfds = append(dl.pollfds, unix.PollFd{Fd: int32(l.eventfd), Events: unix.POLLIN})
 	}
 	dl.watchfds = append([]unix.PollFd(nil), dl.pollfds...)
 	return dl
+}
+
+// DeviceLinks splits the device's queues into n disjoint DeviceLinks, one for each of n
+// engines (docs/DATAPATH.md, "Several engines"): the k-th queue served (in Queues order)
+// goes to link k mod n, so two hosts that serve the same number of queues with the same
+// n give queue q to the engine of the same index. n is clamped to [1, len(Queues)]. Each
+// link is owned by one engine goroutine as DeviceLink is; they share the device's UMEM,
+// program and next-hop table, never a ring. Every call makes new links; closing one
+// closes its queues' sockets (Device.Close closes them all anyway).
+func (d *Device) DeviceLinks(n int) []*DeviceLink {
+	n = max(1, min(n, len(d.links)))
+	parts := make([][]*Link, n)
+	for k, l := range d.links {
+		parts[k%n] = append(parts[k%n], l)
+	}
+	out := make([]*DeviceLink, n)
+	for i, p := range parts {
+		out[i] = newDeviceLink(d, p)
+	}
+	return out
 }
 
 // Receive implements link.Link.
@@ -274,6 +296,15 @@ func (dl *DeviceLink) ResolvePeer(ctx context.Context, peer netip.Addr) error {
 
 // Links returns the per-queue links, for their own counters (Link.Stats, Link.Queue).
 func (dl *DeviceLink) Links() []*Link { return dl.links }
+
+// Queues returns the interface queues the link serves, in Links order.
+func (dl *DeviceLink) Queues() []int {
+	qs := make([]int, len(dl.links))
+	for i, l := range dl.links {
+		qs[i] = l.queue
+	}
+	return qs
+}
 
 // Stats implements link.Link: the sum over the queues.
 func (dl *DeviceLink) Stats() link.Stats {

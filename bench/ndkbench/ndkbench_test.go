@@ -73,8 +73,8 @@ func TestDefaultGoals(t *testing.T) {
 			n++
 		}
 	}
-	if n != 7 {
-		t.Errorf("%d goals, want 7", n)
+	if n != 8 {
+		t.Errorf("%d goals, want 8", n)
 	}
 }
 

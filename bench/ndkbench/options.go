@@ -95,7 +95,28 @@ type Options struct {
 	// sides transmit, so nothing is lost either way): it measures what polling the other
 	// queues costs.
 	AllQueues bool
+	// Engines are the engine counts the engines figure compares (ndk.Options.Engines of
+	// both adapters, each serving both queues of the bed); empty skips the figure. Default
+	// 1 and 2.
+	Engines []int
+	// EngineQPs is the QP pairs of the engines figure (spread over the engines), each with
+	// a CQ and memory of its own; Outstanding Writes are shared out among them.
+	EngineQPs int
+	// EngineLoops is who drives the engines figure's QPs: EngineLoopsPerSide (one loop per
+	// host for all its QPs, so both counts run two loops on the two CPUs) or
+	// EngineLoopsPerEngine (one loop per engine and host: as a many-core host would run
+	// them, here oversubscribing the two CPUs).
+	EngineLoops string
+	// OnlyEngines measures the engines figure alone (no ping-pong, latency, rate,
+	// goodput or baselines).
+	OnlyEngines bool
 }
+
+// Loops of the engines figure (Options.EngineLoops).
+const (
+	EngineLoopsPerSide   = "side"
+	EngineLoopsPerEngine = "engine"
+)
 
 // DefaultOptions returns the full benchmark: 3 repetitions, every mode, 20000 round trips
 // and latency samples, 1 s windows after 500 ms of warm-up, 128 outstanding Writes (every
@@ -115,6 +136,9 @@ func DefaultOptions() Options {
 		GoodputOutstanding: 16,
 		Baselines:          true,
 		Idle:               10 * time.Second,
+		Engines:            []int{1, 2},
+		EngineQPs:          4,
+		EngineLoops:        EngineLoopsPerSide,
 	}
 }
 
@@ -161,6 +185,23 @@ func (o Options) normalize() (Options, error) {
 		return bad("goodput outstanding %d not in [1, 64]", o.GoodputOutstanding)
 	case o.Idle < 100*time.Millisecond || o.Idle > 10*time.Minute:
 		return bad("idle window %v not in [100ms, 10m]", o.Idle)
+	}
+	for _, n := range o.Engines {
+		if n < 1 || n > 2 {
+			return bad("engines %d not in [1, 2]: the bed has two queues", n)
+		}
+	}
+	if len(o.Engines) > 0 && (o.EngineQPs < 1 || o.EngineQPs > 64) {
+		return bad("engine QPs %d not in [1, 64]", o.EngineQPs)
+	}
+	if o.EngineLoops == "" {
+		o.EngineLoops = EngineLoopsPerSide
+	}
+	if o.EngineLoops != EngineLoopsPerSide && o.EngineLoops != EngineLoopsPerEngine {
+		return bad("engine loops %q: %s or %s", o.EngineLoops, EngineLoopsPerSide, EngineLoopsPerEngine)
+	}
+	if o.OnlyEngines && len(o.Engines) == 0 {
+		return bad("only the engines figure, but no engine counts")
 	}
 	o.PingPongWarmup = max(0, min(o.PingPongWarmup, o.PingPongN/2, o.LatencyN/2))
 	seen := map[string]bool{}

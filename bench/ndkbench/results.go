@@ -22,6 +22,7 @@ const (
 	BenchGoodput  = "goodput"  // pipelined 64 KiB ndk Writes
 	BenchOneWay   = "oneway"   // raw link one-way (bench/linkbench)
 	BenchIdle     = "idle"     // an idle ndk pair: the process's CPU over a window
+	BenchEngines  = "engines"  // pipelined 64-byte ndk Writes over adapters of several engines
 	BenchGoal     = "goal"     // a goal's ratio
 )
 
@@ -36,6 +37,15 @@ const (
 
 // SystemNDK returns the system name of ndk in a progress mode: "xdpndk-inline" and so on.
 func SystemNDK(mode string) string { return "xdpndk-" + mode }
+
+// SystemEngines returns the system name of the engines figure's adapters of n engines:
+// "xdpndk-inline-1engine", "xdpndk-inline-2engines".
+func SystemEngines(n int) string {
+	if n == 1 {
+		return "xdpndk-inline-1engine"
+	}
+	return fmt.Sprintf("xdpndk-inline-%dengines", n)
+}
 
 // Operations of Records.
 const (
@@ -58,22 +68,23 @@ const (
 // Metrics and units of Records. The latencies (a ping-pong's round trip, or a request's
 // from its post to its completion) are round trips: bench/internal/report's rtt_* metrics.
 const (
-	MetricP50     = report.MetricRTTP50  // microseconds
-	MetricP90     = report.MetricRTTP90  // microseconds
-	MetricP99     = report.MetricRTTP99  // microseconds
-	MetricMean    = report.MetricRTTMean // microseconds
-	MetricSamples = "samples"            // round trips or requests timed (after warm-up)
-	MetricLost    = "lost"               // round trips not completed within their timeout
-	MetricOps     = report.MetricMsgRate // requests completed per second
-	MetricCQEs    = "cqe_per_s"          // completions taken from the CQ per second
-	MetricAllocs  = "allocs_per_op"      // heap objects the process allocated per request
-	MetricPPS     = report.MetricMsgRate // datagrams received per second
-	MetricGbps    = report.MetricGbps    // Gbit/s: payload bytes (ndk), IP packet bytes (raw)
-	MetricRatio   = "ratio"              // a goal's ratio
-	MetricCPU     = "cpu_s"              // user+system CPU seconds of the process in the window
-	MetricWall    = "wall_s"             // the window's length in seconds
-	MetricCore    = report.MetricCores   // cpu_s / wall_s: cores kept busy
-	MetricCPUOp   = report.MetricCPUMsg  // user+system CPU of the process (both hosts) per completed request, us
+	MetricP50       = report.MetricRTTP50  // microseconds
+	MetricP90       = report.MetricRTTP90  // microseconds
+	MetricP99       = report.MetricRTTP99  // microseconds
+	MetricMean      = report.MetricRTTMean // microseconds
+	MetricSamples   = "samples"            // round trips or requests timed (after warm-up)
+	MetricLost      = "lost"               // round trips not completed within their timeout
+	MetricOps       = report.MetricMsgRate // requests completed per second
+	MetricCQEs      = "cqe_per_s"          // completions taken from the CQ per second
+	MetricAllocs    = "allocs_per_op"      // heap objects the process allocated per request
+	MetricPPS       = report.MetricMsgRate // datagrams received per second
+	MetricGbps      = report.MetricGbps    // Gbit/s: payload bytes (ndk), IP packet bytes (raw)
+	MetricRatio     = "ratio"              // a goal's ratio
+	MetricCPU       = "cpu_s"              // user+system CPU seconds of the process in the window
+	MetricWall      = "wall_s"             // the window's length in seconds
+	MetricCore      = report.MetricCores   // cpu_s / wall_s: cores kept busy
+	MetricCPUOp     = report.MetricCPUMsg  // user+system CPU of the process (both hosts) per completed request, us
+	MetricForwarded = "forwarded"          // datagrams forwarded between engines in the window (both hosts)
 
 	UnitMicros  = report.UnitMicros
 	UnitCount   = report.UnitCount
@@ -125,6 +136,10 @@ type Config struct {
 	Baselines          bool     `json:"baselines"`
 	IdleMS             int64    `json:"idle_ms"`
 	AllQueues          bool     `json:"all_queues"`
+	Engines            []int    `json:"engines,omitempty"`
+	EngineQPs          int      `json:"engine_qps,omitempty"`
+	EngineLoops        string   `json:"engine_loops,omitempty"`
+	OnlyEngines        bool     `json:"only_engines,omitempty"`
 }
 
 // Record is one figure: the median over the repetitions of one metric.

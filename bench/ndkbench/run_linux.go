@@ -45,7 +45,8 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 			LatencyN: o.LatencyN, BoundMS: o.Bound.Milliseconds(), DurationMS: o.Duration.Milliseconds(),
 			WarmupMS: o.Warmup.Milliseconds(), Outstanding: o.Outstanding, SignalEvery: o.SignalEvery,
 			GoodputOutstanding: o.GoodputOutstanding, Baselines: o.Baselines, IdleMS: o.Idle.Milliseconds(),
-			AllQueues: o.AllQueues,
+			AllQueues: o.AllQueues, Engines: o.Engines, EngineQPs: o.EngineQPs, EngineLoops: o.EngineLoops,
+			OnlyEngines: o.OnlyEngines,
 		},
 	}}
 	r := &runner{bed: bed, o: o, res: res, col: newCollector()}
@@ -56,11 +57,17 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 		errs = append(errs, err)
 	}
 	var steps []step
-	if o.Baselines {
+	if o.Baselines && !o.OnlyEngines {
 		steps = append(steps, step{SystemRaw, r.raw}, step{SystemTCP, r.tcp})
 	}
 	for _, m := range o.Modes {
+		if o.OnlyEngines {
+			break
+		}
 		steps = append(steps, step{SystemNDK(m), func(ctx context.Context, rep int) error { return r.ndk(ctx, rep, m) }})
+	}
+	if len(o.Engines) > 0 {
+		steps = append(steps, step{BenchEngines, r.engines})
 	}
 	for rep := range o.Runs {
 		for _, s := range steps {
@@ -393,6 +400,8 @@ func definitionNotes(o Options) []string {
 		"raw-xdpndk: bench/linkbench's raw-xdpndk system on the same bed in the same repetition (64 = IP packet length; Gbit/s counts IP packet bytes); kernel-tcp: 64-byte messages, TCP_NODELAY",
 		"cpu_us_per_msg and cpu_cores (msgrate, goodput): the process's user+system CPU (getrusage; both hosts, their loops and the kernel work of their system calls) over the window, per Write completed and per second of the window",
 		"allocs_per_op: heap objects the whole process allocated in the window per completed request (or round trip)",
+		fmt.Sprintf("ndk engines (inline): adapters of 1 and of %v engines on both hosts (ndk.Options.Engines), each serving both queues of the bed (engine i queue i), %d QP pairs spread over the engines, each QP with a CQ and memory of its own, %d outstanding %d-byte Writes shared out among them, every %d-th signaled; loops: %s (side: one loop per host drives all its QPs, so every count runs two loops on the two CPUs; engine: one loop per engine and host); the engine counts alternate in order by repetition; cpu_us_per_msg = the process's user+system CPU over the window per Write delivered (= CPU seconds per million messages), forwarded = datagrams forwarded between engines (both hosts; 0 when placed right)",
+			o.Engines, o.EngineQPs, o.Outstanding, MsgSize, o.SignalEvery, o.EngineLoops),
 		fmt.Sprintf("value is the median of %d repetitions; goal ratios pair figures of the same repetition", o.Runs),
 	}
 }

@@ -46,6 +46,9 @@ func TestSmokeQuick(t *testing.T) {
 		{BenchMsgRate, inline, OpWrite, MsgSize, MetricCore},
 		{BenchOneWay, SystemRaw, OpSend, 64, MetricPPS},
 		{BenchOneWay, SystemRaw, OpSend, 9000, MetricGbps},
+		{BenchEngines, SystemEngines(1), OpWriteSilent, MsgSize, MetricCPUOp},
+		{BenchEngines, SystemEngines(2), OpWriteSilent, MsgSize, MetricCPUOp},
+		{BenchEngines, SystemEngines(2), OpWriteSilent, MsgSize, MetricOps},
 	} {
 		r := res.Find(ref)
 		if r == nil || len(r.Runs) != 1 || !(r.Value > 0) {

@@ -31,6 +31,7 @@ type adapterFlags struct {
 	bindMode string
 	busyPoll time.Duration
 	pack     int
+	engines  int
 }
 
 // define adds the adapter options to fs; progress is the default progress mode.
@@ -46,11 +47,12 @@ func (f *adapterFlags) define(fs *flag.FlagSet, progress string) {
 	fs.StringVar(&f.bindMode, "bind-mode", "auto", "AF_XDP bind `MODE`: auto (zero-copy, else copy), zerocopy or copy")
 	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "ask for busy polling on the socket for this `DURATION` (SO_BUSY_POLL; 0 off)")
 	fs.IntVar(&f.pack, "pack-limit", 0, "pack packets of at most `BYTES` of payload with the QP's other small ones into one datagram (0: ndk's default, 1024; -1: never)")
+	fs.IntVar(&f.engines, "engines", 0, "run `N` protocol engines, each on its share of the queues served (ndk.Options.Engines; 0: ndk's default, one)")
 }
 
 // config validates the options and returns the adapter configuration.
 func (f *adapterFlags) config() (adapterConfig, error) {
-	c := adapterConfig{iface: f.iface, queue: f.queue, busyPoll: f.busyPoll, packLimit: f.pack}
+	c := adapterConfig{iface: f.iface, queue: f.queue, busyPoll: f.busyPoll, packLimit: f.pack, engines: f.engines}
 	if f.iface == "" {
 		return c, errors.New("-i IFACE is required")
 	}
@@ -75,6 +77,9 @@ func (f *adapterFlags) config() (adapterConfig, error) {
 	}
 	if (f.queue >= 0) != (c.steer != xdp.SteerServeAll) {
 		return c, errors.New("--queue and --steer go together: serve one queue and say how our port reaches it, or give neither to serve every queue")
+	}
+	if f.engines < 0 || f.engines > 64 {
+		return c, fmt.Errorf("--engines %d: not in [0, 64]", f.engines)
 	}
 	if f.busyPoll < 0 || f.busyPoll > time.Second {
 		return c, fmt.Errorf("--busy-poll %v: not in [0, 1s]", f.busyPoll)

@@ -21,8 +21,8 @@
 //
 // Both sides open an adapter (ndk.Open) on their interface: the XDP steering program is
 // attached to it, every RX queue of the interface gets an AF_XDP socket, all served by the
-// adapter's one engine (or only queue --queue, with --steer ntuple|external saying how our
-// port reaches it), and our UDP port
+// adapter's one engine, or shared out among --engines N (or only queue --queue, with
+// --steer ntuple|external saying how our port reaches it), and our UDP port
 // (--port, default 4793, the same on both hosts) is taken from the kernel on that
 // interface; every other packet still goes to the kernel. The server listens on the NDK
 // service ServiceID (4800, --service), multiplexed on that UDP port; the client connects to

@@ -35,6 +35,7 @@ type adapterConfig struct {
 	busyPoll      time.Duration
 	heap          int // UMEM heap for test buffers, bytes
 	packLimit     int // ndk.Options.PackLimit
+	engines       int // ndk.Options.Engines (0: ndk's default)
 }
 
 // UMEM geometry of ndkpeer's adapters: xdp's defaults, frames of 4 KiB, as many per queue
@@ -99,6 +100,7 @@ func openNode(cfg adapterConfig) (*node, error) {
 	opts := ndk.DefaultOptions()
 	opts.Progress = cfg.progress
 	opts.PackLimit = cfg.packLimit
+	opts.Engines = cfg.engines
 	a, err := ndk.Open(xc, opts)
 	if err != nil {
 		return nil, openError(err, cfg)

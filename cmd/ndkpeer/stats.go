@@ -105,7 +105,7 @@ func (s *server) snapshot() serverStats {
 		q.Timeouts += x.Timeouts
 	}
 	s.connMu.Unlock()
-	st.Engine = plumb.Engine(n.a).Stats()
+	st.Engine = plumb.Group(n.a).Stats().EngineStats // every engine's, summed
 	st.Link = plumb.Link(n.a).Stats()
 	if c, err := n.dev.Program().Counters(); err == nil {
 		st.Steering = &c

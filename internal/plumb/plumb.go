@@ -27,6 +27,10 @@ type Extra struct {
 	// Engine, if set, adjusts the engine's configuration last (a virtual clock, protocol
 	// parameters a benchmark compares).
 	Engine func(*transport.Config)
+	// Links, if set, are the links of the adapter's engines, one engine each (several
+	// queues of a simulated host, say); the link ndk.OpenLink is given is then the
+	// adapter's own view (its address, limits and counters) and may be one of them.
+	Links []link.Link
 }
 
 // Set by package ndk when it is initialised; nil until then (a program that does not link
@@ -35,8 +39,10 @@ var (
 	// SetExtra records x in the ndk.Options that opts (a *ndk.Options) points to, for
 	// ndk.OpenLink.
 	SetExtra func(opts any, x Extra)
-	// Engine returns the engine of an *ndk.Adapter.
+	// Engine returns the (first) engine of an *ndk.Adapter.
 	Engine func(adapter any) *transport.Engine
+	// Group returns the engines of an *ndk.Adapter.
+	Group func(adapter any) *transport.Group
 	// Link returns the link of an *ndk.Adapter.
 	Link func(adapter any) link.Link
 	// QP returns the engine's QP under an *ndk.QP.

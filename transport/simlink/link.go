@@ -34,6 +34,9 @@ type Link struct {
 	net  *Network
 	id   int32
 	addr netip.AddrPort
+	// Set by Network.AddQueues: the host's queues and this link's index among them.
+	set   *queueSet
+	queue int
 
 	// Guarded by net.mu.
 	q     rxQueue
@@ -226,6 +229,7 @@ func (l *Link) transmit(p *link.Packet, plen int, to *Link, pa *path, now int64)
 	if srcPort == 0 {
 		srcPort = l.addr.Port()
 	}
+	to = to.arrival(l, srcPort)
 	queued := 0
 	for c := 0; c < f.copies; c++ {
 		if c == 1 {

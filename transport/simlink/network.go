@@ -184,7 +184,14 @@ func (n *Network) Partition(a, b netip.AddrPort) {
 	for _, k := range [...]pathKey{{a, b}, {b, a}} {
 		p := n.pathFor(k.from, k.to)
 		p.partitioned = true
-		if dst := n.hosts[k.to]; dst != nil && !dst.closed.Load() {
+		h := n.hosts[k.to]
+		if h == nil {
+			continue
+		}
+		for _, dst := range h.queuesOf() {
+			if dst.closed.Load() {
+				continue
+			}
 			dst.q.filter(func(e *entry) bool {
 				if e.path != p || e.at <= now {
 					return false

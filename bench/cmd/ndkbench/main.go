@@ -44,6 +44,10 @@ func run() int {
 		quiet       = flag.Bool("q", false, "do not print progress lines")
 		counters    = flag.Bool("v", false, "add QP and link counters (retransmissions, timeouts, drops) to the progress lines")
 		allQueues   = flag.Bool("all-queues", false, "the ndk adapters serve every queue of the bed (as ndk.Open does by default), not queue 0 only")
+		engines     = flag.String("engines", "1,2", "engine counts of the engines figure (adapters of that many engines on both hosts); empty skips it")
+		engineQPs   = flag.Int("engine-qps", def.EngineQPs, "QP pairs of the engines figure, spread over the engines")
+		engineLoops = flag.String("engine-loops", def.EngineLoops, "who drives the engines figure's QPs: side (one loop per host) or engine (one per engine and host)")
+		onlyEngines = flag.Bool("only-engines", false, "measure the engines figure alone")
 	)
 	stopProfile, set, err := cf.Parse()
 	if err != nil {
@@ -80,6 +84,20 @@ func run() int {
 	if set["modes"] || !cf.Quick {
 		o.Modes = ndkbench.ParseModes(*modes)
 	}
+	if set["engines"] || !cf.Quick {
+		o.Engines = nil
+		if *engines != "" {
+			sizes, err := report.ParseSizes(*engines)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "ndkbench: -engines: %v\n", err)
+				return 1
+			}
+			o.Engines = sizes
+		}
+	}
+	pick("engine-qps", &o.EngineQPs, *engineQPs)
+	o.EngineLoops = *engineLoops
+	o.OnlyEngines = *onlyEngines
 	o.Baselines = !*noBase
 	o.Counters = *counters
 	o.AllQueues = *allQueues
@@ -104,7 +122,8 @@ func run() int {
 	return cf.Finish(ctx, res, func() {
 		fmt.Println()
 		for _, sys := range []string{ndkbench.SystemRaw, ndkbench.SystemTCP, ndkbench.SystemNDK(ndkbench.ModeInline),
-			ndkbench.SystemNDK(ndkbench.ModeBusy), ndkbench.SystemNDK(ndkbench.ModeAdaptive)} {
+			ndkbench.SystemNDK(ndkbench.ModeBusy), ndkbench.SystemNDK(ndkbench.ModeAdaptive),
+			ndkbench.SystemEngines(1), ndkbench.SystemEngines(2)} {
 			if m, ok := res.Header.Modes[sys]; ok {
 				fmt.Printf("mode %-13s %s\n", sys, m)
 			}
