@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/memreg"
 
+	"github.com/xdpndk/xdpndk/internal/linktest"
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -222,11 +223,7 @@ func (h *fzHarness) learn(n *fzNode, p *wire.Packet, pk *link.Packet) {
 	if pk.LocalPort != 0 {
 		from = netip.AddrPortFrom(from.Addr(), pk.LocalPort)
 	}
-	var b []byte
-	for _, s := range pk.Segs[:pk.NSegs] {
-		b = append(b, s...)
-	}
-	c := fzCapture{from: from, to: pk.Remote, b: b}
+	c := fzCapture{from: from, to: pk.Remote, b: linktest.Wire(nil, pk)}
 	if len(h.caps) < 32 {
 		h.caps = append(h.caps, c)
 	} else {
