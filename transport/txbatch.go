@@ -51,21 +51,23 @@ func (t *txBatch) markZeroCopy(c uint64) {
 }
 
 // emit finishes the packet in slot i: header bytes (already in t.hdr[i], hdrLen long),
-// payload pieces, CRC trailer; it queues it for the link. The link computes the trailer's
-// CRC32C as it copies the datagram (link.FlagCRC), which saves a pass over the payload.
+// payload pieces, CRC trailer; it queues it for the link.
 func (t *txBatch) emit(i int, to netip.AddrPort, srcPort uint16, hdrLen int, payload ...[]byte) {
 	hdr := t.hdr[i][:hdrLen]
+	crc := wire.UpdateCRC(0, hdr)
 	pk := &t.pkts[i]
-	*pk = link.Packet{Remote: to, LocalPort: srcPort, Flags: link.FlagCRC}
+	*pk = link.Packet{Remote: to, LocalPort: srcPort}
 	pk.Segs[0] = hdr
 	n := 1
 	for _, b := range payload {
 		if len(b) == 0 {
 			continue
 		}
+		crc = wire.UpdateCRC(crc, b)
 		pk.Segs[n] = b
 		n++
 	}
+	wire.PutTrailer(t.trl[i][:], crc)
 	pk.Segs[n] = t.trl[i][:]
 	pk.NSegs = uint8(n + 1)
 	t.n++
