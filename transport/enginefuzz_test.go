@@ -13,7 +13,6 @@ import (
 
 	"github.com/xdpndk/xdpndk/memreg"
 
-	"github.com/xdpndk/xdpndk/internal/linktest"
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -223,7 +222,11 @@ func (h *fzHarness) learn(n *fzNode, p *wire.Packet, pk *link.Packet) {
 	if pk.LocalPort != 0 {
 		from = netip.AddrPortFrom(from.Addr(), pk.LocalPort)
 	}
-	c := fzCapture{from: from, to: pk.Remote, b: linktest.Wire(nil, pk)}
+	var b []byte
+	for _, s := range pk.Segs[:pk.NSegs] {
+		b = append(b, s...)
+	}
+	c := fzCapture{from: from, to: pk.Remote, b: b}
 	if len(h.caps) < 32 {
 		h.caps = append(h.caps, c)
 	} else {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/internal/linktest"
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -172,7 +171,10 @@ func (t *tapLink) Send(pkts []link.Packet) (int, error) {
 	defer t.mu.Unlock()
 	for i := range pkts[:n] {
 		p := &pkts[i]
-		raw := linktest.Wire(nil, p)
+		var raw []byte
+		for _, s := range p.Segs[:p.NSegs] {
+			raw = append(raw, s...)
+		}
 		var s sniffed
 		if wire.Parse([][]byte{raw}, &s.Packet) != nil {
 			continue // not ours to judge here; the receiver counts it

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpndk/xdpndk/internal/linktest"
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -48,7 +47,7 @@ type semTap struct {
 	onRx   func(now int64, p *wire.Packet)
 	last   map[wire.Opcode][]byte // a copy of the last datagram sent, per opcode
 	parsed wire.Packet
-	wbuf   []byte // what the link sends for the datagram being parsed (linktest.Wire)
+	segs   [link.MaxSegments][]byte
 
 	maxPayload int // MaxPayload to report (0: the network's)
 	largest    int // the longest datagram sent
@@ -67,11 +66,13 @@ func newSemTap(l *simlink.Link, clock func() int64) *semTap {
 	return &semTap{Link: l, clock: clock, sent: map[wire.Opcode]int{}, recvd: map[wire.Opcode]int{}, last: map[wire.Opcode][]byte{}}
 }
 
-// parse parses pk, as the link sends it (a link.FlagCRC trailer filled in), into
-// t.parsed; false if it is not a valid datagram. t.mu held.
+// parse parses pk into t.parsed; false if it is not a valid datagram. t.mu held.
 func (t *semTap) parse(pk *link.Packet) bool {
-	t.wbuf = linktest.Wire(t.wbuf[:0], pk)
-	return wire.Parse([][]byte{t.wbuf}, &t.parsed) == nil
+	n := min(int(pk.NSegs), link.MaxSegments)
+	for i := range n {
+		t.segs[i] = pk.Segs[i]
+	}
+	return wire.Parse(t.segs[:n], &t.parsed) == nil
 }
 
 // Send implements link.Link: datagrams are passed on one at a time so that a dropped
@@ -90,7 +91,10 @@ func (t *semTap) Send(pkts []link.Packet) (int, error) {
 				return i, err
 			}
 			t.sent[op]++
-			t.last[op] = linktest.Wire(t.last[op][:0], &pkts[i])
+			t.last[op] = t.last[op][:0]
+			for _, seg := range pkts[i].Segs[:pkts[i].NSegs] {
+				t.last[op] = append(t.last[op], seg...)
+			}
 			if t.onTx != nil {
 				t.onTx(t.clock(), &t.parsed)
 			}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/xdpndk/xdpndk/internal/linktest"
 	"github.com/xdpndk/xdpndk/transport/link"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -37,7 +36,7 @@ type valLink struct {
 	sent   map[wire.Opcode]int
 
 	parsed wire.Packet
-	wbuf   []byte // what the link sends for the datagram being parsed (linktest.Wire)
+	segs   [link.MaxSegments][]byte
 	one    [1]link.Packet
 	enc    []byte
 }
@@ -59,11 +58,13 @@ func (l *valLink) inject(from netip.AddrPort, dgram []byte) {
 	l.mu.Unlock()
 }
 
-// parse parses pk, as the link sends it (a link.FlagCRC trailer filled in), into
-// l.parsed; false if it is not a valid datagram. l.mu held.
+// parse parses pk into l.parsed; false if it is not a valid datagram. l.mu held.
 func (l *valLink) parse(pk *link.Packet) bool {
-	l.wbuf = linktest.Wire(l.wbuf[:0], pk)
-	return wire.Parse([][]byte{l.wbuf}, &l.parsed) == nil
+	n := min(int(pk.NSegs), link.MaxSegments)
+	for i := range n {
+		l.segs[i] = pk.Segs[i]
+	}
+	return wire.Parse(l.segs[:n], &l.parsed) == nil
 }
 
 // Send implements link.Link: one datagram at a time, each shown to onTx and, if
@@ -102,8 +103,7 @@ func (l *valLink) rewrite(pk *link.Packet) bool {
 		}
 		wire.PutTrailer(l.enc[n:n+wire.TrailerLen], wire.UpdateCRC(0, l.enc[:n]))
 		pk.Segs = [link.MaxSegments][]byte{l.enc[: n+wire.TrailerLen : n+wire.TrailerLen]}
-		pk.NSegs = 1              // a zero-copy packet's cookie is still reported: simlink copies either way
-		pk.Flags &^= link.FlagCRC // it carries its own trailer now
+		pk.NSegs = 1 // a zero-copy packet's cookie is still reported: simlink copies either way
 	}
 	return l.parse(pk)
 }

@@ -268,10 +268,6 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			err = fmt.Errorf("send to %v: zero UDP port", p.Remote)
 			break
 		}
-		if err = link.CheckTrailer(p); err != nil {
-			err = fmt.Errorf("send %d-byte datagram in %d segments: %w", plen, p.NSegs, err)
-			break
-		}
 		ip := p.Remote.Addr()
 		s := l.hops.Lookup(ip)
 		if s == nil || !s.Resolved() || (l.hops.Held() > 0 && l.hops.Holds(ip)) {

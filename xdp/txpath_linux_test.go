@@ -97,25 +97,21 @@ func (f *txPathFixture) retire(descs int) {
 
 // txPathVariant is one way of transmitting in BenchmarkTxPath.
 type txPathVariant struct {
-	name    string
-	omitV4  bool // no UDP checksum over IPv4 (ChecksumAuto)
-	linkCRC bool // the link computes the CRC32C trailer as it copies (link.FlagCRC)
+	name   string
+	omitV4 bool // no UDP checksum over IPv4 (ChecksumAuto)
 }
 
 var txPathVariants = []txPathVariant{
-	{name: "crc=engine/csum=software"},
-	{name: "crc=engine/csum=omit", omitV4: true},
-	{name: "crc=link/csum=software", linkCRC: true},
-	{name: "crc=link/csum=omit", omitV4: true, linkCRC: true},
+	{name: "csum=software"},
+	{name: "csum=omit", omitV4: true},
 }
 
 // BenchmarkTxPath measures the user-space work of transmitting one datagram in copy mode,
-// the path veth takes: the CRC32C trailer, computed by the engine over the header and
-// payload before Send (txBatch.emit before link.FlagCRC) or by the link as it copies
-// (crc=link), and the link's framing (zcState.plan and build: the headers, the copy into
-// UMEM frames and, unless left out, the UDP checksum). The payload comes from a 1 MiB Go
-// heap buffer (src=hot) or a 512 MiB one (src=cold), walked through; the frames go back to
-// the pool 2048 frames later, as completions would give them back. Nothing here reaches
+// the path veth takes: the CRC32C trailer the engine computes over the header and payload
+// (txBatch.emit), then the link's framing (zcState.plan and build: the headers, the copy
+// into UMEM frames and, unless left out, the UDP checksum). The payload comes from a 1 MiB
+// Go heap buffer (src=hot) or a 512 MiB one (src=cold), walked through; the frames go back
+// to the pool 2048 frames later, as completions would give them back. Nothing here reaches
 // the kernel.
 func BenchmarkTxPath(b *testing.B) {
 	for _, src := range []struct {
@@ -127,7 +123,7 @@ func BenchmarkTxPath(b *testing.B) {
 				b.Run(fmt.Sprintf("src=%s/%d/%s", src.name, size, v.name), func(b *testing.B) {
 					f := newTxPathFixture(b, src.size)
 					f.z.omitV4 = v.omitV4
-					f.run(b, size, v.linkCRC)
+					f.run(b, size)
 				})
 			}
 		}
@@ -139,9 +135,9 @@ func BenchmarkTxPath(b *testing.B) {
 const txPathBatch = 64
 
 // run frames b.N datagrams of IP length size, in batches of txPathBatch, as the engine
-// and the link do: the batch's packets are laid out first (with the CRC32C computed there
-// unless linkCRC leaves it to the link), then framed one after the other.
-func (f *txPathFixture) run(b *testing.B, size int, linkCRC bool) {
+// and the link do: the batch's packets are laid out first, with their CRC32C, then framed
+// one after the other.
+func (f *txPathFixture) run(b *testing.B, size int) {
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	plen := size - 28
 	data := max(plen-txPathHeader-4, 0)
@@ -169,16 +165,12 @@ func (f *txPathFixture) run(b *testing.B, size int, linkCRC bool) {
 				off = (off + data + 64) % (len(f.src) - 65536)
 				n++
 			}
-			if linkCRC {
-				p.Flags = link.FlagCRC
-			} else {
-				crc := crc32.Update(0, castagnoli, h)
-				if data > 0 {
-					crc = crc32.Update(crc, castagnoli, p.Segs[1])
-				}
-				t := &trl[i]
-				t[0], t[1], t[2], t[3] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+			crc := crc32.Update(0, castagnoli, h)
+			if data > 0 {
+				crc = crc32.Update(crc, castagnoli, p.Segs[1])
 			}
+			t := &trl[i]
+			t[0], t[1], t[2], t[3] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
 			p.Segs[n] = trl[i][:]
 			p.NSegs = uint8(n + 1)
 		}

@@ -151,9 +151,6 @@ type zcState struct {
 	// of them are still to come on the completion ring.
 	cur  uint32
 	left uint32
-	// trailer holds the CRC32C build computes for a link.FlagCRC datagram, copied from here
-	// into the frame in place of the caller's trailer segment.
-	trailer [link.CRCLen]byte
 }
 
 // newZCState sets up the transmit layout of socket s (with its frame pool and its TX
@@ -259,44 +256,33 @@ func (z *zcState) plan(p *link.Packet, hl, plen int) (descs, frames int, refs ui
 }
 
 // build frames datagram p as planned: headers and copied segments into frames from the
-// pool, segments in refs as descriptors pointing at them. It writes the descriptors (descs
+// pool, segments in refs as descriptors pointing at them. The UDP checksum is computed over
+// the segments unless omitV4 leaves it out of an IPv4 datagram. It writes the descriptors (descs
 // of them) to the start of tx and returns the offset of the first frame. The pool holds
 // enough frames and tx enough room (Send checked).
-//
-// Every other pass over the payload is folded into the copy: the UDP checksum (unless
-// omitV4 leaves it out of an IPv4 datagram) and, for a link.FlagCRC datagram, the CRC32C
-// of its trailer are summed over each piece right after it was copied into its frame,
-// while it is in the cache, or over a referenced segment where it lies. The trailer's
-// CRC then goes into the frame in place of the caller's last segment, and the headers,
-// whose UDP checksum covers it all, are written last.
 func (z *zcState) build(p *link.Packet, e *frame.Encap, plen, descs int, refs uint8, tx []xsk.Desc) (uint64, error) {
 	var sum frame.Checksum
 	psum := &sum
 	if z.omitV4 && !e.IPv6() {
 		psum = nil // no UDP checksum: the CRC32C trailer covers the datagram
+	} else {
+		for j := 0; j < int(p.NSegs); j++ {
+			sum.Add(p.Segs[j])
+		}
 	}
 	first, _ := z.pool.Get()
 	addr := first
 	buf := z.mem[addr : addr+z.fsize]
-	// The headers now, to have their length and their errors before anything is copied;
-	// with a checksum they are written again at the end, when its sum is known.
 	hl, err := e.PutTo(buf, plen, psum, p.LocalPort, p.Remote.Port())
 	if err != nil {
 		z.pool.Put(addr)
 		return 0, err
 	}
-	crcFlag := p.Flags&link.FlagCRC != 0
-	var crc uint32
 	pos := hl
 	open := true // buf holds pos > 0 bytes not yet queued
 	ntx := 0
-	nseg := int(p.NSegs)
-	for j := 0; j < nseg; j++ {
+	for j := 0; j < int(p.NSegs); j++ {
 		seg := p.Segs[j]
-		if crcFlag && j == nseg-1 {
-			link.PutCRC(z.trailer[:], crc)
-			seg = z.trailer[:]
-		}
 		if refs&(1<<j) != 0 {
 			if open {
 				tx[ntx] = xsk.Desc{Addr: addr, Len: uint32(pos), Options: xsk.DescContinued}
@@ -305,12 +291,6 @@ func (z *zcState) build(p *link.Packet, e *frame.Encap, plen, descs int, refs ui
 			}
 			off, _ := offsetIn(z.mem, seg)
 			_, ref := z.refSplit(off, uint64(len(seg)))
-			if crcFlag {
-				crc = link.UpdateCRC(crc, seg[:ref])
-			}
-			if psum != nil {
-				sum.Add(seg[:ref])
-			}
 			for n := ref; n > 0; {
 				k := z.refPiece(off, n)
 				tx[ntx] = xsk.Desc{Addr: off, Len: uint32(k), Options: xsk.DescContinued}
@@ -332,13 +312,6 @@ func (z *zcState) build(p *link.Packet, e *frame.Encap, plen, descs int, refs ui
 				open = true
 			}
 			c := copy(buf[pos:], seg)
-			piece := buf[pos : pos+c]
-			if crcFlag && j < nseg-1 {
-				crc = link.UpdateCRC(crc, piece)
-			}
-			if psum != nil {
-				sum.Add(piece)
-			}
 			pos += c
 			seg = seg[c:]
 		}
@@ -350,12 +323,6 @@ func (z *zcState) build(p *link.Packet, e *frame.Encap, plen, descs int, refs ui
 	tx[ntx-1].Options &^= xsk.DescContinued
 	if ntx != descs {
 		panic("xdp: descriptor count mismatch") // broken internal invariant, not input
-	}
-	if psum != nil {
-		// The same call as above with the payload's sum: it cannot fail now.
-		if _, err := e.PutTo(z.mem[first:first+z.fsize], plen, psum, p.LocalPort, p.Remote.Port()); err != nil {
-			panic("xdp: header template refused a datagram it took: " + err.Error())
-		}
 	}
 	return first, nil
 }

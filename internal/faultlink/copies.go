@@ -75,26 +75,12 @@ func (c *copies) take() int32 {
 
 func (c *copies) put(b int32) { c.free = append(c.free, b) }
 
-// copyIn copies datagram p of plen bytes into buffer b. A link.FlagCRC datagram's trailer
-// is filled in as it copies (each segment summed right after its copy), so the copy is the
-// datagram as the wire would carry it: a corruption applied to it afterwards is one the CRC
-// catches.
+// copyIn copies datagram p of plen bytes into buffer b.
 func (c *copies) copyIn(b int32, p *link.Packet, plen int) {
 	buf := c.bufs[b]
 	w := 0
-	nseg := min(int(p.NSegs), link.MaxSegments)
-	crc := p.Flags&link.FlagCRC != 0
-	var sum uint32
-	for i := 0; i < nseg; i++ {
-		if crc && i == nseg-1 {
-			link.PutCRC(buf[w:], sum) // decide checked the trailer's length
-			break
-		}
-		k := copy(buf[w:], p.Segs[i])
-		if crc {
-			sum = link.UpdateCRC(sum, buf[w:w+k])
-		}
-		w += k
+	for i := 0; i < int(p.NSegs); i++ {
+		w += copy(buf[w:], p.Segs[i])
 	}
 	m := &c.meta[b]
 	m.remote, m.localPort, m.n = p.Remote, p.LocalPort, plen

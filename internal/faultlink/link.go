@@ -112,7 +112,7 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 func (l *Link) decide(p *link.Packet) plan {
 	pl := plan{act: actPass, buf: -1, zc: p.Flags&link.FlagZeroCopy != 0}
 	plen := p.Len()
-	if p.NSegs == 0 || int(p.NSegs) > link.MaxSegments || plen == 0 || plen > len(l.bufs[0]) || link.CheckTrailer(p) != nil {
+	if p.NSegs == 0 || int(p.NSegs) > link.MaxSegments || plen == 0 || plen > len(l.bufs[0]) {
 		return pl // the inner link refuses it
 	}
 	act := actPass

@@ -2,9 +2,7 @@ package link
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"net/netip"
 	"time"
 )
@@ -51,43 +49,7 @@ const (
 	// reports the packet's Cookie. A link that cannot reference a segment copies it and
 	// reports the Cookie as done on the next TxDone call.
 	FlagZeroCopy PacketFlag = 1 << iota
-	// FlagCRC asks the link to fill in the datagram's integrity trailer as it transmits
-	// it: the last segment is CRCLen bytes whose content the link ignores, and the link
-	// sends in their place the CRC32C (Castagnoli) of every byte before them, big-endian
-	// (the trailer of docs/PROTOCOL.md §8; UpdateCRC and PutCRC compute it). A link that
-	// copies the datagram sums each piece right after copying it, while the bytes are in
-	// the cache, which spares the caller a pass of its own over them; one that sends a
-	// segment by reference sums it where it lies. The caller's trailer bytes are never
-	// written. Send refuses (ErrNoTrailer) a FlagCRC packet whose last segment is not
-	// CRCLen bytes long. Every Link of the module implements it.
-	FlagCRC
 )
-
-// CRCLen is the length of the trailer FlagCRC asks the link to fill in: a CRC32C.
-const CRCLen = 4
-
-// castagnoli is the CRC32C table (hash/crc32 uses the CPU's CRC32 instruction with it).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// UpdateCRC returns the CRC32C of the bytes summed into crc so far followed by b (start
-// from 0), the checksum of a FlagCRC packet's trailer. It does not allocate.
-func UpdateCRC(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
-
-// PutCRC stores crc into b[:CRCLen] big-endian, as a FlagCRC trailer is sent. A b shorter
-// than CRCLen is a programming error and panics.
-func PutCRC(b []byte, crc uint32) { binary.BigEndian.PutUint32(b[:CRCLen], crc) }
-
-// CheckTrailer reports whether p may carry FlagCRC: it has a last segment of CRCLen bytes
-// (ErrNoTrailer otherwise). Packets without the flag always pass.
-func CheckTrailer(p *Packet) error {
-	if p.Flags&FlagCRC == 0 {
-		return nil
-	}
-	if p.NSegs == 0 || int(p.NSegs) > MaxSegments || len(p.Segs[p.NSegs-1]) != CRCLen {
-		return ErrNoTrailer
-	}
-	return nil
-}
 
 // Len returns the datagram's total length: the sum of its segments.
 func (p *Packet) Len() int {
@@ -197,7 +159,4 @@ var (
 	// ErrTooLarge is returned by Send for a datagram longer than MaxPayload or with more
 	// than MaxSegments segments.
 	ErrTooLarge = errors.New("datagram too large for link")
-	// ErrNoTrailer is returned by Send for a FlagCRC datagram whose last segment is not
-	// the CRCLen bytes of its trailer.
-	ErrNoTrailer = errors.New("FlagCRC datagram without a trailer segment")
 )

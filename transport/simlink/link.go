@@ -176,9 +176,6 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 			return i, fmt.Errorf("simlink: send %d-byte datagram in %d segments (max %d bytes): %w",
 				plen, p.NSegs, n.cfg.MaxPayload, link.ErrTooLarge)
 		}
-		if err := link.CheckTrailer(p); err != nil {
-			return i, fmt.Errorf("simlink: send %d-byte datagram in %d segments: %w", plen, p.NSegs, err)
-		}
 		l.stats.TxPackets++
 		l.stats.TxBytes += uint64(plen)
 		if zc {
@@ -245,7 +242,10 @@ func (l *Link) transmit(p *link.Packet, plen int, to *Link, pa *path, now int64)
 		}
 		bi := n.pool.get()
 		b := n.pool.bufs[bi][:plen]
-		copyIn(b, p)
+		off := 0
+		for j := 0; j < int(p.NSegs); j++ {
+			off += copy(b[off:], p.Segs[j])
+		}
 		if f.nflip[c] > 0 {
 			f.applyFlips(b, c)
 			pa.stats.Corrupted++
@@ -266,27 +266,6 @@ func (l *Link) transmit(p *link.Packet, plen int, to *Link, pa *path, now int64)
 		queued++
 	}
 	return queued
-}
-
-// copyIn copies datagram p into b (its length), filling in the CRC32C trailer of a
-// link.FlagCRC datagram as it copies: each segment is summed right after its copy.
-// Impairments (corruption) are applied to b afterwards, so the CRC catches them.
-func copyIn(b []byte, p *link.Packet) {
-	nseg := min(int(p.NSegs), link.MaxSegments)
-	crc := p.Flags&link.FlagCRC != 0
-	var sum uint32
-	off := 0
-	for j := 0; j < nseg; j++ {
-		if crc && j == nseg-1 && len(b)-off == link.CRCLen {
-			link.PutCRC(b[off:], sum)
-			return
-		}
-		c := copy(b[off:], p.Segs[j])
-		if crc {
-			sum = link.UpdateCRC(sum, b[off:off+c])
-		}
-		off += c
-	}
 }
 
 // TxDone implements link.Link: it reports the cookies of FlagZeroCopy packets, all of

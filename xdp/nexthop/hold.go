@@ -77,11 +77,9 @@ func (h *holdArea) data(i int) []byte {
 	return h.arena[off : off+d.n]
 }
 
-// add copies p (to ip, at most size bytes) into the area at clock now, filling in the
-// CRC32C trailer of a link.FlagCRC datagram as it copies (the held copy goes out without
-// the flag), and reports whether it dropped an older datagram to make room: the oldest of
-// the same peer if that peer has holdPerPeer held, else the oldest of all when the area is
-// full.
+// add copies p (to ip, at most size bytes) into the area at clock now and reports whether
+// it dropped an older datagram to make room: the oldest of the same peer if that peer has
+// holdPerPeer held, else the oldest of all when the area is full.
 func (h *holdArea) add(p *link.Packet, now int64) (dropped bool) {
 	ip := p.Remote.Addr()
 	first, count := -1, 0
@@ -105,22 +103,8 @@ func (h *holdArea) add(p *link.Packet, now int64) (dropped bool) {
 	buf := h.free[h.nfree]
 	off := buf * h.size
 	n := 0
-	nseg := min(int(p.NSegs), link.MaxSegments)
-	crc := p.Flags&link.FlagCRC != 0
-	var sum uint32
-	for j := 0; j < nseg; j++ {
-		dst := h.arena[off+n : off+h.size]
-		if crc && j == nseg-1 && len(dst) >= link.CRCLen {
-			// The trailer the link fills in (the Send checked its length).
-			link.PutCRC(dst, sum)
-			n += link.CRCLen
-			break
-		}
-		c := copy(dst, p.Segs[j])
-		if crc {
-			sum = link.UpdateCRC(sum, dst[:c])
-		}
-		n += c
+	for j := 0; j < int(p.NSegs) && j < link.MaxSegments; j++ {
+		n += copy(h.arena[off+n:off+h.size], p.Segs[j])
 	}
 	h.q[h.n] = heldDgram{ip: ip, port: p.Remote.Port(), srcPort: p.LocalPort, n: n, buf: buf, since: now}
 	h.n++
