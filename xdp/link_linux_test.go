@@ -233,18 +233,25 @@ func exchange(t *testing.T, a, b *Device, sizes []int, count uint64) {
 
 // TestExchange moves datagrams both ways between two hosts at MTU 1500 and at MTU 9000
 // (multi-buffer: up to three 4 KiB frames a datagram), in bursts several times larger than
-// the rings, and checks every byte.
+// the rings, and checks every byte; at MTU 9000 also with the kicks on the kicker's
+// goroutine (Config.AsyncKick).
 func TestExchange(t *testing.T) {
 	for _, tc := range []struct {
 		mtu   int
 		sizes []int
+		async bool // Config.AsyncKick
 	}{
-		{1500, []int{8, 9, 64, 333, 1000, 1472}},
-		{9000, []int{8, 64, 1472, 3000, 3786, 4095, 4096, 5000, 8192, 8972}},
+		{1500, []int{8, 9, 64, 333, 1000, 1472}, false},
+		{9000, []int{8, 64, 1472, 3000, 3786, 4095, 4096, 5000, 8192, 8972}, false},
+		{9000, []int{8, 64, 1472, 3000, 3786, 4095, 4096, 5000, 8192, 8972}, true},
 	} {
-		t.Run(fmt.Sprintf("mtu%d", tc.mtu), func(t *testing.T) {
+		name := fmt.Sprintf("mtu%d", tc.mtu)
+		if tc.async {
+			name += "/asynckick"
+		}
+		t.Run(name, func(t *testing.T) {
 			bed := testbed.NewT(t, testbed.Options{MTU: tc.mtu})
-			cfg := Config{RingSize: 512, Frames: 1024}
+			cfg := Config{RingSize: 512, Frames: 1024, AsyncKick: tc.async}
 			a, b := openOn(t, bed.A, cfg), openOn(t, bed.B, cfg)
 			if got, want := a.Links()[0].MaxPayload(), tc.mtu-28; got != want {
 				t.Fatalf("MaxPayload = %d, want %d", got, want)
@@ -260,12 +267,16 @@ func TestExchange(t *testing.T) {
 
 // TestLinkSteadyStateNoAllocs sends, receives and releases datagrams between two hosts and
 // checks that none of it allocates once the peer's header template exists, in both UDP
-// checksum modes.
+// checksum modes, kicked inline or by the kicker.
 func TestLinkSteadyStateNoAllocs(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
-	for _, mode := range []UDPChecksum{ChecksumAuto, ChecksumSoftware} {
-		t.Run(mode.String(), func(t *testing.T) {
-			linkNoAllocs(t, bed, Config{RingSize: 256, Frames: 512, UDPChecksum: mode})
+	for _, cfg := range []Config{
+		{RingSize: 256, Frames: 512},
+		{RingSize: 256, Frames: 512, UDPChecksum: ChecksumSoftware},
+		{RingSize: 256, Frames: 512, AsyncKick: true},
+	} {
+		t.Run(fmt.Sprintf("%v/asynckick=%v", cfg.UDPChecksum, cfg.AsyncKick), func(t *testing.T) {
+			linkNoAllocs(t, bed, cfg)
 		})
 	}
 }
@@ -287,7 +298,8 @@ func linkNoAllocs(t *testing.T, bed *testbed.Bed, cfg Config) {
 			t.Fatalf("send: %d %v", n, err)
 		}
 		got := 0
-		for tries := 0; got < n && tries < 1000; tries++ {
+		// Bounded in time: with the kicker the datagrams leave when its thread runs.
+		for end := time.Now().Add(5 * time.Second); got < n && time.Now().Before(end); {
 			k, _ := lb.Receive(in[:])
 			lb.Release(in[:k])
 			got += k
