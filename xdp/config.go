@@ -57,11 +57,6 @@ type Config struct {
 	Bind xsk.BindMode
 	// DisableNeedWakeup turns off XDP_USE_NEED_WAKEUP, so every TX batch makes a system call.
 	DisableNeedWakeup bool
-	// AsyncKick makes each queue's TX system calls (sendto, which in copy mode transmits
-	// and, on veth, runs the receiver's XDP program too) on a goroutine locked to an OS
-	// thread of its own, woken per batch, so the engine builds the next batch meanwhile.
-	// Default off: inline kicks.
-	AsyncKick bool
 	// BusyPoll, when non-zero, asks for busy polling on the sockets (SO_BUSY_POLL).
 	BusyPoll time.Duration
 	// UDPChecksum says what goes in the UDP checksum of the datagrams sent. Default

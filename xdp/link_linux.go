@@ -70,7 +70,6 @@ type Link struct {
 	eventBuf [8]byte
 
 	// shared with other goroutines
-	kicker  *kicker // Config.AsyncKick: kicks on a goroutine of their own; nil kicks inline
 	eventfd int
 	busy    atomic.Int32
 	closed  atomic.Bool
@@ -107,9 +106,6 @@ func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link
 	l.pollfds[0] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
 	l.rx = newRxState(s, pool, l.fsize)
-	if d.cfg.AsyncKick {
-		l.kicker = startKicker(s, &l.stats.kicks, &l.stats.txErrors)
-	}
 	return l, nil
 }
 
@@ -357,7 +353,7 @@ func (l *Link) finishTx() {
 	// One kick per call, also when nothing new fit: what is on the ring must move for
 	// room to come back.
 	if l.sock.TxPending() > 0 {
-		l.kick()
+		l.kickTx()
 	}
 	a := &l.acc
 	if a.pkts > 0 {
@@ -399,18 +395,6 @@ func (l *Link) flushTx() {
 		panic("xdp: tx ring refused reserved descriptors")
 	}
 	l.ntx = 0
-}
-
-// kick makes the kernel transmit what is on the TX ring: through the kicker when the link
-// has one (it does not wait for it), else inline (kickTx).
-func (l *Link) kick() {
-	if l.kicker == nil {
-		l.kickTx()
-		return
-	}
-	if l.sock.TxNeedsWakeup() {
-		l.kicker.ask()
-	}
 }
 
 // kickTx makes the kernel transmit. In copy mode one system call transmits at most the
@@ -471,7 +455,7 @@ func (l *Link) TxDone(dst []uint64) int {
 	if l.zc.pending() {
 		l.reclaim()
 		if l.zc.pending() && l.sock.TxPending() > 0 {
-			l.kick()
+			l.kickTx()
 			l.reclaim()
 		}
 	}
@@ -529,14 +513,6 @@ func (l *Link) Close() error {
 		}
 		if l.dev.prog != nil {
 			_ = l.dev.prog.ClearSocket(l.queue)
-		}
-		if l.kicker != nil {
-			if err = l.kicker.stop(); err != nil {
-				// It may still read the TX ring: leave the rings mapped (the socket
-				// open) rather than fault.
-				unix.Close(l.eventfd)
-				return
-			}
 		}
 		err = l.sock.Close()
 		unix.Close(l.eventfd)

@@ -45,7 +45,7 @@ func (l *Link) waitPrepare() (ready bool, limit time.Duration) {
 	}
 	// Whatever is still on the TX ring must move even if the engine sleeps.
 	if l.sock.TxPending() > 0 {
-		l.kick()
+		l.kickTx()
 	}
 	if l.rx.buffered() || l.sock.RxReady() {
 		return true, 0

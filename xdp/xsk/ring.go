@@ -52,10 +52,6 @@ func (r *ring) pending() uint32 {
 	return r.cachedProd - r.cachedCons
 }
 
-// queued returns how many submitted entries the kernel has not consumed, from the shared
-// indices only (it writes no cached index, so any goroutine may call it). Producer rings.
-func (r *ring) queued() uint32 { return atomic.LoadUint32(r.producer) - atomic.LoadUint32(r.consumer) }
-
 // available returns how many entries can be read, up to want, refreshing the producer index
 // from shared memory only if the cached view has fewer than want. Consumer side.
 func (r *ring) available(want uint32) uint32 {

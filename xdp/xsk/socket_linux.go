@@ -356,11 +356,6 @@ func (s *Socket) Transmit(descs []Desc) int {
 // TxPending returns how many submitted TX descriptors the kernel has not taken yet.
 func (s *Socket) TxPending() int { return int(s.tx.pending()) }
 
-// TxQueued is TxPending read from the ring's shared indices alone: it touches none of the
-// state of the goroutine that transmits, so another goroutine (one that only kicks) may
-// call it while that one transmits. Descriptors reserved and not submitted yet do not count.
-func (s *Socket) TxQueued() int { return int(s.tx.queued()) }
-
 // FillPending returns how many frames on the fill ring the kernel has not taken yet.
 func (s *Socket) FillPending() int { return int(s.fill.pending()) }
 
