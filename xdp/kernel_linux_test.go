@@ -188,14 +188,17 @@ type tsharkRun struct {
 // Wait waits for the capture to end.
 func (r *tsharkRun) Wait() error { return r.cmd.Wait() }
 
-// startTshark starts capturing count datagrams to our port on h's interface, bounded to 20 s,
-// with checksum validation on, and returns once tshark reports that it is capturing.
+// startTshark starts capturing count datagrams to our port on h's interface, bounded to 20 s
+// of capture (tshark's own autostop) and 60 s in all, start-up included, so that a capture
+// that misses a datagram ends by the autostop and says how many it saw rather than being
+// killed (on a loaded machine the former 20 s in all killed one), with checksum validation
+// on, and returns once tshark reports that its capture has started.
 func startTshark(t *testing.T, h *testbed.Host, count int) (*tsharkRun, *bytes.Buffer) {
 	t.Helper()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		t.Fatalf("tshark not installed (Debian package tshark; .ci/run installs it): %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	cmd := h.Command(ctx, "tshark", "-i", h.Ifname, "-n", "-l", "-p",
 		"-f", fmt.Sprintf("udp dst port %d", testPort), "-c", fmt.Sprint(count), "-a", "duration:20",
@@ -217,7 +220,10 @@ func startTshark(t *testing.T, h *testbed.Host, count int) (*tsharkRun, *bytes.B
 		signalled := false
 		for sc.Scan() {
 			run.Stderr.WriteString(sc.Text() + "\n")
-			if !signalled && strings.Contains(sc.Text(), "Capturing on") {
+			// "Capturing on" comes before dumpcap reports its capture open; "Capture
+			// started" (then the file's name) once it has. Waiting for the first, on a
+			// loaded machine, tshark saw 1 of 4 datagrams that the kernel socket got.
+			if !signalled && (strings.Contains(sc.Text(), "Capture started") || strings.Contains(sc.Text(), "File: ")) {
 				close(ready)
 				signalled = true
 			}
