@@ -66,7 +66,10 @@ func (g Goal) report() report.Goal {
 // applications waiting in CQ.Wait at most 1.5 × the one with both polling (Wait polls for
 // Options.Spin before it sleeps: while results come quickly it is polling); an idle pair
 // (two adapters with a connected QP each, one application blocked in CQ.Wait) at most 1%
-// of one core (CPU seconds / wall seconds: nothing spins while nothing happens).
+// of one core (CPU seconds / wall seconds: nothing spins while nothing happens); the 64-byte
+// Write message rate over Options.Scale (1024) connected QPs at least 0.8 × the rate of one
+// of them, measured on the same adapters (a round's cost follows the QPs with work, not
+// the QPs connected).
 func DefaultGoals() []Goal {
 	inline := SystemNDK(ModeInline)
 	pp := Ref{BenchPingPong, inline, OpSendRecv, MsgSize, MetricP50}
@@ -87,10 +90,15 @@ func DefaultGoals() []Goal {
 			Denominator: pp, Cmp: AtMost, Limit: 1.5},
 		{Name: "ndk idle pair, B in CQ.Wait: process CPU s / wall s", Numerator: Ref{BenchIdle, inline, OpIdleWait, 0, MetricCPU},
 			Denominator: Ref{BenchIdle, inline, OpIdleWait, 0, MetricWall}, Cmp: AtMost, Limit: 0.01},
+		{Name: "ndk 64 B Write op/s over all scale QPs / on one of them", Numerator: Ref{BenchScale, inline, OpWriteAllQPs, MsgSize, MetricOps},
+			Denominator: Ref{BenchScale, inline, OpWriteOneQP, MsgSize, MetricOps}, Cmp: AtLeast, Limit: 0.8},
 		{Name: "ndk 64 B Write op/s, silent / raw-xdp 64 B one-way pkt/s", Numerator: rate(OpWriteSilent), Denominator: rawPPS, Cmp: AtLeast, Limit: 0.7, Info: true,
 			Reason: "the goal is on signaled Writes; the silent variant shows what fewer completions buy"},
 		{Name: "ndk 64 KiB Write goodput (Go heap) / raw-xdp 9000 B Gbit/s", Numerator: gput(OpWriteHeap), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85, Info: true,
 			Reason: "the goal is on the zero-copy path (UMEM sources); Go heap sources are copied into the UMEM"},
+		{Name: "ndk idle, all scale QP pairs connected, B in CQ.Wait: CPU s / wall s", Numerator: Ref{BenchIdle, inline, OpIdleWaitScale, 0, MetricCPU},
+			Denominator: Ref{BenchIdle, inline, OpIdleWaitScale, 0, MetricWall}, Cmp: AtMost, Limit: 0.02, Info: true,
+			Reason: "the idle goal is on one QP pair; with many, each idle QP sends a keepalive probe every KeepAlive/3 (10 s) and answers its peer's"},
 		{Name: "ndk-busy ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeBusy), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true,
 			Reason: "the goal is on inline progress (the default); busy progress runs an engine goroutine per adapter that needs a core of its own, beside the application's loop, and the bed has two CPUs for both hosts"},
 		{Name: "ndk-adaptive ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeAdaptive), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true,

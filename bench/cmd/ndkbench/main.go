@@ -7,6 +7,7 @@
 //	go run ./bench/cmd/ndkbench              # full run, about a minute (make bench)
 //	go run ./bench/cmd/ndkbench -quick       # a few seconds (bench/cmd/rawdemo runs it)
 //	go run ./bench/cmd/ndkbench -modes inline -runs 5 -cpuprofile cpu.out
+//	go run ./bench/cmd/ndkbench -scale-only -scale 1024 -runs 5   # 1024 QPs on one adapter pair
 package main
 
 import (
@@ -44,6 +45,10 @@ func run() int {
 		quiet       = flag.Bool("q", false, "do not print progress lines")
 		counters    = flag.Bool("v", false, "add QP and link counters (retransmissions, timeouts, drops) to the progress lines")
 		allQueues   = flag.Bool("all-queues", false, "the ndk adapters serve every queue of the bed (as ndk.Open does by default), not queue 0 only")
+		scale       = flag.Int("scale", def.Scale, "QP pairs of the scale figures (64-byte Write rate on one of them and over all, idle CPU with all connected); 0 skips them")
+		scaleOut    = flag.Int("scale-outstanding", def.ScaleOutstanding, "64-byte Writes kept outstanding on each QP by the rate over all scale QPs")
+		scaleIdle   = flag.Duration("scale-idle", def.ScaleIdle, "window of the idle figure with all scale QP pairs connected")
+		scaleOnly   = flag.Bool("scale-only", false, "measure the scale figures only (no baselines, no other ndk figure)")
 	)
 	stopProfile, set, err := cf.Parse()
 	if err != nil {
@@ -77,6 +82,10 @@ func run() int {
 	pick("signal-every", &o.SignalEvery, *signalEvery)
 	pick("goodput-outstanding", &o.GoodputOutstanding, *gOut)
 	pickD("idle", &o.Idle, *idle)
+	pick("scale", &o.Scale, *scale)
+	pick("scale-outstanding", &o.ScaleOutstanding, *scaleOut)
+	pickD("scale-idle", &o.ScaleIdle, *scaleIdle)
+	o.ScaleOnly = *scaleOnly
 	if set["modes"] || !cf.Quick {
 		o.Modes = ndkbench.ParseModes(*modes)
 	}
