@@ -33,6 +33,7 @@ type Engine struct {
 
 	// engine goroutine state
 	active []*QP // connected or erroring QPs the engine polls
+	sched  sched // which of them a round polls (sched.go)
 	rxPkts [64]link.Packet
 	tx     txBatch
 	parsed wire.Packet
@@ -94,6 +95,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	for i := range e.tx.bounce {
 		e.tx.bounce[i] = make([]byte, cfg.Link.MaxPayload())
 	}
+	e.sched.init(cfg.MaxQPs)
 	e.cm.init(e)
 	return e, nil
 }
@@ -159,6 +161,9 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	}
 	q.qpn = e.nextQPN
 	q.conn.qpn = q.qpn
+	slot := e.sched.alloc()
+	q.sendQ.bell, q.sendQ.bellSlot = &e.sched.bells, slot
+	q.recvQ.bell, q.recvQ.bellSlot = &e.sched.bells, slot
 	e.qps[q.qpn] = q
 	e.publishQPs()
 	e.mu.Unlock()
@@ -204,6 +209,7 @@ func (q *QP) Close(ctx context.Context) error {
 		q.e.deactivate(q)
 		q.e.mu.Lock()
 		delete(q.e.qps, q.qpn)
+		q.e.sched.release(q.schedSlot())
 		q.e.publishQPs()
 		q.e.mu.Unlock()
 		close(done)
@@ -312,15 +318,9 @@ func (e *Engine) Sleep(now, next int64, limit time.Duration) error {
 	return e.link.Wait(wait)
 }
 
-// pendingPosts reports whether an application posted work the engine has not taken yet.
-func (e *Engine) pendingPosts() bool {
-	for _, q := range e.active {
-		if q.sendQ.len() > 0 || q.recvQ.len() > 0 || q.flushReq.Load() {
-			return true
-		}
-	}
-	return false
-}
+// pendingPosts reports whether an application posted work the engine has not taken yet:
+// a QP's doorbell rang since the last round (a Flush is a command).
+func (e *Engine) pendingPosts() bool { return e.sched.bells.any() }
 
 // Poll does one round of work at time now: receive and process a batch, take posted work,
 // run timers, transmit what windows allow. It returns the earliest time something is due
@@ -330,6 +330,8 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	if e.hasCmd.Load() {
 		e.runCommands(now)
 		busy = true
+		e.sched.markAll(e.active) // a command may have changed any QP (Flush, StartDisconnect)
+		e.sched.cmDirty = true    // or the connection manager
 	}
 	n, err := e.link.Receive(e.rxPkts[:])
 	if err == nil && n > 0 {
@@ -340,17 +342,14 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 		}
 		e.link.Release(e.rxPkts[:n])
 	}
-	next, cmBusy := e.cm.poll(now)
+	next, cmBusy := e.pollCM(now)
 	busy = busy || cmBusy
-	for i := 0; i < len(e.active); i++ {
-		q := e.active[i]
-		d, b := q.poll(now)
-		busy = busy || b
-		if d > 0 && (next == 0 || d < next) {
-			next = d
-		}
+	// The QPs with work or a deadline that came (sched.go), not every connected one.
+	d, qpBusy := e.pollRound(now)
+	busy = busy || qpBusy
+	if d > 0 && (next == 0 || d < next) {
+		next = d
 	}
-	// Idle QPs may have receives posted before they connected.
 	e.tx.flush()
 	if e.cfg.ZeroCopyTx && e.collectTxDone() {
 		busy = true
@@ -392,6 +391,7 @@ func (e *Engine) txFinished(cookie uint64) {
 	} else {
 		q.req.zcDone(idx, q.flushed())
 	}
+	e.sched.mark(q)
 }
 
 func (e *Engine) runCommands(now int64) {
@@ -405,13 +405,15 @@ func (e *Engine) runCommands(now int64) {
 	}
 }
 
-// activate puts a QP on the polled list.
+// activate puts a QP on the polled list, and polls it in the next round.
 func (e *Engine) activate(q *QP) {
 	if q.connIndex >= 0 {
+		e.sched.mark(q) // already polled: its state changed (an abort)
 		return
 	}
 	q.connIndex = len(e.active)
 	e.active = append(e.active, q)
+	e.sched.attach(q)
 }
 
 // deactivate takes a QP off the polled list.
@@ -420,6 +422,7 @@ func (e *Engine) deactivate(q *QP) {
 	if i < 0 {
 		return
 	}
+	e.sched.detach(q, i)
 	last := len(e.active) - 1
 	e.active[i] = e.active[last]
 	e.active[i].connIndex = i
@@ -443,6 +446,10 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 	}
 	if p.Opcode >= wire.OpConnRequest {
 		e.cm.input(now, pkt.Remote, p)
+		e.sched.cmDirty = true
+		if q := e.lookupQP(p.DestQPN); q != nil {
+			e.sched.mark(q) // a disconnect request may have changed it
+		}
 		return
 	}
 	q := e.lookupQP(p.DestQPN)
@@ -454,7 +461,11 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 	case p.Cookie != q.conn.cookie:
 		e.ctr.badCookie.Add(1)
 	default:
+		if q.State() == QPConnecting {
+			e.sched.cmDirty = true // the packet may establish it (an implicit ready-to-use)
+		}
 		q.input(now, p)
+		e.sched.mark(q)
 	}
 }
 

@@ -24,6 +24,10 @@ type spsc[T any] struct {
 	// published (deferred posts). Only the producer reads or writes it.
 	staged uint64
 	prod   *spscSeg[T] // the segment the producer writes; the producer's
+	// bell, if not nil, is rung (bellSlot) when entries are published: the engine then polls
+	// the QP the queue belongs to (sched.go). Set before the queue is first used.
+	bell     *doorbells
+	bellSlot uint32
 }
 
 // spscSeg is one segment of an spsc: a ring of slots for positions from start on, indexed
@@ -90,6 +94,9 @@ func (q *spsc[T]) publish() bool {
 		return false
 	}
 	q.tail.Store(q.staged)
+	if q.bell != nil {
+		q.bell.ring(q.bellSlot)
+	}
 	return true
 }
 
