@@ -22,7 +22,13 @@ import (
 
 // scalePair is ebPair with n QP pairs: the Pair's QA-QB and n-1 more, connected through
 // one listener. It returns A's QPs, the Pair's first, and the sink of the others.
-func scalePair(tb testing.TB, n int) (*transportbench.Pair, []*transport.QP, *scaleSink) {
+func scalePair(tb testing.TB, n int) (p *transportbench.Pair, as []*transport.QP, sink *scaleSink) {
+	p, as, _, sink = scalePairs(tb, n)
+	return p, as, sink
+}
+
+// scalePairs is scalePair that also returns B's QPs (bs[i] is connected to as[i]).
+func scalePairs(tb testing.TB, n int) (*transportbench.Pair, []*transport.QP, []*transport.QP, *scaleSink) {
 	tb.Helper()
 	p, err := transportbench.NewPair(transportbench.PairConfig{
 		Seed:    1,
@@ -34,10 +40,10 @@ func scalePair(tb testing.TB, n int) (*transportbench.Pair, []*transport.QP, *sc
 		tb.Fatal(err)
 	}
 	tb.Cleanup(p.Close)
-	as := []*transport.QP{p.QA}
+	as, bs := []*transport.QP{p.QA}, []*transport.QP{p.QB}
 	sink := &scaleSink{n: make([]uint64, n)}
 	if n == 1 {
-		return p, as, sink
+		return p, as, bs, sink
 	}
 	l, err := p.B.Listen(transportbench.Service+1, n)
 	if err != nil {
@@ -79,7 +85,7 @@ func scalePair(tb testing.TB, n int) (*transportbench.Pair, []*transport.QP, *sc
 			if err := req.Accept(qb, nil, 0); err != nil {
 				tb.Fatal(err)
 			}
-			reqs = append(reqs, req)
+			reqs, bs = append(reqs, req), append(bs, qb)
 		}
 		for i, c := range conns {
 			if err := p.RunUntil(time.Second, func() bool { d, _ := c.Replied(); return d }); err != nil {
@@ -106,7 +112,7 @@ func scalePair(tb testing.TB, n int) (*transportbench.Pair, []*transport.QP, *sc
 	settle := p.Clock.Now() + int64(3*time.Second)
 	for p.Clock.Now() < settle && p.Step(settle) {
 	}
-	return p, as, sink
+	return p, as, bs, sink
 }
 
 var scaleSizes = []int{1, 16, 256, 1024}
@@ -219,4 +225,61 @@ func (s *scaleSink) done(p *transportbench.Pair, i int) uint64 {
 // total is the Writes all of A's QPs completed.
 func (s *scaleSink) total(p *transportbench.Pair) uint64 {
 	return p.SinkA.Done(transport.OpWrite) + s.sum
+}
+
+// TestSchedSteadyStateNoAllocs checks that, once warm, Writes spread over 64 QP pairs, with
+// the doorbells, the round lists and the deadline heap they go through, allocate nothing:
+// not the posts, not Poll on either side.
+func TestSchedSteadyStateNoAllocs(t *testing.T) {
+	p, as, sink := scalePair(t, 64)
+	run := scaleWriter(t, p, as, 4, sink)
+	run(64 * 4 * 50) // warm up: rings, lists and heap reach their size
+	if allocs := testing.AllocsPerRun(50, func() { run(512) }); allocs != 0 {
+		t.Errorf("512 Writes over 64 QPs: %v allocations, want 0", allocs)
+	}
+	now := p.Clock.Now()
+	if allocs := testing.AllocsPerRun(1000, func() { p.A.Poll(now); p.B.Poll(now) }); allocs != 0 {
+		t.Errorf("an idle round of 64 QPs: %v allocations, want 0", allocs)
+	}
+}
+
+// TestSchedIdleKeepAlive leaves 256 connected QP pairs idle for 65 s of virtual time: only
+// their deadlines (the keepalive's) wake the engines, so every QP must still probe its
+// silent peer every KeepAlive/3 (10 s) and none may fail.
+func TestSchedIdleKeepAlive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("65 s of virtual time over 256 QP pairs")
+	}
+	const n = 256
+	p, as, bs, _ := scalePairs(t, n)
+	probes := func(i int) uint64 { return as[i].Stats().KeepAlives + bs[i].Stats().KeepAlives }
+	start := make([]uint64, n)
+	for i := range n {
+		start[i] = probes(i)
+	}
+	end := p.Clock.Now() + int64(65*time.Second)
+	steps0 := p.Steps
+	for p.Clock.Now() < end {
+		p.Step(end)
+	}
+	steps := p.Steps - steps0
+	total := uint64(0)
+	for i := range n {
+		if as[i].State() != transport.QPConnected || bs[i].State() != transport.QPConnected {
+			t.Fatalf("pair %d: %v/%v after 65 s idle (%v, %v)", i, as[i].State(), bs[i].State(), as[i].Cause(), bs[i].Cause())
+		}
+		// Each side probes after 10 s of silence; the answer resets both, and when both
+		// timers fire in the same round both probe: 6 or 7 periods of 10 s, one or two
+		// probes each.
+		if got := probes(i) - start[i]; got < 6 || got > 14 {
+			t.Errorf("pair %d: %d probes in 65 s idle, want 6 to 14", i, got)
+		}
+		total += probes(i) - start[i]
+	}
+	t.Logf("65 s idle, %d QP pairs: %d steps, %d probes", n, steps, total)
+	// Every step polls both engines; idle engines wake only for their timers and the
+	// probes' datagrams, a few times per 10 s, not once per QP.
+	if limit := uint64(n) * 7 * 8; steps > limit {
+		t.Errorf("%d steps for %d idle pairs over 65 s, want at most %d", steps, n, limit)
+	}
 }
