@@ -162,8 +162,8 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	q.qpn = e.nextQPN
 	q.conn.qpn = q.qpn
 	slot := e.sched.alloc()
-	q.sendQ.bell, q.sendQ.bellSlot = &e.sched.bells, slot
-	q.recvQ.bell, q.recvQ.bellSlot = &e.sched.bells, slot
+	q.sendQ.bell, q.sendQ.bellSlot = e.sched.bells.bell(slot), slot
+	q.recvQ.bell, q.recvQ.bellSlot = e.sched.bells.bell(slot), slot
 	e.qps[q.qpn] = q
 	e.publishQPs()
 	e.mu.Unlock()

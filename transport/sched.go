@@ -40,7 +40,7 @@ var schedVerify bool
 // taken by the engine: word w of bits holds slots 64w to 64w+63, and bit w%64 of sum[w/64]
 // says that word w may have bits set. The poster sets its bit before the summary's, and
 // the engine clears the summary before the word, so a ring is never lost: at worst it is
-// seen one round later than it could have been.
+// seen one round later than it could have been. A QP's queues hold its doorbell (bell).
 type doorbells struct {
 	sum  []atomic.Uint64
 	bits []atomic.Uint64
@@ -51,19 +51,35 @@ func newDoorbells(slots int) doorbells {
 	return doorbells{sum: make([]atomic.Uint64, (words+63)/64), bits: make([]atomic.Uint64, words)}
 }
 
-// ring marks slot as posted to. Safe from any goroutine; it never blocks. A bit already
-// set is not written again (posts between two rounds cost a load each): whoever set it
-// also sets the summary bit, or this call does, and the engine's taking of the word comes
-// after both.
-func (d *doorbells) ring(slot uint32) {
+// bell returns the doorbell of slot: what its QP's posting queues ring.
+func (d *doorbells) bell(slot uint32) doorbell {
 	w := slot / 64
-	if b := uint64(1) << (slot % 64); d.bits[w].Load()&b == 0 {
-		d.bits[w].Or(b)
-	}
-	if b := uint64(1) << (w % 64); d.sum[w/64].Load()&b == 0 {
-		d.sum[w/64].Or(b)
+	return doorbell{word: &d.bits[w], sum: &d.sum[w/64], bit: 1 << (slot % 64), sumBit: 1 << (w % 64)}
+}
+
+// doorbell is one slot's bit in an engine's doorbells and its word's summary bit.
+type doorbell struct {
+	word, sum   *atomic.Uint64
+	bit, sumBit uint64
+}
+
+// ring marks the slot as posted to. Safe from any goroutine; it never blocks. When both
+// bits are set already (posts between two rounds) it only loads them: whoever set them
+// rang for this post too, since the engine takes the summary before the word and only then
+// polls the QP.
+func (b *doorbell) ring() {
+	if b.word.Load()&b.bit == 0 || b.sum.Load()&b.sumBit == 0 {
+		b.word.Or(b.bit)
+		b.sum.Or(b.sumBit)
 	}
 }
+
+// noBell is the doorbell of a queue no engine polls for (an SRQ's): a word of its own,
+// which stays set after the first ring.
+var (
+	noBellWord atomic.Uint64
+	noBell     = doorbell{word: &noBellWord, sum: &noBellWord, bit: 1, sumBit: 1}
+)
 
 // any reports whether some bit may be set.
 func (d *doorbells) any() bool {

@@ -132,7 +132,8 @@ func TestSchedDoorbells(t *testing.T) {
 		wg.Go(func() {
 			for seq := int64(1); seq <= rings; seq++ {
 				posted[i].Store(seq)
-				s.bells.ring(qps[i].schedSlot())
+				bell := s.bells.bell(qps[i].schedSlot())
+				bell.ring()
 				for acked[i].Load() != seq {
 					if time.Now().After(deadline) {
 						failed <- i

@@ -24,9 +24,10 @@ type spsc[T any] struct {
 	// published (deferred posts). Only the producer reads or writes it.
 	staged uint64
 	prod   *spscSeg[T] // the segment the producer writes; the producer's
-	// bell, if not nil, is rung (bellSlot) when entries are published: the engine then polls
-	// the QP the queue belongs to (sched.go). Set before the queue is first used.
-	bell     *doorbells
+	// bell is rung when entries are published: the engine then polls the QP the queue
+	// belongs to, whose doorbell slot is bellSlot (sched.go); NewQP sets both before the
+	// queue is used (noBell until then, and for an SRQ's queue).
+	bell     doorbell
 	bellSlot uint32
 }
 
@@ -43,7 +44,7 @@ type spscSeg[T any] struct {
 func newSPSC[T any](capacity int) *spsc[T] {
 	n := ceilPow2(capacity)
 	seg := &spscSeg[T]{slots: make([]T, min(n, initialRing))}
-	return &spsc[T]{cap: uint64(n), cons: seg, prod: seg}
+	return &spsc[T]{cap: uint64(n), cons: seg, prod: seg, bell: noBell}
 }
 
 // ceilPow2 is the least power of two at least n (1 for n <= 1).
@@ -94,9 +95,7 @@ func (q *spsc[T]) publish() bool {
 		return false
 	}
 	q.tail.Store(q.staged)
-	if q.bell != nil {
-		q.bell.ring(q.bellSlot)
-	}
+	q.bell.ring()
 	return true
 }
 
