@@ -33,7 +33,6 @@ type Engine struct {
 
 	// engine goroutine state
 	active []*QP // connected or erroring QPs the engine polls
-	sched  sched // which of them a round polls (sched.go)
 	rxPkts [64]link.Packet
 	tx     txBatch
 	parsed wire.Packet
@@ -45,6 +44,8 @@ type Engine struct {
 
 	sleeping atomic.Bool
 	ctr      engineCounters
+
+	sched sched // which of the active QPs a round polls (sched.go)
 }
 
 // engineCounters count what the engine dropped and why.
