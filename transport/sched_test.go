@@ -20,11 +20,17 @@ import (
 // without it.
 func init() { schedVerify = !benchmarking() }
 
-// benchmarking reports whether the test binary was asked to run benchmarks.
+// benchmarking reports whether the test binary was asked to run benchmarks: a non-empty
+// -test.bench, as "-test.bench=RE" (go test) or "-test.bench RE" (the binary run by hand).
 func benchmarking() bool {
-	for _, a := range os.Args[1:] {
-		if v, ok := strings.CutPrefix(a, "-test.bench="); ok && v != "" {
-			return true
+	args := os.Args[1:]
+	for i, a := range args {
+		a = "-" + strings.TrimLeft(a, "-") // -flag and --flag alike
+		if v, ok := strings.CutPrefix(a, "-test.bench="); ok {
+			return v != ""
+		}
+		if a == "-test.bench" && i+1 < len(args) {
+			return args[i+1] != ""
 		}
 	}
 	return false
@@ -168,5 +174,16 @@ func TestSchedDoorbells(t *testing.T) {
 	}
 	if s.bells.any() {
 		t.Error("bits left after the last take")
+	}
+}
+
+// TestSchedVerifyOn checks that the package's tests run with the scheduler's check (but for
+// a run that also measures benchmarks: all of it then runs without).
+func TestSchedVerifyOn(t *testing.T) {
+	if benchmarking() {
+		t.Skip("benchmarks run without the check")
+	}
+	if !schedVerify {
+		t.Fatal("schedVerify is off in a test run")
 	}
 }
