@@ -161,6 +161,8 @@ func (d *Delay) competeAck(now int64, pkts float64, delay int64) {
 		return
 	}
 	switch {
+	case !d.cwndLimited():
+		// Not limited by the window: it does not grow (as in OnAck).
 	case d.slow:
 		d.cwnd += pkts
 		if d.ssthresh > 0 && d.cwnd >= d.ssthresh {

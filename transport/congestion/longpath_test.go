@@ -7,11 +7,29 @@ import (
 )
 
 // longPathT is a Delay on a 10 ms path, driven like a busy engine: a clock reading every
-// 20 µs, an acknowledgement of one packet at each.
+// 20 µs, an acknowledgement of one packet at each, and the window kept full (a bulk
+// transfer limited by the window).
 type longPathT struct {
-	t   *testing.T
-	d   *Delay
-	now int64
+	t        *testing.T
+	d        *Delay
+	now      int64
+	inflight int // bytes
+}
+
+// fill sends packets until the window is full.
+func (p *longPathT) fill() {
+	for p.inflight < p.d.Window() {
+		p.d.OnSent(p.now, p.d.cfg.MSS)
+		p.inflight += p.d.cfg.MSS
+	}
+}
+
+// ack acknowledges bytes with a sample of delay at now, and fills the window.
+func (p *longPathT) ack(bytes int, delay int64) {
+	p.fill()
+	p.d.OnAck(p.now, bytes, delay)
+	p.inflight = max(p.inflight-bytes, 0)
+	p.fill()
 }
 
 const (
@@ -33,7 +51,7 @@ func newLongPathT(t *testing.T, mod func(*DelayConfig)) *longPathT {
 func (p *longPathT) acks(n int, f func(i int) int64) {
 	for i := range n {
 		p.now += lpStep
-		p.d.OnAck(p.now, p.d.cfg.MSS, f(i))
+		p.ack(p.d.cfg.MSS, f(i))
 	}
 }
 
@@ -61,7 +79,7 @@ func TestDelayScreensStaleSamples(t *testing.T) {
 	// each a little shorter than the one before (4 to 9.9 ms).
 	p.now += lpStep
 	for i := range 40 {
-		p.d.OnAck(p.now, p.d.cfg.MSS, lpBase-100_000-int64(i)*150_000)
+		p.ack(p.d.cfg.MSS, lpBase-100_000-int64(i)*150_000)
 	}
 	p.now += 6_000_000
 	p.d.OnSent(p.now, p.d.cfg.MSS)
@@ -206,10 +224,10 @@ func (p *longPathT) round(delay int64) {
 	step := max(p.d.rtt()/int64(w), 1)
 	for range w {
 		p.now += step
-		p.d.OnAck(p.now, 4*p.d.cfg.MSS, delay)
+		p.ack(4*p.d.cfg.MSS, delay)
 	}
 	p.now += lpStep
-	p.d.OnAck(p.now, p.d.cfg.MSS, delay) // rolls the round
+	p.ack(p.d.cfg.MSS, delay) // rolls the round
 }
 
 // On a long path the controller competes once 5 of the last 8 rounds had a standing
@@ -413,5 +431,37 @@ func TestDelayLongPathAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per run, want 0", allocs)
+	}
+}
+
+// On a long path the window grows only while it limits the flow: one whose host sends
+// less than half of it per round trip keeps it (RFC 7661), however low the delay.
+func TestDelayLongPathGrowsOnlyWhenWindowLimited(t *testing.T) {
+	p := newLongPathT(t, nil)
+	p.warm()
+	mss := p.d.cfg.MSS
+	// Round trips of acks with a quarter of the window in flight at most: once the full
+	// window of the warm-up is two rounds back, the window stays.
+	limited := func() {
+		w := p.d.Stats().Cwnd
+		for range int(4 * p.d.srtt / lpStep) {
+			p.now += lpStep
+			if p.inflight < w/4 {
+				p.d.OnSent(p.now, mss)
+				p.inflight += mss
+			}
+			p.d.OnAck(p.now, mss, lpBase)
+			p.inflight = max(p.inflight-mss, 0)
+		}
+	}
+	limited()
+	w := p.d.Stats().Cwnd
+	limited()
+	if got := p.d.Stats().Cwnd; got != w {
+		t.Fatalf("host-limited at a quarter of the window: window %d -> %d", w, got)
+	}
+	p.acks(int(p.d.srtt/lpStep), constDelay(lpBase)) // window-limited again
+	if got := p.d.Stats().Cwnd; got <= w {
+		t.Fatalf("window-limited again: window %d -> %d, want growth", w, got)
 	}
 }
