@@ -323,7 +323,9 @@ func (e *Engine) pendingPosts() bool { return e.sched.bells.any() }
 
 // Poll does one round of work at time now: receive and process a batch, take posted work,
 // run timers, transmit what windows allow. It returns the earliest time something is due
-// (0: nothing scheduled) and whether it did anything.
+// (0: nothing scheduled) and whether it did anything. When a batch arrived, the round goes
+// on at Config.Now if that is later than now: a clock read before a stall would date the
+// datagrams that came during it before they arrived (round trips shorter than the path).
 func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	e.round++
 	if e.hasCmd.Load() {
@@ -334,6 +336,7 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	}
 	n, err := e.link.Receive(e.rxPkts[:])
 	if err == nil && n > 0 {
+		now = max(now, e.now())
 		busy = true
 		e.ctr.rxPackets.Add(uint64(n))
 		for i := range e.rxPkts[:n] {
