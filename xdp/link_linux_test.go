@@ -489,3 +489,49 @@ func TestModeReportsFallbacks(t *testing.T) {
 		t.Fatalf("statistics: %v", err)
 	}
 }
+
+// TestBusyPollOnEmptyRing: with busy polling on, a Receive that finds the RX ring empty
+// makes the system call that runs the device's NAPI (preferred busy polling leaves the
+// interrupts off while the application polls), counted in Kicks, and allocates nothing;
+// without it, an empty Receive makes no system call. Datagrams still arrive either way.
+func TestBusyPollOnEmptyRing(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{})
+	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512})
+	b := openOn(t, bed.B, Config{RingSize: 256, Frames: 512, BusyPoll: 20 * time.Microsecond})
+	la, lb := a.Links()[0], b.Links()[0]
+	resolvePair(t, la, lb)
+	if !lb.Socket().Mode().BusyPoll || la.Socket().Mode().BusyPoll {
+		t.Fatalf("busy poll modes: a %v, b %v", la.Socket().Mode(), lb.Socket().Mode())
+	}
+	const calls = 100
+	var pkts [4]link.Packet
+	empty := func(l *Link) (kicks uint64) {
+		k0 := l.Stats().Kicks
+		for range calls {
+			if n, err := l.Receive(pkts[:]); n != 0 || err != nil {
+				t.Fatalf("receive on an idle link: %d %v", n, err)
+			}
+		}
+		return l.Stats().Kicks - k0
+	}
+	if k := empty(lb); k < calls {
+		t.Errorf("busy polling: %d system calls in %d empty receives, want one each", k, calls)
+	}
+	if k := empty(la); k != 0 {
+		t.Errorf("no busy polling: %d system calls in %d empty receives, want none", k, calls)
+	}
+	if allocs := testing.AllocsPerRun(calls, func() { _, _ = lb.Receive(pkts[:]) }); allocs != 0 {
+		t.Errorf("an empty busy-polling receive allocates %.1f times", allocs)
+	}
+	for i, pair := range [][2]*Link{{la, lb}, {lb, la}} {
+		msg := []byte(fmt.Sprintf("busy poll %d", i))
+		p := []link.Packet{{Remote: pair[1].LocalAddr()}}
+		p[0].SetData(msg)
+		if n, err := pair[0].Send(p); n != 1 || err != nil {
+			t.Fatalf("send %d: %d %v", i, n, err)
+		}
+		if got, _ := receiveOne(t, pair[1]); !bytes.Equal(got, msg) {
+			t.Fatalf("received %q, want %q", got, msg)
+		}
+	}
+}

@@ -147,7 +147,7 @@ type Stats struct {
 	TxDropped          uint64 // datagrams accepted by Send that the link or kernel discarded (TxUnresolved and TxHoldOverflow included)
 	TxErrors           uint64 // hard transmit errors (interface down); the datagrams stay queued
 	TxZeroCopy         uint64 // segments transmitted by reference instead of copied
-	Kicks              uint64 // system calls made to make the kernel transmit or refill
+	Kicks              uint64 // system calls made to make the kernel transmit or refill, or (busy polling) to poll the device on an empty RX ring
 	TxHeld             uint64 // datagrams Send held while their peer was being resolved (PeerResolver links)
 	TxUnresolved       uint64 // datagrams dropped because their peer could not be resolved
 	TxHoldOverflow     uint64 // held datagrams dropped to make room for newer ones

@@ -396,8 +396,20 @@ func (s *Socket) Kick() error {
 
 // WakeFill makes the kernel look at the fill ring again (a non-blocking recvfrom), for when
 // FillNeedsWakeup says so.
-func (s *Socket) WakeFill() {
-	_, _, _ = unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT)
+func (s *Socket) WakeFill() { recvNonblock(s.fd) }
+
+// BusyPoll runs the device's NAPI once from the calling thread (a non-blocking recvfrom)
+// when the busy-poll options took (Mode().BusyPoll), and reports whether it made the call.
+// Preferred busy polling (SO_PREFER_BUSY_POLL, the kernel's Documentation/networking/napi.rst)
+// leaves the device's interrupts off while the application polls, so the application must
+// make such a call whenever it finds its RX ring empty, or packets wait for the
+// gro_flush_timeout timer. It never sleeps: the busy loop of a non-blocking call runs once.
+func (s *Socket) BusyPoll() bool {
+	if !s.mode.BusyPoll {
+		return false
+	}
+	recvNonblock(s.fd)
+	return true
 }
 
 // RxReady reports whether the RX ring holds a descriptor for Receive, without taking it.

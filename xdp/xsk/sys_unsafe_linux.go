@@ -85,5 +85,12 @@ func kick(fd int) error {
 	return nil
 }
 
+// recvNonblock makes a non-blocking recvfrom with no buffer on fd: on an AF_XDP socket it
+// has the kernel look at the fill ring and, with busy polling, run the device's NAPI once
+// from this thread. Raw, as kick: nothing to allocate, nothing that sleeps.
+func recvNonblock(fd int) {
+	_, _, _ = unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+}
+
 // uintptrOf returns the address of b's first byte (for XDP_UMEM_REG).
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
