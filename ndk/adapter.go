@@ -142,9 +142,12 @@ type Adapter struct {
 	closing, closed, stopped atomic.Bool
 	once                     sync.Once
 
-	objMu sync.Mutex // guards qps and srqs: what Close still has to close
+	objMu sync.Mutex // guards qps and srqs: what Close still has to close; and the QP totals
 	qps   map[*QP]struct{}
 	srqs  map[*SRQ]struct{}
+	// QPs created and closed, and the counters of the closed ones (Stats)
+	qpsCreated, qpsClosed uint64
+	qpsRetired            QPCounters
 }
 
 // engine is one engine of an adapter and who runs it. Its poller writes pollMu and polled
