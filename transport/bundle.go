@@ -107,10 +107,14 @@ func (e *Engine) inputBundle(now int64, from netip.AddrPort, p *wire.Packet) {
 	if q == nil {
 		return
 	}
+	if q.State() == QPConnecting {
+		e.sched.cmDirty = true // the first entry may establish it (an implicit ready-to-use)
+	}
 	e.ctr.bundlesRecv.Add(1)
 	it := p.Entries()
 	for it.Next(&e.entry) {
 		e.ctr.bundledRecv.Add(1)
 		q.input(now, &e.entry)
 	}
+	e.sched.mark(q)
 }

@@ -47,6 +47,8 @@ type Engine struct {
 
 	sleeping atomic.Bool
 	ctr      engineCounters
+
+	sched sched // which of the active QPs a round polls (sched.go)
 }
 
 // engineCounters count what the engine dropped and why.
@@ -104,6 +106,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		e.tx.bounce[i] = make([]byte, cfg.Link.MaxPayload())
 	}
 	e.tx.small = make([]byte, max(cfg.PackLimit, 0))
+	e.sched.init(cfg.MaxQPs)
 	e.cm.init(e)
 	return e, nil
 }
@@ -170,6 +173,8 @@ func (e *Engine) NewQP(cfg QPConfig) (*QP, error) {
 	q.qpn = e.nextQPN
 	q.conn.qpn = q.qpn
 	q.home.Store(e)
+	slot := e.sched.alloc()
+	q.setBell(e, slot)
 	e.qps[q.qpn] = q
 	e.publishQPs()
 	e.mu.Unlock()
@@ -203,6 +208,7 @@ func (q *QP) Close(ctx context.Context) error {
 		q.e.deactivate(q)
 		q.e.mu.Lock()
 		delete(q.e.qps, q.qpn)
+		q.e.sched.release(q.schedSlot())
 		q.e.publishQPs()
 		q.e.mu.Unlock()
 		close(done)
@@ -311,27 +317,26 @@ func (e *Engine) Sleep(now, next int64, limit time.Duration) error {
 	return e.link.Wait(wait)
 }
 
-// pendingPosts reports whether an application posted work the engine has not taken yet.
-func (e *Engine) pendingPosts() bool {
-	for _, q := range e.active {
-		if q.sendQ.untaken() > 0 || q.recvQ.untaken() > 0 || q.flushReq.Load() {
-			return true
-		}
-	}
-	return false
-}
+// pendingPosts reports whether an application posted work the engine has not taken yet:
+// a QP's doorbell rang since the last round (a Flush is a command).
+func (e *Engine) pendingPosts() bool { return e.sched.bells.any() }
 
 // Poll does one round of work at time now: receive and process a batch, take posted work,
 // run timers, transmit what windows allow. It returns the earliest time something is due
-// (0: nothing scheduled) and whether it did anything.
+// (0: nothing scheduled) and whether it did anything. When a batch arrived, the round goes
+// on at Config.Now if that is later than now: a clock read before a stall would date the
+// datagrams that came during it before they arrived (round trips shorter than the path).
 func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	e.round++
 	if e.hasCmd.Load() {
 		e.runCommands(now)
 		busy = true
+		e.sched.markAll(e.active) // a command may have changed any QP (Flush, StartDisconnect)
+		e.sched.cmDirty = true    // or the connection manager
 	}
 	n, err := e.link.Receive(e.rxPkts[:])
 	if err == nil && n > 0 {
+		now = max(now, e.now())
 		busy = true
 		e.ctr.rxPackets.Add(uint64(n))
 		for i := range e.rxPkts[:n] {
@@ -342,17 +347,14 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	if e.g.grp != nil && e.groupPoll(now) {
 		busy = true
 	}
-	next, cmBusy := e.cm.poll(now)
+	next, cmBusy := e.pollCM(now)
 	busy = busy || cmBusy
-	for i := 0; i < len(e.active); i++ {
-		q := e.active[i]
-		d, b := q.poll(now)
-		busy = busy || b
-		if d > 0 && (next == 0 || d < next) {
-			next = d
-		}
+	// The QPs with work or a deadline that came (sched.go), not every connected one.
+	d, qpBusy := e.pollRound(now)
+	busy = busy || qpBusy
+	if d > 0 && (next == 0 || d < next) {
+		next = d
 	}
-	// Idle QPs may have receives posted before they connected.
 	e.tx.flush()
 	if e.cfg.ZeroCopyTx && e.collectTxDone() {
 		busy = true
@@ -378,8 +380,10 @@ func (e *Engine) collectTxDone() bool {
 
 // txFinished accounts one zero-copy packet whose bytes the link no longer reads.
 func (e *Engine) txFinished(cookie uint64) {
-	if qpn, o := cookieOwner(cookie); e.lookupQP(qpn) != nil {
-		e.lookupQP(qpn).zcDone(o)
+	qpn, o := cookieOwner(cookie)
+	if q := e.lookupQP(qpn); q != nil {
+		q.zcDone(o)
+		e.sched.mark(q)
 	}
 }
 
@@ -394,13 +398,15 @@ func (e *Engine) runCommands(now int64) {
 	}
 }
 
-// activate puts a QP on the polled list.
+// activate puts a QP on the polled list, and polls it in the next round.
 func (e *Engine) activate(q *QP) {
 	if q.connIndex >= 0 {
+		e.sched.mark(q) // already polled: its state changed (an abort)
 		return
 	}
 	q.connIndex = len(e.active)
 	e.active = append(e.active, q)
+	e.sched.attach(q)
 }
 
 // deactivate takes a QP off the polled list.
@@ -409,6 +415,7 @@ func (e *Engine) deactivate(q *QP) {
 	if i < 0 {
 		return
 	}
+	e.sched.detach(q, i)
 	last := len(e.active) - 1
 	e.active[i] = e.active[last]
 	e.active[i].connIndex = i
@@ -436,11 +443,19 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 	switch {
 	case wire.IsCM(p.Opcode):
 		e.cm.input(now, pkt.Remote, p)
+		e.sched.cmDirty = true
+		if q := e.lookupQP(p.DestQPN); q != nil {
+			e.sched.mark(q) // a disconnect request may have changed it
+		}
 	case p.Opcode == wire.OpBundle:
 		e.inputBundle(now, pkt.Remote, p)
 	default:
 		if q := e.matchQP(pkt.Remote, p); q != nil {
+			if q.State() == QPConnecting {
+				e.sched.cmDirty = true // the packet may establish it (an implicit ready-to-use)
+			}
 			q.input(now, p)
+			e.sched.mark(q)
 		}
 	}
 }

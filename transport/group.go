@@ -392,6 +392,8 @@ func (e *Engine) adopt(src *Engine, qp *QP, then func(now int64)) {
 		}
 	}
 	e.nextQPN = qpn
+	oldSlot := qp.schedSlot()
+	qp.setBell(e, e.sched.alloc())
 	qp.e, qp.qpn, qp.conn.qpn, qp.conn.tx = e, qpn, qpn, &e.tx
 	e.qps[qpn] = qp
 	e.publishQPs()
@@ -402,6 +404,7 @@ func (e *Engine) adopt(src *Engine, qp *QP, then func(now int64)) {
 	e.wake()
 	src.mu.Lock()
 	delete(src.qps, old)
+	src.sched.release(oldSlot)
 	src.publishQPs()
 	src.mu.Unlock()
 }

@@ -59,6 +59,10 @@ type Config struct {
 	DisableNeedWakeup bool
 	// BusyPoll, when non-zero, asks for busy polling on the sockets (SO_BUSY_POLL).
 	BusyPoll time.Duration
+	// UDPChecksum says what goes in the UDP checksum of the datagrams sent. Default
+	// ChecksumAuto: none over IPv4 (the transport's CRC32C covers the datagram), computed
+	// over IPv6.
+	UDPChecksum UDPChecksum
 
 	// ResolveTimeout bounds the resolution of a peer's next hop (route lookup and ARP or
 	// neighbour discovery), which runs on the device's resolution worker, never on the
@@ -129,6 +133,9 @@ func (c *Config) normalize() error {
 	}
 	if c.Steering < SteerServeAll || c.Steering > SteerExternal {
 		return fmt.Errorf("xdp config: steering %v unknown", c.Steering)
+	}
+	if c.UDPChecksum < ChecksumAuto || c.UDPChecksum > ChecksumSoftware {
+		return fmt.Errorf("xdp config: UDP checksum mode %v unknown", c.UDPChecksum)
 	}
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = 3 * time.Second

@@ -9,6 +9,8 @@ func TestConfigRejected(t *testing.T) {
 		{Interface: "x", RingSize: 4096, Frames: 4096},
 		{Interface: "x", MTU: -1},
 		{Interface: "x", Queues: []int{-1}},
+		{Interface: "x", UDPChecksum: ChecksumSoftware + 1},
+		{Interface: "x", UDPChecksum: -1},
 	} {
 		if err := c.normalize(); err == nil {
 			t.Errorf("%+v accepted", c)

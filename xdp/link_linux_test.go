@@ -259,10 +259,18 @@ func TestExchange(t *testing.T) {
 }
 
 // TestLinkSteadyStateNoAllocs sends, receives and releases datagrams between two hosts and
-// checks that none of it allocates once the peer's header template exists.
+// checks that none of it allocates once the peer's header template exists, in both UDP
+// checksum modes.
 func TestLinkSteadyStateNoAllocs(t *testing.T) {
 	bed := testbed.NewT(t, testbed.Options{})
-	cfg := Config{RingSize: 256, Frames: 512}
+	for _, mode := range []UDPChecksum{ChecksumAuto, ChecksumSoftware} {
+		t.Run(mode.String(), func(t *testing.T) {
+			linkNoAllocs(t, bed, Config{RingSize: 256, Frames: 512, UDPChecksum: mode})
+		})
+	}
+}
+
+func linkNoAllocs(t *testing.T, bed *testbed.Bed, cfg Config) {
 	la, lb := openOn(t, bed.A, cfg).Links()[0], openOn(t, bed.B, cfg).Links()[0]
 	resolvePair(t, la, lb)
 	var out, in [8]link.Packet

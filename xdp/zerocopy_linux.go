@@ -137,6 +137,7 @@ type zcState struct {
 	pool  *memreg.FramePool // the link's frames
 
 	enabled  bool   // the socket is bound with XDP_USE_SG, so a packet may have several descriptors
+	omitV4   bool   // IPv4 datagrams go without UDP checksum (Config.UDPChecksum)
 	minSeg   int    // shortest segment sent by reference (zcMinSegment; benchmarks vary it)
 	maxDescs int    // descriptors one packet may have
 	align    uint64 // payload descriptors must not cross a multiple of this (0: no constraint)
@@ -158,6 +159,7 @@ func newZCState(d *Device, s *xsk.Socket, pool *memreg.FramePool, txSize int) zc
 	m := s.Mode()
 	z := zcState{mem: d.umem.Bytes(), fsize: uint64(d.umem.FrameSize()), pool: pool}
 	z.enabled = m.MultiBuffer
+	z.omitV4 = d.cfg.UDPChecksum.omitIPv4()
 	z.minSeg = zcMinSegment
 	z.maxDescs = min(maxCopyModeDescs, txSize)
 	if m.ZeroCopy {
@@ -254,18 +256,24 @@ func (z *zcState) plan(p *link.Packet, hl, plen int) (descs, frames int, refs ui
 }
 
 // build frames datagram p as planned: headers and copied segments into frames from the
-// pool, segments in refs as descriptors pointing at them. It writes the descriptors (descs
+// pool, segments in refs as descriptors pointing at them. The UDP checksum is computed over
+// the segments unless omitV4 leaves it out of an IPv4 datagram. It writes the descriptors (descs
 // of them) to the start of tx and returns the offset of the first frame. The pool holds
 // enough frames and tx enough room (Send checked).
 func (z *zcState) build(p *link.Packet, e *frame.Encap, plen, descs int, refs uint8, tx []xsk.Desc) (uint64, error) {
 	var sum frame.Checksum
-	for j := 0; j < int(p.NSegs); j++ {
-		sum.Add(p.Segs[j])
+	psum := &sum
+	if z.omitV4 && !e.IPv6() {
+		psum = nil // no UDP checksum: the CRC32C trailer covers the datagram
+	} else {
+		for j := 0; j < int(p.NSegs); j++ {
+			sum.Add(p.Segs[j])
+		}
 	}
 	first, _ := z.pool.Get()
 	addr := first
 	buf := z.mem[addr : addr+z.fsize]
-	hl, err := e.PutTo(buf, plen, &sum, p.LocalPort, p.Remote.Port())
+	hl, err := e.PutTo(buf, plen, psum, p.LocalPort, p.Remote.Port())
 	if err != nil {
 		z.pool.Put(addr)
 		return 0, err

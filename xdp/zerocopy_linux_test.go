@@ -228,7 +228,8 @@ func fillHeld(l *Link) int { return l.rx.share() }
 // TestZeroCopyToKernelSocket sends zero-copy datagrams with payloads in the UMEM heap to a
 // kernel UDP socket on the peer, where no XDP program runs: the kernel accepting them, byte
 // for byte, and tshark's checksum verdicts prove the IPv4 and UDP checksums computed over
-// referenced payload.
+// referenced payload (ChecksumSoftware; the default sends none over IPv4, "not present" to
+// tshark).
 func TestZeroCopyToKernelSocket(t *testing.T) {
 	for _, tc := range []struct {
 		mtu   int
@@ -239,50 +240,65 @@ func TestZeroCopyToKernelSocket(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("mtu%d", tc.mtu), func(t *testing.T) {
 			bed := testbed.NewT(t, testbed.Options{MTU: tc.mtu})
-			a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20})
-			l := a.Links()[0]
-			mustResolve(t, l, bed.B.Addr)
-			srv := listenUDP(t, bed.B, testPort)
-			slots := heapSlots(t, heapOf(t, a), len(tc.sizes), tc.mtu)
-			tshark, lines := startTshark(t, bed.B, len(tc.sizes))
-			dst := netip.AddrPortFrom(bed.B.Addr, testPort)
-			scratch := make([]byte, 65536)
-			var hdr [8]byte
-			var trl [zcTrailer]byte
-			var done [4]uint64
-			for i, size := range tc.sizes {
-				var p [1]link.Packet
-				zcPacket(&p[0], dst, uint64(i), uint64(i), scratch, hdr[:], slots[i][:size-8-zcTrailer], trl[:])
-				before := l.Stats().TxZeroCopy
-				if n, err := l.Send(p[:]); n != 1 || err != nil {
-					t.Fatalf("send %d bytes: n=%d err=%v", size, n, err)
-				}
-				if l.Stats().TxZeroCopy == before {
-					t.Fatalf("%d-byte datagram: payload not sent by reference", size)
-				}
-				got, _ := readUDP(t, srv)
-				want := scratch[:size]
-				if !bytes.Equal(got, want) {
-					t.Fatalf("kernel got %d bytes, want the %d sent", len(got), size)
-				}
-				if n := waitTxDone(t, l, done[:]); n != 1 || done[0] != uint64(i) {
-					t.Fatalf("TxDone: %v, want cookie %d", done[:n], i)
-				}
-			}
-			if err := tshark.Wait(); err != nil {
-				t.Fatalf("tshark: %v\n%s", err, tshark.Stderr)
-			}
-			got := strings.Split(strings.TrimSpace(lines.String()), "\n")
-			if len(got) != len(tc.sizes) {
-				t.Fatalf("tshark saw %d datagrams, want %d:\n%s", len(got), len(tc.sizes), lines)
-			}
-			for i, line := range got {
-				f := strings.Split(line, "\t")
-				if len(f) != 3 || f[0] != "1" || f[1] != "1" || f[2] != fmt.Sprint(tc.sizes[i]+8) {
-					t.Errorf("tshark line %d %q: want ip and udp checksum status 1 (good) and udp length %d", i, line, tc.sizes[i]+8)
-				}
+			for _, m := range []struct {
+				mode   UDPChecksum
+				status string // tshark's udp.checksum.status: 1 good, 3 not present
+			}{
+				{ChecksumSoftware, "1"},
+				{ChecksumAuto, "3"},
+			} {
+				t.Run(m.mode.String(), func(t *testing.T) {
+					zeroCopyToKernel(t, bed, tc.mtu, tc.sizes, m.mode, m.status)
+				})
 			}
 		})
+	}
+}
+
+// zeroCopyToKernel is one case of TestZeroCopyToKernelSocket.
+func zeroCopyToKernel(t *testing.T, bed *testbed.Bed, mtu int, sizes []int, mode UDPChecksum, status string) {
+	a := openOn(t, bed.A, Config{RingSize: 256, Frames: 512, HeapSize: 1 << 20, UDPChecksum: mode})
+	l := a.Links()[0]
+	mustResolve(t, l, bed.B.Addr)
+	srv := listenUDP(t, bed.B, testPort)
+	slots := heapSlots(t, heapOf(t, a), len(sizes), mtu)
+	tshark, lines := startTshark(t, bed.B, len(sizes))
+	dst := netip.AddrPortFrom(bed.B.Addr, testPort)
+	scratch := make([]byte, 65536)
+	var hdr [8]byte
+	var trl [zcTrailer]byte
+	var done [4]uint64
+	for i, size := range sizes {
+		var p [1]link.Packet
+		zcPacket(&p[0], dst, uint64(i), uint64(i), scratch, hdr[:], slots[i][:size-8-zcTrailer], trl[:])
+		want := scratch[:size]
+		before := l.Stats().TxZeroCopy
+		if n, err := l.Send(p[:]); n != 1 || err != nil {
+			t.Fatalf("send %d bytes: n=%d err=%v", size, n, err)
+		}
+		if l.Stats().TxZeroCopy == before {
+			t.Fatalf("%d-byte datagram: payload not sent by reference", size)
+		}
+		got, _ := readUDP(t, srv)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("kernel got %d bytes, want the %d sent", len(got), size)
+		}
+		if n := waitTxDone(t, l, done[:]); n != 1 || done[0] != uint64(i) {
+			t.Fatalf("TxDone: %v, want cookie %d", done[:n], i)
+		}
+	}
+	if err := tshark.Wait(); err != nil {
+		t.Fatalf("tshark: %v\n%s", err, tshark.Stderr)
+	}
+	got := strings.Split(strings.TrimSpace(lines.String()), "\n")
+	if len(got) != len(sizes) {
+		t.Fatalf("tshark saw %d datagrams, want %d:\n%s", len(got), len(sizes), lines)
+	}
+	for i, line := range got {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 || f[0] != "1" || f[1] != status || f[2] != fmt.Sprint(sizes[i]+8) {
+			t.Errorf("tshark line %d %q: want ip checksum status 1 (good), udp checksum status %s and udp length %d", i, line, status, sizes[i]+8)
+		}
 	}
 }
 

@@ -235,9 +235,15 @@ func (p *asaviePair) unblock() {}
 // frame writes one datagram with payload into the free frame of desc and sets its length.
 func (s *asavieSide) frame(x *axdp.Socket, d *axdp.Desc, payload []byte) error {
 	fr := x.GetFrame(*d)
+	// The same UDP checksum as xdp.Link sends by default (xdp.ChecksumAuto): none over
+	// IPv4, computed over IPv6.
 	var sum frame.Checksum
-	sum.Add(payload)
-	hl, err := s.enc.Put(fr, len(payload), &sum, 0)
+	var psum *frame.Checksum
+	if s.enc.IPv6() {
+		sum.Add(payload)
+		psum = &sum
+	}
+	hl, err := s.enc.Put(fr, len(payload), psum, 0)
 	if err != nil {
 		return fmt.Errorf("frame datagram: %w", err)
 	}

@@ -16,6 +16,9 @@
 //	│               the process's CPU while the pair idles (B in CQ.Wait),         │
 //	│               Write and Read latency, 64 B Write message rate (signaled and  │
 //	│               SILENT_SUCCESS), 64 KiB Write goodput (UMEM and Go heap)       │
+//	│   scale       a fresh inline pair with Options.Scale (1024) QP pairs, one CQ │
+//	│               per side: 64 B Write rate on QP 0 alone and spread over all,   │
+//	│               per-QP min and max, then the process's CPU while all idle      │
 //	└──────────────────────────────────────────────────────────────────────────────┘
 //	Results: per figure, every repetition's value and their median; per goal, the
 //	ratio of each repetition (numerator and denominator from the same repetition),

@@ -68,7 +68,9 @@ func (g Goal) report() report.Goal {
 // (two adapters with a connected QP each, one application blocked in CQ.Wait) at most 1%
 // of one core (CPU seconds / wall seconds: nothing spins while nothing happens); 64-byte
 // Writes over adapters of two engines at most 1.1 × the CPU per message of one engine
-// (docs/DATAPATH.md, "Several engines").
+// (docs/DATAPATH.md, "Several engines"); the 64-byte Write message rate over
+// Options.Scale (1024) connected QPs at least 0.8 × the rate of one of them, measured on
+// the same adapters (a round's cost follows the QPs with work, not the QPs connected).
 func DefaultGoals() []Goal {
 	inline := SystemNDK(ModeInline)
 	pp := Ref{BenchPingPong, inline, OpSendRecv, MsgSize, MetricP50}
@@ -94,10 +96,15 @@ func DefaultGoals() []Goal {
 		{Name: "ndk 2 engines / 1 engine per adapter: 64 B Writes per second", Numerator: Ref{BenchEngines, SystemEngines(2), OpWriteSilent, MsgSize, MetricOps},
 			Denominator: Ref{BenchEngines, SystemEngines(1), OpWriteSilent, MsgSize, MetricOps}, Cmp: AtLeast, Limit: 1, Info: true,
 			Reason: "the bed's two CPUs carry both hosts: a second engine per adapter has no core of its own to add rate with; the goal is on its cost"},
+		{Name: "ndk 64 B Write op/s over all scale QPs / on one of them", Numerator: Ref{BenchScale, inline, OpWriteAllQPs, MsgSize, MetricOps},
+			Denominator: Ref{BenchScale, inline, OpWriteOneQP, MsgSize, MetricOps}, Cmp: AtLeast, Limit: 0.8},
 		{Name: "ndk 64 B Write op/s, silent / raw-xdp 64 B one-way pkt/s", Numerator: rate(OpWriteSilent), Denominator: rawPPS, Cmp: AtLeast, Limit: 0.7, Info: true,
 			Reason: "the goal is on signaled Writes; the silent variant shows what fewer completions buy"},
 		{Name: "ndk 64 KiB Write goodput (Go heap) / raw-xdp 9000 B Gbit/s", Numerator: gput(OpWriteHeap), Denominator: rawGbps, Cmp: AtLeast, Limit: 0.85, Info: true,
 			Reason: "the goal is on the zero-copy path (UMEM sources); Go heap sources are copied into the UMEM"},
+		{Name: "ndk idle, all scale QP pairs connected, B in CQ.Wait: CPU s / wall s", Numerator: Ref{BenchIdle, inline, OpIdleWaitScale, 0, MetricCPU},
+			Denominator: Ref{BenchIdle, inline, OpIdleWaitScale, 0, MetricWall}, Cmp: AtMost, Limit: 0.02, Info: true,
+			Reason: "the idle goal is on one QP pair; with many, each idle QP sends a keepalive probe every KeepAlive/3 (10 s) and answers its peer's"},
 		{Name: "ndk-busy ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeBusy), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true,
 			Reason: "the goal is on inline progress (the default); busy progress runs an engine goroutine per adapter that needs a core of its own, beside the application's loop, and the bed has two CPUs for both hosts"},
 		{Name: "ndk-adaptive ping-pong p50 / raw-xdp ping-pong p50", Numerator: Ref{BenchPingPong, SystemNDK(ModeAdaptive), OpSendRecv, MsgSize, MetricP50}, Denominator: rawPP, Cmp: AtMost, Limit: 1.5, Info: true,

@@ -73,8 +73,8 @@ func TestDefaultGoals(t *testing.T) {
 			n++
 		}
 	}
-	if n != 8 {
-		t.Errorf("%d goals, want 8", n)
+	if n != 9 {
+		t.Errorf("%d goals, want 9", n)
 	}
 }
 
@@ -164,6 +164,10 @@ func TestOptions(t *testing.T) {
 		func(o *Options) { o.GoodputOutstanding = 65 },
 		func(o *Options) { o.Bound = 0 },
 		func(o *Options) { o.Idle = 0 },
+		func(o *Options) { o.Scale = MaxScale + 1 },
+		func(o *Options) { o.ScaleOutstanding = 0 },
+		func(o *Options) { o.ScaleIdle = 0 },
+		func(o *Options) { o.Scale, o.ScaleOnly = 0, true },
 	} {
 		o := DefaultOptions()
 		bad(&o)

@@ -90,6 +90,17 @@ type Options struct {
 	// Counters adds both sides' QP and link counters (retransmissions, timeouts, drops) to
 	// the progress lines of the rate and goodput figures.
 	Counters bool
+	// Scale is how many QP pairs the scale figures connect between one adapter pair
+	// (inline progress): the 64-byte Write rate of one of them and over all of them, and
+	// the idle CPU with all connected. 0 skips them.
+	Scale int
+	// ScaleOutstanding is the 64-byte Writes kept outstanding on each QP by the rate over
+	// all Scale QPs (the one-QP rate keeps Outstanding, as the msgrate figure).
+	ScaleOutstanding int
+	// ScaleIdle is the window of the idle figure with Scale QP pairs connected.
+	ScaleIdle time.Duration
+	// ScaleOnly measures the scale figures alone: no baselines, no other ndk figure.
+	ScaleOnly bool
 	// AllQueues has the ndk adapters serve every queue of the bed (two, BedOptions) through
 	// their DeviceLink, as ndk.Open does by default, instead of queue 0 only (where both
 	// sides transmit, so nothing is lost either way): it measures what polling the other
@@ -120,7 +131,9 @@ const (
 
 // DefaultOptions returns the full benchmark: 3 repetitions, every mode, 20000 round trips
 // and latency samples, 1 s windows after 500 ms of warm-up, 128 outstanding Writes (every
-// 16th signaled in the silent variant), 16 outstanding 64 KiB Writes, a 10 s idle window.
+// 16th signaled in the silent variant), 16 outstanding 64 KiB Writes, a 10 s idle window;
+// the scale figures with 1024 QP pairs, 4 Writes outstanding on each, a 12 s idle window
+// (a keepalive probe of every QP falls in it).
 func DefaultOptions() Options {
 	return Options{
 		Runs:               3,
@@ -139,11 +152,15 @@ func DefaultOptions() Options {
 		Engines:            []int{1, 2},
 		EngineQPs:          4,
 		EngineLoops:        EngineLoopsPerSide,
+		Scale:              1024,
+		ScaleOutstanding:   4,
+		ScaleIdle:          12 * time.Second,
 	}
 }
 
 // QuickOptions returns a short pass for bench/cmd/rawdemo and the smoke test: one repetition, the
-// inline mode only, 2000 round trips and latency samples, 300 ms windows, a 1 s idle window.
+// inline mode only, 2000 round trips and latency samples, 300 ms windows, a 1 s idle window,
+// the scale figures with 64 QP pairs and a 1 s idle window.
 func QuickOptions() Options {
 	o := DefaultOptions()
 	o.Runs = 1
@@ -155,8 +172,14 @@ func QuickOptions() Options {
 	o.Duration = 300 * time.Millisecond
 	o.Warmup = 200 * time.Millisecond
 	o.Idle = time.Second
+	o.Scale = 64
+	o.ScaleIdle = time.Second
 	return o
 }
+
+// MaxScale is the most QP pairs Options.Scale connects (transport.MaxQPLimit is higher;
+// the CQ and the bed's rings bound what one adapter pair keeps outstanding).
+const MaxScale = 4096
 
 // ErrInvalidOptions is wrapped by the errors Run and RunBed return for bad Options.
 var ErrInvalidOptions = errors.New("invalid ndkbench options")
@@ -185,6 +208,14 @@ func (o Options) normalize() (Options, error) {
 		return bad("goodput outstanding %d not in [1, 64]", o.GoodputOutstanding)
 	case o.Idle < 100*time.Millisecond || o.Idle > 10*time.Minute:
 		return bad("idle window %v not in [100ms, 10m]", o.Idle)
+	case o.Scale < 0 || o.Scale > MaxScale:
+		return bad("scale %d not in [0, %d]", o.Scale, MaxScale)
+	case o.Scale > 0 && (o.ScaleOutstanding < 1 || o.ScaleOutstanding > 64):
+		return bad("scale outstanding %d not in [1, 64]", o.ScaleOutstanding)
+	case o.Scale > 0 && (o.ScaleIdle < 100*time.Millisecond || o.ScaleIdle > 10*time.Minute):
+		return bad("scale idle window %v not in [100ms, 10m]", o.ScaleIdle)
+	case o.ScaleOnly && o.Scale == 0:
+		return bad("scale-only without scale QPs")
 	}
 	for _, n := range o.Engines {
 		if n < 1 || n > 2 {

@@ -23,6 +23,7 @@ const (
 	BenchOneWay   = "oneway"   // raw link one-way (bench/linkbench)
 	BenchIdle     = "idle"     // an idle ndk pair: the process's CPU over a window
 	BenchEngines  = "engines"  // pipelined 64-byte ndk Writes over adapters of several engines
+	BenchScale    = "scale"    // 64-byte ndk Writes on one of many connected QPs, and over all
 	BenchGoal     = "goal"     // a goal's ratio
 )
 
@@ -61,6 +62,9 @@ const (
 	OpRead               = "read"                 // ndk Read
 	OpWriteUMEM          = "write-umem"           // goodput Writes from Adapter.Alloc memory (zero-copy path)
 	OpWriteHeap          = "write-heap"           // goodput Writes from Go heap memory (copy path)
+	OpWriteOneQP         = "write-1qp"            // scale: Writes on QP 0 of Options.Scale connected QPs
+	OpWriteAllQPs        = "write-allqp"          // scale: Writes spread over all Options.Scale QPs
+	OpIdleWaitScale      = "wait-allqp"           // idle with Options.Scale QP pairs connected, B in CQ.Wait
 	OpSend               = "send"                 // raw one-way
 	OpRatio              = "ratio"                // goal records
 )
@@ -85,6 +89,8 @@ const (
 	MetricCore      = report.MetricCores   // cpu_s / wall_s: cores kept busy
 	MetricCPUOp     = report.MetricCPUMsg  // user+system CPU of the process (both hosts) per completed request, us
 	MetricForwarded = "forwarded"          // datagrams forwarded between engines in the window (both hosts)
+	MetricQPMin     = "qp_min_per_s"       // scale: the Writes per second of the QP that completed fewest
+	MetricQPMax     = "qp_max_per_s"       // scale: the Writes per second of the QP that completed most
 
 	UnitMicros  = report.UnitMicros
 	UnitCount   = report.UnitCount
@@ -140,6 +146,9 @@ type Config struct {
 	EngineQPs          int      `json:"engine_qps,omitempty"`
 	EngineLoops        string   `json:"engine_loops,omitempty"`
 	OnlyEngines        bool     `json:"only_engines,omitempty"`
+	Scale              int      `json:"scale_qps"`
+	ScaleOutstanding   int      `json:"scale_outstanding"`
+	ScaleIdleMS        int64    `json:"scale_idle_ms"`
 }
 
 // Record is one figure: the median over the repetitions of one metric.
@@ -294,6 +303,7 @@ var (
 		{"mean", MetricMean, 1, 2}, {"samples", MetricSamples, 1, 0}, {"lost", MetricLost, 1, 0}}
 	rateCols    = []column{{"Mop/s", MetricOps, 1e-6, 3}, {"CQE M/s", MetricCQEs, 1e-6, 3}, {"allocs/op", MetricAllocs, 1, 3}, cpuCols[0], cpuCols[1]}
 	onewayCols  = []column{{"Mpps", MetricPPS, 1e-6, 3}, {"Gbit/s", MetricGbps, 1, 2}}
+	scaleCols   = []column{{"Mop/s", MetricOps, 1e-6, 3}, {"QP min/s", MetricQPMin, 1, 0}, {"QP max/s", MetricQPMax, 1, 0}, {"allocs/op", MetricAllocs, 1, 3}, cpuCols[0], cpuCols[1]}
 	goodputCols = []column{{"Gbit/s", MetricGbps, 1, 2}, {"Mop/s", MetricOps, 1e-6, 4}, {"allocs/op", MetricAllocs, 1, 3}, cpuCols[0], cpuCols[1]}
 	idleCols    = []column{{"CPU s", MetricCPU, 1, 4}, {"wall s", MetricWall, 1, 2}, {"% core", MetricCore, 100, 3}}
 	cpuCols     = []column{{"CPU us/op", MetricCPUOp, 1, 3}, {"cores", MetricCore, 1, 2}}
@@ -311,9 +321,10 @@ func (r *Results) WriteTable(w io.Writer) error {
 		{BenchPingPong, fmt.Sprintf("Ping-pong, round trip in us (ndk: %d-byte Send answered by a Send; raw-xdp: 64-byte IP packets; kernel-tcp: 64-byte messages)", MsgSize), latencyCols},
 		{BenchLatency, fmt.Sprintf("ndk latency in us: post one %d-byte request, poll until it completes", MsgSize), latencyCols},
 		{BenchMsgRate, fmt.Sprintf("ndk %d-byte Write message rate on one QP, %d outstanding (write-silent: every %d-th signaled)", MsgSize, c.Outstanding, c.SignalEvery), rateCols},
+		{BenchScale, fmt.Sprintf("ndk %d-byte Write message rate with %d connected QP pairs: on QP 0 alone (%d outstanding), over all (%d outstanding on each)", MsgSize, c.Scale, c.Outstanding, c.ScaleOutstanding), scaleCols},
 		{BenchGoodput, fmt.Sprintf("ndk %d KiB Write goodput at MTU %d, %d outstanding (payload bytes)", GoodputSize>>10, r.Header.MTU, c.GoodputOutstanding), goodputCols},
 		{BenchOneWay, "raw-xdp one-way, what B received (size = IP packet length; Gbit/s counts IP packet bytes)", onewayCols},
-		{BenchIdle, "ndk idle: both adapters open with their connected QP, B's application blocked in CQ.Wait, A's polling nothing; the process's CPU (user+system) over the window", idleCols},
+		{BenchIdle, "ndk idle: both adapters open with their connected QP (wait-allqp: all the scale figures' QP pairs), B's application blocked in CQ.Wait, A's polling nothing; the process's CPU (user+system) over the window", idleCols},
 	}
 	for _, s := range sections {
 		rows := r.rows(s.bench)

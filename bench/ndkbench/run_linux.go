@@ -46,7 +46,8 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 			WarmupMS: o.Warmup.Milliseconds(), Outstanding: o.Outstanding, SignalEvery: o.SignalEvery,
 			GoodputOutstanding: o.GoodputOutstanding, Baselines: o.Baselines, IdleMS: o.Idle.Milliseconds(),
 			AllQueues: o.AllQueues, Engines: o.Engines, EngineQPs: o.EngineQPs, EngineLoops: o.EngineLoops,
-			OnlyEngines: o.OnlyEngines,
+			OnlyEngines: o.OnlyEngines, Scale: o.Scale, ScaleOutstanding: o.ScaleOutstanding,
+			ScaleIdleMS: o.ScaleIdle.Milliseconds(),
 		},
 	}}
 	r := &runner{bed: bed, o: o, res: res, col: newCollector()}
@@ -57,17 +58,21 @@ func RunBed(ctx context.Context, bed *testbed.Bed, opts Options) (*Results, erro
 		errs = append(errs, err)
 	}
 	var steps []step
-	if o.Baselines && !o.OnlyEngines {
+	only := o.OnlyEngines || o.ScaleOnly // one figure alone
+	if o.Baselines && !only {
 		steps = append(steps, step{SystemRaw, r.raw}, step{SystemTCP, r.tcp})
 	}
 	for _, m := range o.Modes {
-		if o.OnlyEngines {
+		if only {
 			break
 		}
 		steps = append(steps, step{SystemNDK(m), func(ctx context.Context, rep int) error { return r.ndk(ctx, rep, m) }})
 	}
-	if len(o.Engines) > 0 {
+	if len(o.Engines) > 0 && !o.ScaleOnly {
 		steps = append(steps, step{BenchEngines, r.engines})
+	}
+	if o.Scale > 0 && !o.OnlyEngines {
+		steps = append(steps, step{SystemNDK(ModeInline) + " scale", r.scale})
 	}
 	for rep := range o.Runs {
 		for _, s := range steps {
@@ -397,6 +402,8 @@ func definitionNotes(o Options) []string {
 		fmt.Sprintf("ndk msgrate: %d outstanding %d-byte Writes on one QP, reposted as they complete, %v window after %v warm-up; ops = Writes completed per second, cqes = completions taken per second (write-silent: only every %d-th Write is signaled)",
 			o.Outstanding, MsgSize, o.Duration, o.Warmup, o.SignalEvery),
 		fmt.Sprintf("ndk goodput: %d outstanding %d-byte Writes, payload bytes completed x 8 / window, in Gbit/s; write-umem sources from Adapter.Alloc (zero-copy transmit path), write-heap from the Go heap (copied)", o.GoodputOutstanding, GoodputSize),
+		fmt.Sprintf("ndk scale (inline, its own adapter pair, one CQ per side for all its QPs): %d QP pairs connected one after the other; write-1qp: %d outstanding %d-byte Writes on QP 0 while the others sit idle, as msgrate; write-allqp: %d outstanding on every QP, each Write reposted on the QP that completed it; qp_min_per_s and qp_max_per_s are the Writes per second of the QP that completed fewest and most in the window; odd repetitions measure write-allqp first; %v window after %v warm-up each. wait-allqp (idle): then all %d pairs idle, B's application in CQ.Wait, %v to settle and the process's CPU over %v (every idle QP sends a keepalive probe every 10 s)",
+			o.Scale, o.Outstanding, MsgSize, o.ScaleOutstanding, o.Duration, o.Warmup, o.Scale, idleSettle, o.ScaleIdle),
 		"raw-xdpndk: bench/linkbench's raw-xdpndk system on the same bed in the same repetition (64 = IP packet length; Gbit/s counts IP packet bytes); kernel-tcp: 64-byte messages, TCP_NODELAY",
 		"cpu_us_per_msg and cpu_cores (msgrate, goodput): the process's user+system CPU (getrusage; both hosts, their loops and the kernel work of their system calls) over the window, per Write completed and per second of the window",
 		"allocs_per_op: heap objects the whole process allocated in the window per completed request (or round trip)",

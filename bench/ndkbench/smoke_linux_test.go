@@ -14,9 +14,10 @@ import (
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
-// TestSmokeQuick runs a tiny quick pass (inline mode and the baselines) on its own bed and
-// checks that every figure exists, is positive, that every goal is evaluated and that the
-// results survive the JSON round trip. It asserts sanity only, never speed.
+// TestSmokeQuick runs a tiny quick pass (inline mode, the scale figures with 64 QP pairs,
+// and the baselines) on its own bed and checks that every figure exists, is positive, that
+// every goal is evaluated and that the results survive the JSON round trip. It asserts
+// sanity only, never speed.
 func TestSmokeQuick(t *testing.T) {
 	privileged.Require(t)
 	o := QuickOptions()
@@ -49,6 +50,10 @@ func TestSmokeQuick(t *testing.T) {
 		{BenchEngines, SystemEngines(1), OpWriteSilent, MsgSize, MetricCPUOp},
 		{BenchEngines, SystemEngines(2), OpWriteSilent, MsgSize, MetricCPUOp},
 		{BenchEngines, SystemEngines(2), OpWriteSilent, MsgSize, MetricOps},
+		{BenchScale, inline, OpWriteOneQP, MsgSize, MetricOps},
+		{BenchScale, inline, OpWriteAllQPs, MsgSize, MetricOps},
+		{BenchScale, inline, OpWriteAllQPs, MsgSize, MetricQPMin},
+		{BenchIdle, inline, OpIdleWaitScale, 0, MetricCore},
 	} {
 		r := res.Find(ref)
 		if r == nil || len(r.Runs) != 1 || !(r.Value > 0) {

@@ -66,7 +66,10 @@ func startCapture(t *testing.T, h *testbed.Host, port uint16, file string) *capt
 			c.mu.Lock()
 			c.stderr.WriteString(sc.Text() + "\n")
 			c.mu.Unlock()
-			if !signalled && strings.Contains(sc.Text(), "Capturing on") {
+			// "Capturing on" comes before dumpcap has its capture open; "Capture started"
+			// (then the file's name) once it has: waiting for the first, a loaded machine's
+			// tshark missed datagrams sent at once.
+			if !signalled && (strings.Contains(sc.Text(), "Capture started") || strings.Contains(sc.Text(), "File: ")) {
 				close(ready)
 				signalled = true
 			}

@@ -59,6 +59,7 @@ type Stats struct {
 	RandomLosses       uint64 // loss events taken as random loss (no decrease)
 	SpuriousTimeouts   uint64 // OnSpuriousTimeout calls
 	CompetitiveEntries uint64 // times the controller started competing with buffer-filling flows
+	LowSamples         uint64 // delay samples below the learned base taken above their face value: a stale clock may have made them short
 	SentBytes          uint64 // sum of OnSent bytes
 	AckedBytes         uint64 // sum of OnAck acked bytes
 	LostBytes          uint64 // sum of OnLoss lost bytes

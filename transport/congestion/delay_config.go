@@ -73,11 +73,26 @@ type DelayConfig struct {
 	RandomLossMax float64
 
 	// CompeteRounds is how many round trips in a row the queue may stay above half the
-	// allowed queueing delay (and above twice BaseTarget) before the controller concludes that flows which fill the
-	// buffer (loss-based TCP) share the bottleneck and competes with them: it then ignores
-	// delay, grows by AI per round trip and cuts by 0.3 on loss, until the queue
-	// drains again. >= 1.
+	// allowed queueing delay (and above twice BaseTarget) before the controller concludes
+	// that flows which fill the buffer (loss-based TCP) share the bottleneck and competes
+	// with them: it then ignores delay, grows by AI per round trip and cuts by 0.3 on loss,
+	// until the queue drains again. A long path (LongPath) has its own rule instead
+	// (compete.go). >= 1.
 	CompeteRounds int
+
+	// LongPath is the least base delay, in ns, of a path the controller treats as long: a
+	// window there takes longer than a loaded host's scheduling hiccups of a millisecond or
+	// so, which show as delay that no drain removes. On a long path packets are paced, at
+	// PaceGain times the window per smoothed round trip (twice that in slow start), since
+	// a window released at once (acks that a late host delivered together) otherwise
+	// leaves as one burst that queues behind itself at the bottleneck, and a receiver idle
+	// between bursts sleeps and answers late; a sample above the target ends slow start
+	// but cuts nothing, and only a queue that stood a whole smoothed round trip (every
+	// sample above the target) is drained. 0: no path is long; 1 to MaxDelay.
+	LongPath int64
+	// PaceGain is the pacing rate over the window's rate; > 1 so that the window, not the
+	// pacing, limits a flow. 1 to 4.
+	PaceGain float64
 
 	// RetxResetThreshold is the number of consecutive retransmission timeouts after which
 	// the window drops to MinCwnd; earlier ones restart it from InitialCwnd. >= 1.
@@ -108,6 +123,8 @@ type DelayConfig struct {
 //	BaseWindow 10 s         the unloaded round trip is the minimum of 10 s (BBR's choice)
 //	RandomLossMax 0.1       up to 10% of two rounds' packets lost at low delay is noise
 //	CompeteRounds 20        a queue that never drains for 20 round trips is not ours
+//	LongPath 1 ms           paths of 1 ms and more: paced, cut on a standing queue only,
+//	PaceGain 1.25           competing as CUBIC (bench/longpath's 2 and 10 ms paths)
 //	RetxResetThreshold 5    five timeouts in a row: the path is gone
 //	InitialRTT 25 µs
 func DefaultDelayConfig() DelayConfig {
@@ -130,6 +147,8 @@ func DefaultDelayConfig() DelayConfig {
 		BaseWindow:         10e9,
 		RandomLossMax:      0.1,
 		CompeteRounds:      20,
+		LongPath:           1_000_000,
+		PaceGain:           1.25,
 		RetxResetThreshold: 5,
 		InitialRTT:         25_000,
 	}
@@ -160,6 +179,10 @@ func (c *DelayConfig) validate() error {
 		return bad("RandomLossMax", c.RandomLossMax, "in [0, 1]")
 	case c.CompeteRounds < 1:
 		return bad("CompeteRounds", c.CompeteRounds, ">= 1")
+	case c.LongPath < 0 || c.LongPath > MaxDelay:
+		return bad("LongPath", c.LongPath, fmt.Sprintf("0..%d ns", MaxDelay))
+	case !finite(c.PaceGain) || c.PaceGain < 1 || c.PaceGain > 4:
+		return bad("PaceGain", c.PaceGain, "in [1, 4]")
 	}
 	return nil
 }

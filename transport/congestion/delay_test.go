@@ -38,6 +38,8 @@ func TestDelayConfigValidation(t *testing.T) {
 		{"FSMaxCwnd", func(c *DelayConfig) { c.FSMaxCwnd = c.FSMinCwnd }},
 		{"BaseWindow", func(c *DelayConfig) { c.BaseWindow = 0 }},
 		{"RandomLossMax", func(c *DelayConfig) { c.RandomLossMax = 2 }},
+		{"LongPath", func(c *DelayConfig) { c.LongPath = -1 }},
+		{"PaceGain", func(c *DelayConfig) { c.PaceGain = 0.5 }},
 		{"RetxResetThreshold", func(c *DelayConfig) { c.RetxResetThreshold = 0 }},
 		{"InitialRTT", func(c *DelayConfig) { c.InitialRTT = 0 }},
 	} {

@@ -17,7 +17,10 @@
 // base plus a queue in proportion on long ones, slow start ended by delay, additive
 // increase scaled with the path, a delay cut that drains the queue, random loss told from
 // congestion, spurious timeouts undone (OnSpuriousTimeout), and a competitive mode against
-// flows that keep the buffer full. Swift remains for
+// flows that keep the buffer full. On paths of a millisecond and more (DelayConfig.LongPath)
+// it paces, cuts only on a queue that stood a whole round trip, and competes as CUBIC
+// (RFC 9438) with a probe to stop; a sample that a stale clock made shorter than the
+// path never lowers the learned base by more than a small tolerance. Swift remains for
 // comparison and for deployments that want it.
 //
 // The engine passes the time into every call; nothing here reads a clock, sleeps, or

@@ -29,8 +29,13 @@ type simConfig struct {
 	duration   int64 // ns of simulated time; statistics cover the second half
 	seed       uint64
 	swift      SwiftConfig
-	delay      *DelayConfig                                 // if set, the flows run Delay with it instead of Swift
-	onAck      func(now int64, flow int, ctls []Controller) // optional hook after every OnAck
+	delay      *DelayConfig                            // if set, the flows run Delay with it instead of Swift
+	newCtl     func(t testing.TB, flow int) Controller // if set, makes each flow's controller (delay and swift unused)
+	// Host stalls: at seeded random times (exponential gaps of mean stallEvery ns) the
+	// ack path stops for a seeded uniform [stallMin, stallMax) ns, and every ack due
+	// meanwhile arrives when it ends, together, as a descheduled host delivers them.
+	stallEvery, stallMin, stallMax int64
+	onAck                          func(now int64, flow int, ctls []Controller) // optional hook after every OnAck
 }
 
 type simResult struct {
@@ -101,6 +106,7 @@ type sim struct {
 	queueWait []int64
 	delays    []int64
 	drops     int
+	stalls    [][2]int64 // [start, end) of the host stalls, in order
 }
 
 func runSim(t testing.TB, cfg simConfig) simResult {
@@ -111,10 +117,21 @@ func runSim(t testing.TB, cfg simConfig) simResult {
 		ser:       int64(math.Round(float64(cfg.swift.MSS) / cfg.capacity)),
 		measureAt: cfg.duration / 2,
 	}
+	if cfg.stallEvery > 0 {
+		srng := rand.New(rand.NewPCG(cfg.seed, 0x57a11))
+		for at := int64(0); at < cfg.duration; {
+			at += int64(srng.ExpFloat64() * float64(cfg.stallEvery))
+			end := at + cfg.stallMin + srng.Int64N(max(cfg.stallMax-cfg.stallMin, 1))
+			s.stalls = append(s.stalls, [2]int64{at, end})
+			at = end
+		}
+	}
 	for i := range cfg.flows {
 		var ctl Controller
 		var err error
-		if cfg.delay != nil {
+		if cfg.newCtl != nil {
+			ctl = cfg.newCtl(t, i)
+		} else if cfg.delay != nil {
 			ctl, err = NewDelay(*cfg.delay)
 		} else {
 			ctl, err = NewSwift(cfg.swift)
@@ -222,6 +239,7 @@ func (s *sim) enqueue(i int, now int64) {
 	if s.cfg.jitter > 0 {
 		ack += s.rng.Int64N(s.cfg.jitter)
 	}
+	ack = s.afterStall(ack)
 	if now >= s.measureAt {
 		s.queueWait = append(s.queueWait, start-now)
 		s.delays = append(s.delays, ack-now)
@@ -233,6 +251,24 @@ func (s *sim) enqueue(i int, now int64) {
 		s.flows[i].bytes += s.cfg.swift.MSS
 	}
 	s.schedule(simEvent{at: ack, kind: evAck, flow: i, sentAt: now})
+}
+
+// afterStall returns when an ack due at t arrives: at the end of the host stall t falls
+// in, or at t.
+func (s *sim) afterStall(t int64) int64 {
+	i, _ := slices.BinarySearchFunc(s.stalls, t, func(st [2]int64, t int64) int {
+		switch {
+		case st[1] <= t:
+			return -1
+		case st[0] > t:
+			return 1
+		}
+		return 0
+	})
+	if i < len(s.stalls) && s.stalls[i][0] <= t && t < s.stalls[i][1] {
+		return s.stalls[i][1]
+	}
+	return t
 }
 
 func median(v []int64) int64 {

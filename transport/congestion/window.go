@@ -64,9 +64,13 @@ func (w *window) sample(delay int64) {
 	w.srtt += (delay - w.srtt) / 8
 }
 
-// learnMin folds a sample into the minimum over the last span ns.
+// learnMin folds a sample into the minimum over the last span ns. A now before the
+// current half began (a clock reading taken before another that was already seen, as
+// when one poller was descheduled after reading the clock and another polled meanwhile)
+// counts in the current half: it does not start a new one, which forgot the minimum
+// whenever it happened (several times a second on the delay line's loaded bed).
 func (w *window) learnMin(now, delay, span int64) {
-	if now-w.minEpoch >= span/2 || now < w.minEpoch {
+	if now-w.minEpoch >= span/2 {
 		w.minPrev, w.minCur, w.minEpoch = w.minCur, 0, now
 	}
 	if w.minCur == 0 || delay < w.minCur {

@@ -64,8 +64,8 @@ var (
 	// ErrBadHeader means the IP header is malformed: wrong version for the EtherType, IPv4
 	// header length below 20 bytes, misplaced or too many IPv6 extension headers.
 	ErrBadHeader = errors.New("xdp: malformed IP header")
-	// ErrBadChecksum means the IPv4 header checksum (ParseUDP) or the UDP checksum
-	// (VerifyUDPChecksum) is wrong.
+	// ErrBadChecksum means the IPv4 header checksum is wrong or an IPv6 datagram has a zero
+	// UDP checksum (ParseUDP), or the UDP checksum is wrong (VerifyUDPChecksum).
 	ErrBadChecksum = errors.New("xdp: bad checksum")
 	// ErrFragment means the datagram is an IP fragment (IPv4 MF flag or fragment offset set,
 	// or an IPv6 fragment header). The transport never fragments, so fragments are refused.
@@ -143,6 +143,11 @@ func (e *Encap) HeaderLen() int {
 	}
 	return n
 }
+
+// IPv6 reports whether the template of the last successful Validate is an IPv6 one: false
+// before any. Put computes the UDP checksum of an IPv6 datagram always (RFC 8200 section
+// 8.1), so a caller that leaves it out over IPv4 (a nil payloadSum) asks this first.
+func (e *Encap) IPv6() bool { return e.ipv6 }
 
 // MaxPayload returns the largest UDP payload, in bytes, one datagram to this peer may carry
 // as far as IP is concerned (65507 over IPv4, 65527 over IPv6). The link MTU is usually the
@@ -395,8 +400,11 @@ func (d *Datagram) Payload(frame []byte) []byte {
 // Every field is read after a length check; the error is one of the sentinels ErrTruncated,
 // ErrNotIP, ErrBadHeader, ErrBadChecksum, ErrBadLength, ErrNotUDP, ErrFragment, returned
 // unwrapped. The UDP checksum is not verified (the transport's CRC32C covers the payload;
-// see VerifyUDPChecksum). On error d is left unchanged. ParseUDP does not allocate and never
-// panics.
+// see VerifyUDPChecksum), but a zero one, "no checksum", is refused over IPv6
+// (ErrBadChecksum: RFC 8200 section 8.1 has receivers discard such datagrams; the
+// zero-checksum exception of RFC 6935 and 6936 is for tunnels configured for it, which we
+// are not) and accepted over IPv4 (RFC 768). On error d is left unchanged. ParseUDP does
+// not allocate and never panics.
 func ParseUDP(frame []byte, totalLen int, d *Datagram) error {
 	if totalLen < len(frame) {
 		return ErrBadLength
@@ -516,6 +524,9 @@ func ParseUDP(frame []byte, totalLen int, d *Datagram) error {
 	udpLen := int(binary.BigEndian.Uint16(udp[4:]))
 	if udpLen < udpHeaderLen || udpLen > l4Len {
 		return ErrBadLength
+	}
+	if etherType == etherTypeIPv6 && binary.BigEndian.Uint16(udp[6:]) == 0 {
+		return ErrBadChecksum
 	}
 	// Field by field: a composite literal would be built aside and copied with a
 	// typed memmove (netip.Addr holds a pointer), which is most of ParseUDP's cost.

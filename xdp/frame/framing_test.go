@@ -295,12 +295,15 @@ func TestEncapNoChecksum(t *testing.T) {
 	if _, err := e6.Put(frame, 0, nil, 0); !errors.Is(err, ErrBadChecksum) {
 		t.Fatalf("Put IPv6 without checksum: %v, want ErrBadChecksum", err)
 	}
-	// An IPv6 frame with checksum 0 fails verification.
+	// An IPv6 frame with checksum 0 is refused by ParseUDP and fails verification.
 	frame = buildFrame(t, &e6, 0, []byte{1, 2, 3})
 	binary.BigEndian.PutUint16(frame[e6.HeaderLen()-2:], 0)
-	if err := ParseUDP(frame, len(frame), &d); err != nil {
-		t.Fatal(err)
+	if err := ParseUDP(frame, len(frame), &d); err != ErrBadChecksum {
+		t.Fatalf("ParseUDP of IPv6 with zero checksum: %v, want ErrBadChecksum", err)
 	}
+	d.PayloadOffset, d.PayloadLen = e6.HeaderLen(), 3
+	d.Src = netip.AddrPortFrom(e6.Src, e6.SrcPort)
+	d.Dst = netip.AddrPortFrom(e6.Dst, e6.DstPort)
 	if err := VerifyUDPChecksum(&d, frame); !errors.Is(err, ErrBadChecksum) {
 		t.Fatalf("VerifyUDPChecksum of IPv6 with zero checksum: %v, want ErrBadChecksum", err)
 	}
@@ -513,6 +516,8 @@ func TestParseUDPAccepts(t *testing.T) {
 		{name: "ipv6 hop-by-hop, routing, dest opts", frame: edited(goodFrame6, withIPv6Ext(60, 0), withIPv6Ext(43, 2), withIPv6Ext(0, 1)),
 			wantOff: 62 + 8 + 24 + 16, wantLen: 16},
 		{name: "ipv6 padding", frame: edited(goodFrame6, pad(3)), wantOff: 62, wantLen: 16},
+		// No checksum (RFC 768): fine over IPv4, where the sender may leave it out.
+		{name: "ipv4 zero udp checksum", frame: edited(goodFrame4, put16(40, 0)), wantOff: 42, wantLen: 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.frame(t)
@@ -584,6 +589,9 @@ func TestParseUDPRejects(t *testing.T) {
 		{"ipv6 extension beyond first buffer", edited(v6, ext, cutTo(58)), 100, ErrTruncated},
 		{"ipv6 jumbo (payload length 0)", edited(v6, put16(18, 0)), 0, ErrBadLength},
 		{"ipv6 udp length 0", edited(v6, put16(58, 0)), 0, ErrBadLength},
+		// RFC 8200 section 8.1: an IPv6 receiver discards a UDP datagram with checksum 0.
+		{"ipv6 zero udp checksum", edited(v6, put16(60, 0)), 0, ErrBadChecksum},
+		{"ipv6 zero udp checksum after dest opts", edited(v6, ext, put16(68, 0)), 0, ErrBadChecksum},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.frame(t)
@@ -696,6 +704,9 @@ func FuzzParseUDP(f *testing.F) {
 		}
 		if d.Src.Addr().Is4() != d.Dst.Addr().Is4() || !d.Src.Addr().IsValid() {
 			t.Fatalf("inconsistent addresses %v -> %v", d.Src, d.Dst)
+		}
+		if d.Src.Addr().Is6() && binary.BigEndian.Uint16(frame[d.PayloadOffset-2:]) == 0 {
+			t.Fatalf("accepted an IPv6 datagram without UDP checksum")
 		}
 		_ = VerifyUDPChecksum(&d, frame) // must not panic either
 		payload := d.Payload(frame)

@@ -7,6 +7,7 @@
 //	go run ./bench/cmd/ndkbench              # full run, about a minute (make bench)
 //	go run ./bench/cmd/ndkbench -quick       # a few seconds (bench/cmd/rawdemo runs it)
 //	go run ./bench/cmd/ndkbench -modes inline -runs 5 -cpuprofile cpu.out
+//	go run ./bench/cmd/ndkbench -scale-only -scale 1024 -runs 5   # 1024 QPs on one adapter pair
 package main
 
 import (
@@ -48,6 +49,10 @@ func run() int {
 		engineQPs   = flag.Int("engine-qps", def.EngineQPs, "QP pairs of the engines figure, spread over the engines")
 		engineLoops = flag.String("engine-loops", def.EngineLoops, "who drives the engines figure's QPs: side (one loop per host) or engine (one per engine and host)")
 		onlyEngines = flag.Bool("only-engines", false, "measure the engines figure alone")
+		scale       = flag.Int("scale", def.Scale, "QP pairs of the scale figures (64-byte Write rate on one of them and over all, idle CPU with all connected); 0 skips them")
+		scaleOut    = flag.Int("scale-outstanding", def.ScaleOutstanding, "64-byte Writes kept outstanding on each QP by the rate over all scale QPs")
+		scaleIdle   = flag.Duration("scale-idle", def.ScaleIdle, "window of the idle figure with all scale QP pairs connected")
+		scaleOnly   = flag.Bool("scale-only", false, "measure the scale figures only (no baselines, no other ndk figure)")
 	)
 	stopProfile, set, err := cf.Parse()
 	if err != nil {
@@ -81,6 +86,10 @@ func run() int {
 	pick("signal-every", &o.SignalEvery, *signalEvery)
 	pick("goodput-outstanding", &o.GoodputOutstanding, *gOut)
 	pickD("idle", &o.Idle, *idle)
+	pick("scale", &o.Scale, *scale)
+	pick("scale-outstanding", &o.ScaleOutstanding, *scaleOut)
+	pickD("scale-idle", &o.ScaleIdle, *scaleIdle)
+	o.ScaleOnly = *scaleOnly
 	if set["modes"] || !cf.Quick {
 		o.Modes = ndkbench.ParseModes(*modes)
 	}

@@ -1,0 +1,423 @@
+package transport
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// The engine's scheduling of its QPs, in the manner of an RDMA NIC's doorbells and timer
+// wheel: a round polls only the QPs that have something to do, not every connected one, so
+// that the cost of a round follows the work, not the number of QPs (docs/TRANSPORT.md,
+// "Scale").
+//
+// A connected QP is polled in a round when
+//   - it was posted to: the posting queues (spsc.publish) ring its bit in the engine's
+//     doorbells, from any goroutine;
+//   - a datagram for it arrived (Engine.input), a connection-management message named it,
+//     or the link finished one of its zero-copy packets (Engine.txFinished);
+//   - the engine started polling it (activate), or a command ran (a command may have
+//     changed any QP: Flush, StartDisconnect, Close);
+//   - the deadline its last poll returned has come (the timer heap);
+//   - its last poll was busy (what it did may have made more work or moved its deadline:
+//     a poll that transmits arms the retransmission timer after it computed its deadline,
+//     a reordering timer that ran is looked at again only in the next poll, a failure
+//     leaves posts to cancel), or it left the transmit batch full (the link took nothing
+//     more, so the poll may have been cut short). The loop that polled every QP in every
+//     round relied on the same: a busy round is followed by another at once.
+//
+// Every poll returns the QP's next deadline (keepalive, retransmission, tail probe, RNR
+// wait, credit wait, ack delay, pacing; "now" for the next round), which replaces the one
+// the heap held. Between polls nothing else changes a QP, so a QP left out of a round
+// would have found nothing to do: schedVerify (set by the package's tests) polls those QPs
+// too, after the round, and panics if one of them was busy or had a different deadline.
+
+// schedVerify makes every Poll check, after its round, that the QPs it left out had
+// nothing to do. Tests only (export_test.go); it costs a poll of every QP per round.
+var schedVerify bool
+
+// doorbells are the engine's doorbell bits, one per QP slot, rung by posting goroutines and
+// taken by the engine: word w of bits holds slots 64w to 64w+63, and bit w%64 of sum[w/64]
+// says that word w may have bits set. The poster sets its bit before the summary's, and
+// the engine clears the summary before the word, so a ring is never lost: at worst it is
+// seen one round later than it could have been. A QP's queues hold its doorbell (bell).
+type doorbells struct {
+	sum  []atomic.Uint64
+	bits []atomic.Uint64
+}
+
+func newDoorbells(slots int) doorbells {
+	words := (slots + 63) / 64
+	return doorbells{sum: make([]atomic.Uint64, (words+63)/64), bits: make([]atomic.Uint64, words)}
+}
+
+// bell returns the doorbell of slot: what its QP's posting queues ring.
+func (d *doorbells) bell(slot uint32) doorbell {
+	w := slot / 64
+	return doorbell{word: &d.bits[w], sum: &d.sum[w/64], bit: 1 << (slot % 64), sumBit: 1 << (w % 64)}
+}
+
+// doorbell is one slot's bit in an engine's doorbells and its word's summary bit.
+type doorbell struct {
+	word, sum   *atomic.Uint64
+	bit, sumBit uint64
+}
+
+// ring marks the slot as posted to. Safe from any goroutine; it never blocks. When both
+// bits are set already (posts between two rounds) it only loads them: whoever set them
+// rang for this post too, since the engine takes the summary before the word and only then
+// polls the QP.
+func (b *doorbell) ring() {
+	if b.word.Load()&b.bit == 0 || b.sum.Load()&b.sumBit == 0 {
+		b.word.Or(b.bit)
+		b.sum.Or(b.sumBit)
+	}
+}
+
+// any reports whether some bit may be set.
+func (d *doorbells) any() bool {
+	for i := range d.sum {
+		if d.sum[i].Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// schedEntry is the scheduler's view of one polled QP: ent[i] is Engine.active[i]'s (its
+// connIndex). Engine goroutine only.
+type schedEntry struct {
+	at     int64 // the QP's deadline in the heap; 0: not in the heap
+	pos    int32 // its index in the heap, while at != 0
+	queued bool  // the QP is on the current or the next round's list
+}
+
+// sched decides which QPs a round polls.
+type sched struct {
+	bells doorbells
+
+	// Slot allocation, guarded by Engine.mu (NewQP and Close run on any goroutine): a QP
+	// keeps its doorbell slot from NewQP until Close; at most Config.MaxQPs are in use.
+	free  []uint32
+	slots uint32 // slots handed out so far: every slot below is in use or free
+
+	// Engine goroutine only.
+	bySlot []*QP        // the polled QP of each doorbell slot (nil: none)
+	ent    []schedEntry // parallel to Engine.active
+	next   []*QP        // to poll in the next round (each once: schedEntry.queued)
+	cur    []*QP        // the round in progress
+	heap   []int32      // indices of ent by deadline: a binary min-heap on schedEntry.at
+	polled []uint64     // under schedVerify: the indices the round polled
+	// The connection manager's poll (pollCM): its deadline, and whether something may
+	// have changed it since (a command, a message for it, a packet for a connecting QP).
+	cmNext  int64
+	cmDirty bool
+}
+
+func (s *sched) init(maxQPs int) { s.bells = newDoorbells(maxQPs) }
+
+// alloc returns a free slot. Called with Engine.mu held, with fewer than Config.MaxQPs QPs.
+func (s *sched) alloc() uint32 {
+	if n := len(s.free); n > 0 {
+		slot := s.free[n-1]
+		s.free = s.free[:n-1]
+		return slot
+	}
+	s.slots++
+	return s.slots - 1
+}
+
+// release returns a slot that its QP (closed) no longer uses. Called with Engine.mu held.
+func (s *sched) release(slot uint32) { s.free = append(s.free, slot) }
+
+// schedSlot is the QP's doorbell slot: given by NewQP (or by the engine a QP moved to),
+// kept until Close. Its posting queues ring it.
+func (q *QP) schedSlot() uint32 { return q.sendQ.bellSlot }
+
+// setBell gives q's posting queues the doorbell of slot of engine e. Called with e.mu
+// held.
+func (q *QP) setBell(e *Engine, slot uint32) {
+	b := e.sched.bells.bell(slot)
+	q.sendQ.bellSlot, q.recvQ.bellSlot = slot, slot
+	q.sendQ.bell.Store(&b)
+	q.recvQ.bell.Store(&b)
+}
+
+// attach starts scheduling q, just appended to Engine.active, and polls it in the next
+// round.
+func (s *sched) attach(q *QP) {
+	if slot := int(q.schedSlot()); slot >= len(s.bySlot) {
+		s.bySlot = append(s.bySlot, make([]*QP, slot+1-len(s.bySlot))...)
+	}
+	s.bySlot[q.schedSlot()] = q
+	s.ent = append(s.ent, schedEntry{})
+	s.mark(q)
+}
+
+// detach stops scheduling q, at index i of Engine.active, which moves its last QP to i (a
+// list may still hold q: the round that reaches it skips it, its connIndex being -1).
+func (s *sched) detach(q *QP, i int) {
+	s.setDeadline(i, 0)
+	s.bySlot[q.schedSlot()] = nil
+	last := len(s.ent) - 1
+	if i != last {
+		s.ent[i] = s.ent[last]
+		if s.ent[i].at != 0 {
+			s.heap[s.ent[i].pos] = int32(i)
+		}
+	}
+	s.ent = s.ent[:last]
+}
+
+// mark polls q in the next round if the engine polls it at all.
+func (s *sched) mark(q *QP) {
+	if i := q.connIndex; i >= 0 {
+		if en := &s.ent[i]; !en.queued {
+			en.queued = true
+			s.next = append(s.next, q)
+		}
+	}
+}
+
+// markAll polls every active QP in the next round.
+func (s *sched) markAll(active []*QP) {
+	for _, q := range active {
+		s.mark(q)
+	}
+}
+
+// takeBells marks the QPs whose doorbells rang since the last round.
+func (s *sched) takeBells() {
+	d := &s.bells
+	for i := range d.sum {
+		if d.sum[i].Load() == 0 {
+			continue
+		}
+		words := d.sum[i].Swap(0)
+		for words != 0 {
+			w := i*64 + bits.TrailingZeros64(words)
+			words &= words - 1
+			b := d.bits[w].Swap(0)
+			for b != 0 {
+				slot := w*64 + bits.TrailingZeros64(b)
+				b &= b - 1
+				// A QP the engine does not poll (idle or connecting: its receives wait in
+				// the queue until it connects) needs nothing now.
+				if slot < len(s.bySlot) && s.bySlot[slot] != nil {
+					s.mark(s.bySlot[slot])
+				}
+			}
+		}
+	}
+}
+
+// expire marks the QPs whose deadline has come and takes them off the heap.
+func (s *sched) expire(now int64, active []*QP) {
+	for len(s.heap) > 0 {
+		i := s.heap[0]
+		if s.ent[i].at > now {
+			return
+		}
+		s.setDeadline(int(i), 0)
+		s.mark(active[i])
+	}
+}
+
+// round returns the QPs to poll in this round; what is marked from now on goes to the
+// next one.
+func (s *sched) round() []*QP {
+	s.cur, s.next = s.next, s.cur[:0]
+	return s.cur
+}
+
+// earliest returns the earliest deadline in the heap (0: none).
+func (s *sched) earliest() int64 {
+	if len(s.heap) == 0 {
+		return 0
+	}
+	return s.ent[s.heap[0]].at
+}
+
+// setDeadline makes at the deadline of the QP at index i (0: none).
+func (s *sched) setDeadline(i int, at int64) {
+	e := &s.ent[i]
+	switch {
+	case at == e.at:
+	case e.at == 0: // not in the heap
+		e.at, e.pos = at, int32(len(s.heap))
+		s.heap = append(s.heap, int32(i))
+		s.up(int(e.pos))
+	case at == 0: // take it out
+		p, last := int(e.pos), len(s.heap)-1
+		e.at = 0
+		if p != last {
+			s.swap(p, last)
+		}
+		s.heap = s.heap[:last]
+		if p != last {
+			s.down(p)
+			s.up(p)
+		}
+	default:
+		e.at = at
+		s.down(int(e.pos))
+		s.up(int(e.pos))
+	}
+}
+
+func (s *sched) less(i, j int) bool { return s.ent[s.heap[i]].at < s.ent[s.heap[j]].at }
+
+func (s *sched) swap(i, j int) {
+	h := s.heap
+	h[i], h[j] = h[j], h[i]
+	s.ent[h[i]].pos, s.ent[h[j]].pos = int32(i), int32(j)
+}
+
+func (s *sched) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			return
+		}
+		s.swap(i, p)
+		i = p
+	}
+}
+
+func (s *sched) down(i int) {
+	n := len(s.heap)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && s.less(c+1, c) {
+			c++
+		}
+		if !s.less(c, i) {
+			return
+		}
+		s.swap(i, c)
+		i = c
+	}
+}
+
+// pollRound polls the QPs of this round and returns the earliest deadline of all the
+// engine's QPs and whether any poll did work.
+func (e *Engine) pollRound(now int64) (next int64, busy bool) {
+	s := &e.sched
+	s.takeBells()
+	s.expire(now, e.active)
+	for _, q := range s.round() {
+		if q.connIndex < 0 {
+			continue // removed since it was marked
+		}
+		s.ent[q.connIndex].queued = false
+		d, b := q.poll(now)
+		busy = busy || b
+		s.setDeadline(q.connIndex, d)
+		if b || e.tx.full() {
+			s.mark(q)
+		}
+		if schedVerify {
+			s.notePolled(q.connIndex)
+		}
+	}
+	if schedVerify {
+		e.verifyRound(now)
+	}
+	return s.earliest(), busy
+}
+
+// pollCM runs the connection manager's poll when something may have changed its state
+// (cmDirty: a command ran, a connection-management message arrived, a packet reached a
+// connecting QP, or its last poll was busy) or its deadline has come, and returns its
+// deadline and whether it did work. Its poll looks at every attempt, request and
+// remembered connection, which linger for 2 s after a connection is made: run in every
+// round, after a burst of 1024 connections it cost each round more than the QPs' work.
+func (e *Engine) pollCM(now int64) (next int64, busy bool) {
+	s := &e.sched
+	if s.cmDirty || (s.cmNext != 0 && now >= s.cmNext) {
+		next, busy = e.cm.poll(now)
+		s.cmNext, s.cmDirty = next, busy
+		return next, busy
+	}
+	if schedVerify {
+		if n, b := e.cm.poll(now); b || n != s.cmNext {
+			panic(fmt.Sprintf("transport: the connection manager's poll was left out in round %d at %d: busy=%v with deadline %d, %d expected",
+				e.round, now, b, n, s.cmNext))
+		}
+	}
+	return s.cmNext, false
+}
+
+// full reports whether the batch holds all it can: the link refused its last flush.
+func (t *txBatch) full() bool { return t.n == len(t.pkts) }
+
+// notePolled records, under schedVerify, that the round polled the QP at index i.
+func (s *sched) notePolled(i int) {
+	for len(s.polled) <= i/64 {
+		s.polled = append(s.polled, 0)
+	}
+	s.polled[i/64] |= 1 << (i % 64)
+}
+
+// verifyRound polls every active QP the round left out and panics if one had work or a
+// deadline the heap does not hold: the scheduler would have missed it. Tests only.
+func (e *Engine) verifyRound(now int64) {
+	s := &e.sched
+	full := e.tx.full()
+	for i, q := range e.active {
+		if w := i / 64; w < len(s.polled) && s.polled[w]&(1<<(i%64)) != 0 {
+			continue
+		}
+		en := &s.ent[i]
+		if en.queued || full {
+			continue // polled in the next round anyway
+		}
+		st := q.State()
+		posts := q.postCounts()
+		d, b := q.poll(now)
+		if b && q.postedMeanwhile(posts) {
+			continue // an application posted during the round: its doorbell polls q next
+		}
+		if b || d != en.at {
+			panic(fmt.Sprintf("transport: the scheduler left out qp %d (%v) in round %d at %d: its poll was busy=%v with deadline %d, the heap held %d",
+				q.qpn, st, e.round, now, b, d, en.at))
+		}
+	}
+	clear(s.polled)
+}
+
+// postCounts are a QP's posting queues' positions: what was published and what taken.
+type postCounts struct{ sendTail, sendTaken, recvTail, recvTaken uint64 }
+
+// postCounts reads the positions of q's posting queues. Engine goroutine.
+func (q *QP) postCounts() postCounts {
+	return postCounts{q.sendQ.tail.Load(), q.sendQ.taken, q.recvQ.tail.Load(), q.recvQ.taken}
+}
+
+// postedMeanwhile reports, under schedVerify, whether the poll that found q busy took posts
+// an application published after the round took its doorbells, or found some published
+// while it ran: posting goroutines run beside the engine, so verifyRound cannot tell those
+// from a miss by the busy flag alone. A poster rings q's doorbell right after it publishes,
+// so posts taken count as published meanwhile when their ring is seen (waited for, up to a
+// second, since the poster may be between the two); a missing ring is the scheduler's miss.
+func (q *QP) postedMeanwhile(before postCounts) bool {
+	after := q.postCounts()
+	if after.sendTail != before.sendTail || after.recvTail != before.recvTail {
+		return true
+	}
+	if after.sendTaken == before.sendTaken && after.recvTaken == before.recvTaken {
+		return false
+	}
+	b := q.sendQ.bell.Load()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); runtime.Gosched() {
+		if b.word.Load()&b.bit != 0 && b.sum.Load()&b.sumBit != 0 {
+			return true
+		}
+	}
+	return false
+}
