@@ -411,6 +411,7 @@ func (a *Adapter) Close(ctx context.Context) error {
 		a.closing.Store(true)
 		a.closeObjects(ctx)
 		a.stop(ctx)
+		a.logEvent(slog.LevelInfo, "adapter closed", "up", time.Since(a.start).Round(time.Millisecond))
 	})
 	return nil
 }

@@ -48,6 +48,9 @@ func TestLogAdapterOpenProgress(t *testing.T) {
 		if s := out.String(); !strings.Contains(s, `msg="adapter open"`) || !strings.Contains(s, " progress="+p.String()+" ") {
 			t.Errorf("%v: the open event does not name the mode:\n%s", p, s)
 		}
+		if s := out.String(); !strings.Contains(s, `msg="adapter closed"`) {
+			t.Errorf("%v: no close event:\n%s", p, s)
+		}
 	}
 }
 
