@@ -86,6 +86,7 @@ type Options struct {
 	// Logger receives the adapter's events: the mode it opened in and every fallback with
 	// its reason, connections established, refused and closed, QPs that failed and why. Nil
 	// logs nothing, at no cost. Nothing is logged per packet or per request.
+	// docs/OPERATIONS.md lists the events, their levels and attributes.
 	Logger *slog.Logger
 
 	// x is what the module's own tests and benchmarks add for an adapter on a link of their

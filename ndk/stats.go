@@ -10,7 +10,7 @@ import (
 )
 
 // The adapter's counters, one public view of what the engines, the links, the XDP program
-// and the memory registry count (docs/NDK.md, "Counters"). Reading them adds nothing to
+// and the memory registry count (docs/OPERATIONS.md). Reading them adds nothing to
 // the data path: the counters are atomics the engine and the link update anyway, and
 // Stats loads them when it is called, from any goroutine. What the kernel counts (the
 // AF_XDP sockets' drops, the XDP program's verdicts) costs a system call per socket and

@@ -63,8 +63,10 @@
 //	xdpndk_qp_srtt_seconds, _rttvar_seconds, _rto_seconds, _cwnd_bytes, _in_flight_bytes{qpn}
 //	xdpndk_qp_info{qpn,engine,state,peer}            1 per labelled QP
 //
-// The core packages (ndk, transport, xdp) do not import this one: an application that
-// does not export to Prometheus does not link its client.
+// The core packages (ndk, transport, xdp, memreg, bpf) do not import this one
+// (internal/layers checks): an application that does not export to Prometheus neither
+// builds nor downloads its client. docs/OPERATIONS.md has the names, the labels' bounds
+// and the adapter's events.
 package promndk
 
 import (
