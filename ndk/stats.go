@@ -320,7 +320,7 @@ type NakCounts struct {
 
 // QPStats are a QP's identity, state, counters and estimates (QP.Stats).
 type QPStats struct {
-	// QPN is the QP's number, unique on its engine.
+	// QPN is the QP's number, unique on its adapter (its low bits name the engine).
 	QPN uint32 `json:"qpn"`
 	// Engine is the index of the engine the QP is on.
 	Engine int `json:"engine"`
