@@ -18,7 +18,7 @@ STATICCHECK := $(GOPATH_BIN)/staticcheck
 # where goroutines share state (rings, engine, registries, test helpers). Directories that
 # do not exist yet are left out. Packages run in parallel (their privileged tests use
 # machine-unique names); each test binary gets TEST_TIMEOUT.
-RACE_DIRS ?= internal memreg transport xdp ndk
+RACE_DIRS ?= internal memreg transport xdp ndk promndk
 RACE_PKGS := $(foreach d,$(RACE_DIRS),$(if $(wildcard $(d)/.),./$(d)/...))
 TEST_TIMEOUT ?= 10m
 TEST_FLAGS ?=

@@ -35,6 +35,7 @@ func (r *Registry) NewFastRegisterMR(pd PD, pageCount int, remoteAccess bool) (*
 	mr := &MR{r: r, idx: i, pd: pd, fast: true, pageCount: pageCount, remoteAccess: remoteAccess}
 	mr.local.Store(r.slots[i].local)
 	mr.remote.Store(r.slots[i].remote)
+	r.counted(true, 1)
 	return mr, nil
 }
 

@@ -137,6 +137,7 @@ func (r *Registry) RegisterMR(pd PD, buf []byte, flags MRFlags) (*MR, error) {
 	*m = mapping{kind: kindMR, pd: pd, localToken: local, remoteToken: remote,
 		access: mrAccess(flags), base: va, length: n, buf: mr.buf, owner: mr, localWrite: flags&MRAllowLocalWrite != 0}
 	r.slots[i].cur.Store(m)
+	r.counted(false, 1)
 	return mr, nil
 }
 
@@ -172,5 +173,6 @@ func (r *Registry) DeregisterMR(mr *MR) error {
 	if mr.pinned {
 		r.pins.unpin(mr.va, mr.length)
 	}
+	r.counted(mr.fast, -1)
 	return nil
 }

@@ -67,7 +67,7 @@ func (t *pinTable) unlockUncounted(first, end uint64) {
 	}
 }
 
-// pinned reports how many pages the table holds locked (for tests).
+// pinned reports how many pages the table holds locked (Registry.Stats, tests).
 func (t *pinTable) pinned() int { return len(t.count) }
 
 // releaseAll unlocks every page the table holds and forgets them.

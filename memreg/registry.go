@@ -89,6 +89,9 @@ type Registry struct {
 
 	nextPD atomic.Uint32
 
+	// live objects and pinned pages, written under mu, read lock-free by Stats
+	nMRs, nFRMRs, nMWs, nPinned atomic.Int64
+
 	mu   sync.Mutex
 	free []uint32 // freed slot indices, reused first in, first out
 	next uint32   // slots[next:] were never used
@@ -108,6 +111,41 @@ func NewRegistry(maxEntries int) *Registry {
 		idxMask: 1<<ib - 1,
 		tagMask: 1<<(32-ib) - 1,
 	}
+}
+
+// RegistryStats is a snapshot of what a registry holds.
+type RegistryStats struct {
+	// Regions is the live normally registered MRs (RegisterMR).
+	Regions int
+	// FastRegisterRegions is the live fast-register MRs (NewFastRegisterMR), registered
+	// or not.
+	FastRegisterRegions int
+	// Windows is the live memory windows (CreateMW), bound or not.
+	Windows int
+	// Capacity is the most MRs and MWs that may be live together (NewRegistry's
+	// maxEntries, clamped).
+	Capacity int
+	// PinnedBytes is the memory outside the UMEM that regions pin with mlock (whole pages).
+	PinnedBytes uint64
+}
+
+// Stats returns what the registry holds. It takes no lock (atomic loads): safe from any
+// goroutine at any time, the counts of one snapshot consistent with each other only when
+// no control operation runs meanwhile.
+func (r *Registry) Stats() RegistryStats {
+	return RegistryStats{Regions: int(r.nMRs.Load()), FastRegisterRegions: int(r.nFRMRs.Load()),
+		Windows: int(r.nMWs.Load()), Capacity: len(r.slots), PinnedBytes: uint64(r.nPinned.Load()) * pageSize}
+}
+
+// counted updates the live count of mr's kind by d (±1) and the pinned pages. r.mu must
+// be held.
+func (r *Registry) counted(fast bool, d int64) {
+	if fast {
+		r.nFRMRs.Add(d)
+	} else {
+		r.nMRs.Add(d)
+	}
+	r.nPinned.Store(int64(r.pins.pinned()))
 }
 
 // NewPD creates a protection domain.
@@ -163,4 +201,5 @@ func (r *Registry) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pins.releaseAll()
+	r.nPinned.Store(0)
 }

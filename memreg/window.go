@@ -42,6 +42,7 @@ func (r *Registry) CreateMW(pd PD) (*MW, error) {
 	}
 	mw := &MW{r: r, idx: i, pd: pd}
 	mw.remote.Store(r.slots[i].remote)
+	r.nMWs.Add(1)
 	return mw, nil
 }
 
@@ -66,6 +67,7 @@ func (r *Registry) CloseMW(mw *MW) error {
 	retire(s, s.cur.Load())
 	r.freeSlot(mw.idx)
 	mw.closed = true
+	r.nMWs.Add(-1)
 	return nil
 }
 

@@ -86,6 +86,7 @@ type Options struct {
 	// Logger receives the adapter's events: the mode it opened in and every fallback with
 	// its reason, connections established, refused and closed, QPs that failed and why. Nil
 	// logs nothing, at no cost. Nothing is logged per packet or per request.
+	// docs/OPERATIONS.md lists the events, their levels and attributes.
 	Logger *slog.Logger
 
 	// x is what the module's own tests and benchmarks add for an adapter on a link of their
@@ -142,9 +143,12 @@ type Adapter struct {
 	closing, closed, stopped atomic.Bool
 	once                     sync.Once
 
-	objMu sync.Mutex // guards qps and srqs: what Close still has to close
+	objMu sync.Mutex // guards qps and srqs: what Close still has to close; and the QP totals
 	qps   map[*QP]struct{}
 	srqs  map[*SRQ]struct{}
+	// QPs created and closed, and the counters of the closed ones (Stats)
+	qpsCreated, qpsClosed uint64
+	qpsRetired            QPCounters
 }
 
 // engine is one engine of an adapter and who runs it. Its poller writes pollMu and polled
@@ -408,6 +412,7 @@ func (a *Adapter) Close(ctx context.Context) error {
 		a.closing.Store(true)
 		a.closeObjects(ctx)
 		a.stop(ctx)
+		a.logEvent(slog.LevelInfo, "adapter closed", "up", time.Since(a.start).Round(time.Millisecond))
 	})
 	return nil
 }

@@ -189,7 +189,7 @@ func (c *Connector) Connect(ctx context.Context, qp *QP, dest netip.AddrPort, ir
 	if _, err := tc.Replied(); err != nil {
 		// A rejection may carry private data (NdkReject's): GetConnectionData reports it.
 		c.private = tc.PeerPrivateData()
-		a.logEvent(slog.LevelInfo, "connection refused", "qpn", qp.tq.QPN(), "peer", dest, "err", err)
+		a.logEvent(slog.LevelWarn, "connection refused", "qpn", qp.tq.QPN(), "peer", dest, "err", err)
 		return connectError(err)
 	}
 	// The address the peer sees this connection come from (its GetPeerAddress): the
@@ -299,7 +299,7 @@ func (c *Connector) Accept(ctx context.Context, qp *QP, ird, ord int, private []
 		// Established before the cancel ran: the connection exists.
 	}
 	if _, err := req.Established(); err != nil {
-		c.a.logEvent(slog.LevelInfo, "accepted connection failed", "qpn", qp.tq.QPN(), "peer", req.Peer, "err", err)
+		c.a.logEvent(slog.LevelWarn, "accepted connection failed", "qpn", qp.tq.QPN(), "peer", req.Peer, "err", err)
 		if errors.Is(err, transport.ErrConnectTimeout) {
 			return wrap(StatusIOTimeout, err)
 		}

@@ -52,6 +52,7 @@ type QP struct {
 	a   *Adapter
 	tq  *transport.QP
 	cfg QPConfig
+	seq uint64 // its place among the adapter's QPs in the order of creation
 
 	unusable atomic.Bool // its CQ overran
 	conn     atomic.Pointer[Connector]
@@ -149,6 +150,8 @@ func (pd *PD) NewQP(cfg QPConfig) (*QP, error) {
 	if a.qps == nil {
 		a.qps = make(map[*QP]struct{})
 	}
+	a.qpsCreated++
+	q.seq = a.qpsCreated
 	a.qps[q] = struct{}{}
 	a.objMu.Unlock()
 	cfg.ReceiveCQ.attach(q)
@@ -608,7 +611,10 @@ func (q *QP) close(ctx context.Context) error {
 	q.cfg.ReceiveCQ.detach(q)
 	q.cfg.InitiatorCQ.detach(q)
 	q.a.objMu.Lock()
-	delete(q.a.qps, q)
+	if _, ok := q.a.qps[q]; ok {
+		delete(q.a.qps, q)
+		q.a.retire(q) // its counters stay in the adapter's totals
+	}
 	q.a.objMu.Unlock()
 	if err != nil {
 		return wrap(StatusPending, err)

@@ -308,6 +308,7 @@ type qpCounters struct {
 	acksSent, naksSent, naksRecv, dupRecv, rnrNaks                atomic.Uint64
 	acksPiggybacked                                               atomic.Uint64
 	tailProbes, needlessProbes, spuriousRTOs, rtoRetransmits      atomic.Uint64
+	lossRetransmits, rnrRetransmits                               atomic.Uint64
 	keepAlives                                                    atomic.Uint64
 	naksSentBy, naksRecvBy                                        [nakKinds]atomic.Uint64
 	// estimates, published by the engine after each acknowledgement it processes
@@ -320,7 +321,14 @@ type QPStats struct {
 	RxPackets, RxBytes uint64 // new data packets accepted and payload bytes
 	Retransmits        uint64 // data packets sent again
 	Timeouts           uint64 // retransmission timer expiries
-	RTORetransmits     uint64 // retransmissions a timer expiry sent (the rest: loss detection, tail probes, RNR)
+	// RTORetransmits, LossRetransmits, TailProbes and RNRRetransmits count the packets
+	// queued for retransmission by each cause: a timer expiry, loss detection (SACK, RACK),
+	// a tail loss probe, the end of an RNR wait. A packet queued by two causes before it
+	// left again counts under both, one acknowledged meanwhile leaves no more: Retransmits
+	// (those sent) is at most their sum.
+	RTORetransmits     uint64 // packets a timer expiry queued for retransmission (go-back-N: everything unacknowledged)
+	LossRetransmits    uint64 // packets loss detection found lost and queued for retransmission
+	RNRRetransmits     uint64 // packets queued again at the end of their RNR wait
 	TailProbes         uint64 // tail loss probes sent (RFC 8985 §7): the last packet sent again before the timer
 	NeedlessProbes     uint64 // tail probes whose original had arrived (its ack was late, not lost)
 	SpuriousTimeouts   uint64 // timer expiries the timestamp echo proved spurious (their window cut undone)
@@ -347,6 +355,7 @@ func (q *QP) Stats() QPStats {
 		RxPackets: q.ctr.rxPackets.Load(), RxBytes: q.ctr.rxBytes.Load(),
 		Retransmits: q.ctr.retransmits.Load(), Timeouts: q.ctr.timeouts.Load(),
 		RTORetransmits: q.ctr.rtoRetransmits.Load(), TailProbes: q.ctr.tailProbes.Load(),
+		LossRetransmits: q.ctr.lossRetransmits.Load(), RNRRetransmits: q.ctr.rnrRetransmits.Load(),
 		NeedlessProbes:   q.ctr.needlessProbes.Load(),
 		SpuriousTimeouts: q.ctr.spuriousRTOs.Load(), KeepAlives: q.ctr.keepAlives.Load(),
 		AcksSent: q.ctr.acksSent.Load(), NaksSent: q.ctr.naksSent.Load(), AcksPiggybacked: q.ctr.acksPiggybacked.Load(),

@@ -393,6 +393,16 @@ func runScenario(t *testing.T, sc scenario) scenarioResult {
 			t.Errorf("engine dropped datagrams of a healthy connection: %+v", e)
 		}
 	}
+	for _, s := range []transport.QPStats{sa, sb} {
+		// Every retransmission sent was queued by one of the causes counted.
+		if queued := s.RTORetransmits + s.LossRetransmits + s.TailProbes + s.RNRRetransmits; s.Retransmits > queued {
+			t.Errorf("%d retransmissions sent, only %d queued (timer %d, loss %d, tail probe %d, RNR %d)",
+				s.Retransmits, queued, s.RTORetransmits, s.LossRetransmits, s.TailProbes, s.RNRRetransmits)
+		}
+	}
+	if !sc.clean && sa.LossRetransmits+sb.LossRetransmits == 0 && sa.Retransmits+sb.Retransmits > sa.RTORetransmits+sb.RTORetransmits+sa.TailProbes+sb.TailProbes {
+		t.Errorf("retransmissions beyond the timer's and the tail probes', yet loss detection queued none: %+v %+v", sa, sb)
+	}
 	if sc.clean && sa.Retransmits+sb.Retransmits+sa.Timeouts+sb.Timeouts != 0 {
 		t.Errorf("lossless network, yet retransmits A %d B %d, timeouts A %d B %d",
 			sa.Retransmits, sb.Retransmits, sa.Timeouts, sb.Timeouts)
@@ -400,6 +410,8 @@ func runScenario(t *testing.T, sc scenario) scenarioResult {
 	t.Logf("%s: virtual %v; A retransmits %d timeouts %d naks %d dups %d; B retransmits %d timeouts %d naks %d dups %d",
 		sc.name, res.virtual, sa.Retransmits, sa.Timeouts, sa.NaksReceived, sa.Duplicates,
 		sb.Retransmits, sb.Timeouts, sb.NaksReceived, sb.Duplicates)
+	t.Logf("%s: retransmissions queued by timer/loss/tail probe/RNR: A %d/%d/%d/%d, B %d/%d/%d/%d", sc.name,
+		sa.RTORetransmits, sa.LossRetransmits, sa.TailProbes, sa.RNRRetransmits, sb.RTORetransmits, sb.LossRetransmits, sb.TailProbes, sb.RNRRetransmits)
 	t.Logf("%s: A srtt %v rto %v cwnd %d; B srtt %v rto %v cwnd %d", sc.name,
 		time.Duration(sa.SRTT), time.Duration(sa.RTO), sa.CongestionWindow, time.Duration(sb.SRTT), time.Duration(sb.RTO), sb.CongestionWindow)
 	t.Logf("%s: network sent %d, lost %d+%d burst+%d queue, duplicated %d, corrupted %d, reordered %d; engines refused %d malformed",

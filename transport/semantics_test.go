@@ -124,6 +124,12 @@ func TestSemRNRTimeout(t *testing.T) {
 			if sb.NaksSent != sa.RNRNaks || sa.RNRNaks < 3 {
 				t.Errorf("RNR NAKs: receiver sent %d, sender got %d; want the same, at least 3", sb.NaksSent, sa.RNRNaks)
 			}
+			// Every RNR NAK but the last (which ends the Send) made the packet wait and go
+			// again.
+			if sa.RNRRetransmits != sa.RNRNaks-1 || sa.Retransmits != sa.RNRRetransmits {
+				t.Errorf("%d RNR NAKs, %d retransmissions queued after an RNR wait, %d sent; want one each per NAK but the last",
+					sa.RNRNaks, sa.RNRRetransmits, sa.Retransmits)
+			}
 			if sa.Timeouts != 0 {
 				t.Errorf("retransmission timeouts %d: the failure must come from the RNR budget", sa.Timeouts)
 			}

@@ -167,6 +167,7 @@ func (s *sender) Retransmissions(now int64) []ack.PacketInfo[owner] {
 	if s.rnrAt != 0 && now >= s.rnrAt {
 		if info, ok := s.sent.Lookup(s.rnrPSN); ok {
 			s.retx.pushForced(info)
+			s.ctr.rnrRetransmits.Add(1)
 		}
 		s.rnrAt = 0
 	}
@@ -369,6 +370,7 @@ func (s *sender) DetectLoss(now int64, a *wire.AckExt) {
 		if !s.gbnOn && (a.SACK != 0 || a.Syndrome == wire.SynNakSeq) {
 			s.retx.setForced(s.sent.Unacked(s.retx.list[:0])) // go-back-N resends at once, as RoCE NICs do
 			if len(s.retx.list) > 0 {
+				s.ctr.lossRetransmits.Add(uint64(len(s.retx.list)))
 				s.cc.OnLoss(now, lostBytes(s.retx.list))
 				s.gbnOn, s.gbnUntil = true, s.sent.NextPSN()
 			}
@@ -385,6 +387,7 @@ func (s *sender) detectLost(now int64) bool {
 	if len(s.retx.list) == before {
 		return false
 	}
+	s.ctr.lossRetransmits.Add(uint64(len(s.retx.list) - before))
 	s.cc.OnLoss(now, lostBytes(s.retx.list[before:]))
 	return true
 }

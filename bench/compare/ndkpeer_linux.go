@@ -77,7 +77,7 @@ func (r *runner) startServe(ctx context.Context) (*server, error) {
 				s.out = s.out[len(s.out)-100:]
 			}
 			s.mu.Unlock()
-			if strings.Contains(sc.Text(), "limits:") {
+			if strings.Contains(sc.Text(), "msg=limits") {
 				select {
 				case ready <- struct{}{}:
 				default:

@@ -81,7 +81,7 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 	}
 	o.progress("path %v: %s; ping p50 %.3f ms p99 %.3f ms", rtt, pc, doc.PingP50MS, doc.PingP99MS)
 
-	srv, err := startServer(ctx, bed.B, "limits:", o.Ndkpeer, "serve", "-i", bed.B.Ifname, "--port", strconv.Itoa(NDKPort))
+	srv, err := startServer(ctx, bed.B, "msg=limits", o.Ndkpeer, "serve", "-i", bed.B.Ifname, "--port", strconv.Itoa(NDKPort))
 	if err != nil {
 		return fmt.Errorf("ndkpeer serve: %w", err)
 	}

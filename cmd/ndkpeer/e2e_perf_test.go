@@ -294,7 +294,7 @@ func TestPerftestOptions(t *testing.T) {
 	if code := srv.stop(t); code != 0 {
 		t.Errorf("ndkpeer serve exited %d after SIGINT:\n%s", code, srv.output())
 	}
-	if out := srv.output(); !strings.Contains(out, "control connection of a run") {
+	if out := srv.output(); !strings.Contains(out, `msg="connection accepted" peer=`+a.Addr.String()) || !strings.Contains(out, " test=control ") {
 		t.Errorf("the server names no control connection:\n%s", out)
 	}
 }

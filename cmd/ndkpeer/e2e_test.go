@@ -170,7 +170,7 @@ func startServer(t *testing.T, h *testbed.Host, args ...string) *serverProc {
 			s.mu.Lock()
 			s.out = append(s.out, sc.Text())
 			s.mu.Unlock()
-			if strings.Contains(sc.Text(), "limits:") {
+			if strings.Contains(sc.Text(), "msg=limits") {
 				ready <- struct{}{}
 			}
 		}
@@ -522,10 +522,11 @@ func TestEndToEnd(t *testing.T) {
 		if st.Connections.Accepted != uint64(conns) || st.Connections.Active != 0 || st.Connections.Rejected != 0 {
 			t.Errorf("connections %+v, want %d accepted, none active or refused", st.Connections, conns)
 		}
-		if st.Tests["tour"] != 2 || st.Tests["send-lat"] != 3 || st.Tests["read-bw"] != 3 {
-			t.Errorf("tests %v", st.Tests)
+		if bt := st.Connections.ByTest; bt["tour"] != 2 || bt["send-lat"] != 3 || bt["read-bw"] != 3 {
+			t.Errorf("tests %v", bt)
 		}
-		if st.QP.RxBytes == 0 || st.QP.TxBytes == 0 || st.Engine.RxPackets == 0 || st.Steering == nil || st.Steering.Redirected == 0 {
+		ad := st.Adapter
+		if ad.QPs.RxBytes == 0 || ad.QPs.TxBytes == 0 || ad.Engine.RxDatagrams == 0 || ad.Steering == nil || ad.Steering.Redirected == 0 {
 			t.Errorf("counters: %+v", st)
 		}
 		text := in(t, b, "stats", "-i", b.Ifname)
@@ -553,7 +554,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("ndkpeer serve exited %d after SIGINT:\n%s", code, srv.output())
 	}
 	out := srv.output()
-	for _, want := range []string{"stats ", "ndkpeer serve: stopped", "adapter closed", fmt.Sprintf("%d connections served", conns)} {
+	for _, want := range []string{"msg=stats ", `msg="ndkpeer serve stopped`, `msg="adapter closed"`, fmt.Sprintf("served=%d ", conns)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("server output lacks %q:\n%s", want, out)
 		}

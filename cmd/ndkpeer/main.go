@@ -8,7 +8,7 @@
 //	                                                                read-lat, send-bw, write-bw,
 //	                                                                read-bw)
 //	ndkpeer tour      -i IFACE HOST                                 every verb, step by step
-//	ndkpeer stats     [-i IFACE] [--port N] [--json]                a running server's counters
+//	ndkpeer stats     [-i IFACE] [--port N] [--qp] [--json]         a running server's counters
 //	ndkpeer doctor    -i IFACE [--cpus LIST] [--busy-poll D]        is this host ready, and tuned?
 //	                                                                (docs/TUNING.md)
 //	ndkpeer --version                                               module, VCS revision, Go
@@ -226,13 +226,20 @@
 // (STATUS_ACCESS_VIOLATION is the expected result), and disconnect. It exits 1 at the first
 // step that does not give its expected result.
 //
-// # Counters
+// # Counters, metrics and the log
 //
 // A server answers on the abstract unix socket @xdpndk/ndkpeer/IFACE/PORT with one JSON
-// document of its counters (connections, tests, QP, engine, link, XDP program and AF_XDP
-// socket counters); abstract socket names belong to the network namespace, so `ndkpeer
-// stats` run in the server's namespace finds it, and `ndkpeer serve` uses it to name the
-// process that already holds an interface.
+// document of its counters (schema_version 2: its connections and tests, and the adapter's
+// counters as ndk.AdapterStats: engines, every queue with its link and AF_XDP socket, the
+// XDP program, next hops, memory, the QP totals; and every open QP as ndk.QPStats);
+// abstract socket names belong to the network namespace, so `ndkpeer stats` run in the
+// server's namespace finds it (--qp also lists the open QPs), and `ndkpeer serve` uses it
+// to name the process that already holds an interface. serve --metrics ADDR serves the
+// same counters to Prometheus on http://ADDR/metrics (package promndk; a port alone is on
+// 127.0.0.1). serve's output is a log, one record a line with its time (RFC 3339, to the
+// millisecond) and level (--log-level, --log-format text|json): connections accepted and
+// closed at info, refusals, failures and idle timeouts at warn, control commands at
+// debug, and the adapter's own events. docs/OPERATIONS.md describes it all.
 //
 // # Exit codes
 //
@@ -289,7 +296,7 @@ usage:
   ndkpeer send-bw|write-bw|read-bw    -i IFACE [-s SIZE | -a] [-n ITERS | -D SECONDS | -D 0] [-q QPS] [--inline]
                                       [-e] [-b] [--rate MSGS_PER_S] [--cpu-util] [--json] HOST
   ndkpeer tour    -i IFACE [--json] HOST
-  ndkpeer stats   [-i IFACE] [--port N] [--json]
+  ndkpeer stats   [-i IFACE] [--port N] [--qp] [--json]
   ndkpeer doctor  -i IFACE [--port N] [--queue Q] [--cpus LIST] [--busy-poll D] [--json]
 
   ndkpeer --version

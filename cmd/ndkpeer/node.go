@@ -36,6 +36,8 @@ type adapterConfig struct {
 	heap          int // UMEM heap for test buffers, bytes
 	packLimit     int // ndk.Options.PackLimit
 	engines       int // ndk.Options.Engines (0: ndk's default)
+	// log, if set, receives the adapter's events too (ndk.Options.Logger): serve's log.
+	log *slog.Logger
 }
 
 // UMEM geometry of ndkpeer's adapters: xdp's defaults, frames of 4 KiB, as many per queue
@@ -89,10 +91,14 @@ func openNode(cfg adapterConfig) (*node, error) {
 		return nil, err
 	}
 	rec := &logRecorder{}
+	var h slog.Handler = rec
+	if cfg.log != nil {
+		h = teeHandler{rec, cfg.log.Handler()}
+	}
 	xc := xdp.Config{
 		Interface: cfg.iface, Port: cfg.port, Steering: cfg.steer,
 		FrameSize: umemFrameSize, HeapSize: cfg.heap,
-		Attach: cfg.attach, Bind: cfg.bind, BusyPoll: cfg.busyPoll, Logger: slog.New(rec),
+		Attach: cfg.attach, Bind: cfg.bind, BusyPoll: cfg.busyPoll, Logger: slog.New(h),
 	}
 	if cfg.queue >= 0 {
 		xc.Queues = []int{cfg.queue}
@@ -101,6 +107,9 @@ func openNode(cfg adapterConfig) (*node, error) {
 	opts.Progress = cfg.progress
 	opts.PackLimit = cfg.packLimit
 	opts.Engines = cfg.engines
+	if cfg.log != nil {
+		opts.Logger = xc.Logger // the adapter's events too (xdp.Open's then come through it)
+	}
 	a, err := ndk.Open(xc, opts)
 	if err != nil {
 		return nil, openError(err, cfg)
@@ -255,6 +264,44 @@ func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
 
 func (r *logRecorder) WithGroup(string) slog.Handler { return r }
+
+// teeHandler hands every record to each of its handlers that takes its level.
+type teeHandler []slog.Handler
+
+func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	for _, h := range t {
+		if h.Enabled(ctx, l) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t teeHandler) Handle(ctx context.Context, rec slog.Record) error {
+	var err error
+	for _, h := range t {
+		if h.Enabled(ctx, rec.Level) {
+			err = errors.Join(err, h.Handle(ctx, rec.Clone()))
+		}
+	}
+	return err
+}
+
+func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	u := make(teeHandler, len(t))
+	for i, h := range t {
+		u[i] = h.WithAttrs(as)
+	}
+	return u
+}
+
+func (t teeHandler) WithGroup(name string) slog.Handler {
+	u := make(teeHandler, len(t))
+	for i, h := range t {
+		u[i] = h.WithGroup(name)
+	}
+	return u
+}
 
 func (r *logRecorder) notes() []string {
 	r.mu.Lock()

@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -44,6 +44,9 @@ func serveCmd(args []string) int {
 	fs.Var(&heap, "heap", "UMEM heap for test buffers (`SIZE`); beyond it they come from pinned Go memory")
 	maxConns := fs.Int("max-conns", 64, "most connections (QPs) at once")
 	idle := fs.Duration("idle-timeout", 2*time.Minute, "close a connection whose peer sent nothing this `DURATION`")
+	metrics := fs.String("metrics", "", "serve Prometheus metrics on http://`ADDR`/metrics (a port alone, or :PORT: on 127.0.0.1; e.g. "+defaultMetricsPort+")")
+	logLevel := fs.String("log-level", "info", "the log's least `LEVEL`: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "the log's `FORMAT`: text (key=value) or json, a record a line")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return exitUsage
@@ -67,6 +70,13 @@ func serveCmd(args []string) int {
 			err = fmt.Errorf("--idle-timeout %v: must be positive", *idle)
 		}
 	}
+	so := serveOptions{statsEvery: stats.d}
+	if err == nil && *metrics != "" {
+		so.metrics, err = metricsAddr(*metrics)
+	}
+	if err == nil {
+		so.log, err = newServeLog(os.Stdout, *logLevel, *logFormat)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ndkpeer serve: %v\n", err)
 		return exitUsage
@@ -75,7 +85,15 @@ func serveCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lim := serveLimits{maxSize: maxSize.n, maxConns: *maxConns, maxMem: maxMem.n, idleTimeout: *idle}
-	return report("serve", serve(ctx, cfg, lim, stats.d, os.Stdout), false)
+	return report("serve", serve(ctx, cfg, lim, so), false)
+}
+
+// serveOptions are how the server reports: its log, the counters' interval, the metrics'
+// address.
+type serveOptions struct {
+	log        *slog.Logger  // the server's and the adapter's events
+	statsEvery time.Duration // log the counters this often (0: never)
+	metrics    string        // serve /metrics on this TCP address ("": no)
 }
 
 // server is ndkpeer serve: one adapter, one listener, and a polling loop that serves every
@@ -85,9 +103,10 @@ type server struct {
 	lim     serveLimits
 	pd      *ndk.PD
 	ln      *ndk.Listener
-	out     io.Writer
-	outMu   sync.Mutex
+	log     *slog.Logger
 	started time.Time
+	// metricsURL is where the metrics are served ("" without --metrics).
+	metricsURL string
 
 	wake     chan struct{} // a CQ notification (adaptive progress) or a new connection
 	loopMu   sync.Mutex    // guards incoming against the loop's exit
@@ -110,8 +129,6 @@ type server struct {
 type serverCounters struct {
 	accepted, rejected, closed, failed atomic.Uint64
 	byKind                             [proto.MaxKind + 1]atomic.Uint64
-	// totals of closed connections' QPs (live ones are added when stats are taken)
-	txBytes, rxBytes, txPackets, rxPackets, retransmits, timeouts atomic.Uint64
 }
 
 // conn is one accepted connection.
@@ -154,16 +171,25 @@ const (
 
 // serve runs the server until ctx ends, then disconnects every connection, closes the
 // adapter and returns nil.
-func serve(ctx context.Context, cfg adapterConfig, lim serveLimits, statsEvery time.Duration, out io.Writer) error {
+func serve(ctx context.Context, cfg adapterConfig, lim serveLimits, so serveOptions) error {
+	cfg.log = so.log
 	n, err := openNode(cfg)
 	if err != nil {
 		return err
 	}
 	defer n.close()
-	s := &server{n: n, lim: lim, out: out, started: time.Now(), wake: make(chan struct{}, 1),
+	s := &server{n: n, lim: lim, log: so.log, started: time.Now(), wake: make(chan struct{}, 1),
 		incoming: make(chan *conn, lim.maxConns+1), live: map[*conn]struct{}{}, running: true}
 	if s.pd, err = n.a.NewPD(); err != nil {
 		return fmt.Errorf("create PD: %w", err)
+	}
+	if so.metrics != "" {
+		stopMetrics, url, err := s.serveMetrics(so.metrics)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics() // before the adapter closes
+		s.metricsURL = url
 	}
 	stopStats, err := s.serveStats()
 	if err != nil {
@@ -176,23 +202,27 @@ func serve(ctx context.Context, cfg adapterConfig, lim serveLimits, statsEvery t
 	if err := s.ln.Listen(netip.AddrPortFrom(netip.Addr{}, cfg.service)); err != nil {
 		return fmt.Errorf("listen on service %d: %w", cfg.service, err)
 	}
-	s.printf("ndkpeer serve: listening on %v, UDP port %d, NDK service %d (interface %s); Ctrl-C stops\n",
-		n.a.LocalAddr().Addr(), cfg.port, cfg.service, cfg.iface)
-	s.printf("  mode: %s; UMEM pages %s\n", modeLine(n.mode), n.pages)
+	s.log.Info("ndkpeer serve listening; Ctrl-C stops", "address", n.a.LocalAddr().Addr(), "udp_port", cfg.port,
+		"service", cfg.service, "interface", cfg.iface)
+	s.log.Info("mode", "mode", modeLine(n.mode), "pages", n.pages)
 	for _, note := range n.notes {
-		s.printf("  note: %s\n", note)
+		s.log.Info("note", "note", note)
 	}
-	s.printf("  limits: messages up to %s, %d connections, %s of test buffers; counters: ndkpeer stats -i %s --port %d\n",
-		humanBytes(uint64(lim.maxSize)), lim.maxConns, humanBytes(uint64(lim.maxMem)), cfg.iface, cfg.port)
+	args := []any{"max_size", humanBytes(uint64(lim.maxSize)), "max_conns", lim.maxConns,
+		"max_mem", humanBytes(uint64(lim.maxMem)), "stats", fmt.Sprintf("ndkpeer stats -i %s --port %d", cfg.iface, cfg.port)}
+	if s.metricsURL != "" {
+		args = append(args, "metrics", s.metricsURL)
+	}
+	s.log.Info("limits", args...)
 
-	if statsEvery > 0 {
-		t := time.NewTicker(statsEvery)
+	if so.statsEvery > 0 {
+		t := time.NewTicker(so.statsEvery)
 		defer t.Stop()
 		go func() {
 			for {
 				select {
 				case <-t.C:
-					s.printf("%s\n", s.snapshot().line())
+					s.logStats(s.snapshot())
 				case <-ctx.Done():
 					return
 				}
@@ -222,19 +252,13 @@ func serve(ctx context.Context, cfg adapterConfig, lim serveLimits, statsEvery t
 	s.loopMu.Unlock()
 	for _, c := range left {
 		s.work.Add(1)
-		go func() { defer s.work.Done(); s.closeConn(c, "server stopping") }()
+		go func() { defer s.work.Done(); s.closeConn(c, whyStopping) }()
 	}
 	s.work.Wait()
 	snap := s.snapshot()
-	s.printf("ndkpeer serve: stopped after %v: %d connections served, %d refused; adapter closed\n",
-		time.Since(s.started).Round(time.Millisecond), snap.Connections.Accepted, snap.Connections.Rejected)
+	s.log.Info("ndkpeer serve stopped; closing the adapter", "up", time.Since(s.started).Round(time.Millisecond),
+		"served", snap.Connections.Accepted, "refused", snap.Connections.Rejected)
 	return nil
-}
-
-func (s *server) printf(format string, args ...any) {
-	s.outMu.Lock()
-	fmt.Fprintf(s.out, format, args...)
-	s.outMu.Unlock()
 }
 
 // loop serves the connections until ctx ends; it returns those it still holds on done.
@@ -327,7 +351,7 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 			case k.failure != "":
 				conns = give(i, k.failure)
 			case k.gone.Load():
-				conns = give(i, "peer disconnected")
+				conns = give(i, whyPeerDisconnected)
 			}
 		}
 		if work {

@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
-	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 )
 
@@ -24,7 +24,11 @@ func (s *server) onConnect(c *ndk.Connector) {
 		s.ctr.rejected.Add(1)
 		reason := fmt.Sprintf(format, args...)
 		_ = c.Reject(proto.Refusal{Version: version, Code: code, Reason: reason}.Append(nil))
-		s.printf("refused %v: %s\n", c.PeerAddr(), reason)
+		level := slog.LevelWarn
+		if code == proto.RefuseStopping {
+			level = slog.LevelInfo
+		}
+		s.log.Log(context.Background(), level, "connection refused", "peer", c.PeerAddr(), "code", code, "reason", reason)
 	}
 	if s.stopping.Load() {
 		reject(proto.RefuseStopping, "the server is stopping")
@@ -93,7 +97,7 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 	refuse := func(code proto.RefuseCode, what string, err error) {
 		s.ctr.rejected.Add(1)
 		_ = c.Reject(proto.Refusal{Version: req.Version, Code: code, Reason: fmt.Sprintf("%s: %v", what, err)}.Append(nil))
-		s.printf("refused %v %v: %s: %v\n", k.peer, req.Kind, what, err)
+		s.log.Warn("connection refused", "peer", k.peer, "test", req.Kind, "code", code, "reason", what, "err", err)
 		k.release()
 	}
 	if err := k.setup(size); err != nil {
@@ -110,7 +114,7 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 	err := c.Accept(ctx, k.qp, 64, 64, reply.Append(nil), func() { k.gone.Store(true); s.poke() })
 	if err != nil {
 		s.ctr.failed.Add(1)
-		s.printf("accept %v %v failed: %v\n", k.peer, req.Kind, err)
+		s.log.Warn("accept failed", "peer", k.peer, "test", req.Kind, "qpn", k.qp.Stats().QPN, "err", err)
 		k.release()
 		return
 	}
@@ -120,11 +124,14 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 	if !k.fromUMEM {
 		where = "pinned Go memory"
 	}
+	qpn := k.qp.Stats().QPN
+	session := fmt.Sprintf("%08x", uint32(req.Session))
 	if req.Kind == proto.KindControl {
-		s.printf("accepted %v control connection of a run of %d QPs (session %08x, protocol %d)\n", k.peer, req.QPs, uint32(req.Session), req.Version)
+		s.log.Info("connection accepted", "peer", k.peer, "test", req.Kind, "qpn", qpn, "qps", req.QPs, "session", session,
+			"protocol", req.Version)
 	} else {
-		s.printf("accepted %v %v (QP %d of %d, messages up to %s, session %08x): buffer %s in %s\n",
-			k.peer, req.Kind, req.QPIndex+1, req.QPs, humanBytes(uint64(req.MaxSize)), uint32(req.Session), humanBytes(uint64(len(k.buf))), where)
+		s.log.Info("connection accepted", "peer", k.peer, "test", req.Kind, "qpn", qpn, "qp", fmt.Sprintf("%d/%d", req.QPIndex+1, req.QPs),
+			"max_size", humanBytes(uint64(req.MaxSize)), "session", session, "buffer", humanBytes(uint64(len(k.buf))), "buffer_in", where)
 	}
 	s.connMu.Lock()
 	s.live[k] = struct{}{}
@@ -137,7 +144,7 @@ func (s *server) accept(c *ndk.Connector, req proto.Request, size int64) {
 		return
 	}
 	s.loopMu.Unlock()
-	s.closeConn(k, "server stopping")
+	s.closeConn(k, whyStopping)
 }
 
 // poke wakes the loop if it waits.
@@ -227,14 +234,7 @@ func (k *conn) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if k.qp != nil {
-		st := plumb.QP(k.qp).Stats()
-		s.ctr.txBytes.Add(st.TxBytes)
-		s.ctr.rxBytes.Add(st.RxBytes)
-		s.ctr.txPackets.Add(st.TxPackets)
-		s.ctr.rxPackets.Add(st.RxPackets)
-		s.ctr.retransmits.Add(st.Retransmits)
-		s.ctr.timeouts.Add(st.Timeouts)
-		_ = k.qp.Close(ctx)
+		_ = k.qp.Close(ctx) // the adapter's QP totals keep its counters (ndk.QPTotals)
 	}
 	if k.cq != nil {
 		_ = k.cq.Close(ctx)
@@ -252,17 +252,28 @@ func (k *conn) release() {
 	s.conns.Add(-1)
 }
 
+// Why the loop gives a connection up, when all is well (closeConn logs others at warn).
+const (
+	whyPeerDisconnected = "peer disconnected"
+	whyStopping         = "server stopping"
+)
+
 // closeConn disconnects a connection the loop gave up (or never took) and releases it.
 func (s *server) closeConn(k *conn, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = k.c.Close(ctx) // NdkDisconnect if still connected
-	st := plumb.QP(k.qp).Stats()
+	st := k.qp.Stats()
 	s.connMu.Lock()
 	delete(s.live, k)
 	s.connMu.Unlock()
 	k.release()
 	s.ctr.closed.Add(1)
-	s.printf("closed %v %v after %v (%s): received %s, sent %s, %d retransmissions\n", k.peer, k.req.Kind,
-		time.Since(k.since).Round(time.Millisecond), why, humanBytes(st.RxBytes), humanBytes(st.TxBytes), st.Retransmits)
+	level := slog.LevelInfo
+	if why != whyPeerDisconnected && why != whyStopping {
+		level = slog.LevelWarn // idle, or the loop found it broken
+	}
+	s.log.Log(context.Background(), level, "connection closed", "peer", k.peer, "test", k.req.Kind, "qpn", st.QPN,
+		"why", why, "after", time.Since(k.since).Round(time.Millisecond), "rx_bytes", st.RxBytes, "tx_bytes", st.TxBytes,
+		"retransmits", st.Retransmits, "timeouts", st.Timeouts, "state", st.State)
 }

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
@@ -66,6 +68,9 @@ func (s *server) ctlMessage(k *conn, r *ndk.ResultEx) {
 		return
 	}
 	c := k.ctl
+	if s.log.Enabled(context.Background(), slog.LevelDebug) { // per command: the debug level's
+		s.log.Debug("control command", "peer", k.peer, "op", m.Op, "pending", c.pending, "err", err)
+	}
 	switch {
 	case err != nil:
 		s.ctlAnswer(k, proto.CtlMsg{Op: proto.CtlError, Status: uint32(ndk.StatusInvalidParameter)})

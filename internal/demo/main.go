@@ -187,7 +187,7 @@ func startServer(ctx context.Context, b *testbed.Host, bin string) (*server, err
 				return nil, fmt.Errorf("ndkpeer serve ended before listening: %v", <-s.done)
 			}
 			fmt.Println("[B]", l)
-			if strings.Contains(l, "limits:") {
+			if strings.Contains(l, "msg=limits") {
 				return s, nil
 			}
 		case <-deadline:

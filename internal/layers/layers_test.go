@@ -73,6 +73,11 @@ var rules = []rule{
 		func(d string) bool {
 			return under(d, "bench") || under(d, "cmd") || under(d, "internal") && !under(d, "internal/plumb")
 		}},
+	{"the core packages export no metrics: no Prometheus client, no collector",
+		func(p string) bool {
+			return under(p, "ndk") || under(p, "transport") || under(p, "xdp") || under(p, "memreg") || under(p, "bpf")
+		},
+		func(d string) bool { return under(d, "promndk") || strings.HasPrefix(d, "github.com/prometheus/") }},
 	{"plumb reaches the engine, nothing above it", func(p string) bool { return under(p, "internal/plumb") },
 		func(d string) bool {
 			return under(d, "ndk") || under(d, "xdp") || under(d, "bpf") || under(d, "internal") && !under(d, "internal/plumb")
@@ -126,10 +131,12 @@ func TestViolationsDetected(t *testing.T) {
 		m("xdp/nexthop"):                {"github.com/vishvananda/netlink", m("xdp/frame"), m("xdp/xsk")},
 		m("cmd/ndkpeer"):                {m("bench/ndkbench"), m("cmd/ndkpeer/internal/proto")},
 		m("internal/demo"):              {m("cmd/ndkpeer")},
-		m("ndk"):                        {m("internal/testbed"), m("internal/plumb")},
+		m("ndk"):                        {m("internal/testbed"), m("internal/plumb"), m("promndk")},
 		m("internal/plumb"):             {m("transport"), m("ndk")},
 		m("bpf"):                        {"github.com/cilium/ebpf"},
 		m("cmd/ndkpeer/internal/proto"): nil,
+		m("xdp/frame"):                  {"github.com/prometheus/client_golang/prometheus"},
+		m("promndk"):                    {m("ndk"), "github.com/prometheus/client_golang/prometheus"},
 	}
 	bad, _ := violations(fake)
 	want := []string{
@@ -139,6 +146,8 @@ func TestViolationsDetected(t *testing.T) {
 		"next-hop resolution knows no socket, no steering and not its link: " + m("xdp/nexthop") + " imports " + m("xdp/xsk"),
 		"nothing outside cmd imports a command: " + m("internal/demo") + " imports " + m("cmd/ndkpeer"),
 		"plumb reaches the engine, nothing above it: " + m("internal/plumb") + " imports " + m("ndk"),
+		"the core packages export no metrics: no Prometheus client, no collector: " + m("ndk") + " imports " + m("promndk"),
+		"the core packages export no metrics: no Prometheus client, no collector: " + m("xdp/frame") + " imports github.com/prometheus/client_golang/prometheus",
 		"the engine knows no AF_XDP, no NDK, no tooling: " + m("transport") + " imports " + m("xdp"),
 		"transport/link is a leaf: " + m("transport/link") + " imports " + m("memreg"),
 		"xdp uses only the engine's link contract: " + m("xdp") + " imports " + m("transport"),
