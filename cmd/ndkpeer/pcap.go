@@ -84,7 +84,7 @@ func (n *node) stopCapture(w io.Writer) {
 	if st.Dropped > 0 {
 		drops = " (a capture ring was full: raise --pcap-buffer, or lower --pcap-snaplen)"
 	}
-	fmt.Fprintf(w, "ndkpeer: --pcap %s: %d datagrams written (%s), %d dropped%s\n",
+	fmt.Fprintf(w, "ndkpeer: --pcap %s: %d datagrams written (%s as sent and received), %d dropped%s\n",
 		n.cfg.pcap.file, st.Packets, humanBytes(st.Bytes), st.Dropped, drops)
 }
 

@@ -57,7 +57,7 @@ func TestPcapCapture(t *testing.T) {
 	if code := srv.stop(t); code != 0 {
 		t.Fatalf("ndkpeer serve exit %d:\n%s", code, srv.output())
 	}
-	summary := regexp.MustCompile(`--pcap \S+: (\d+) datagrams written \([^)]*\), (\d+) dropped`)
+	summary := regexp.MustCompile(`--pcap \S+: (\d+) datagrams written \([^)]*as sent and received\), (\d+) dropped`)
 	for _, c := range []struct {
 		file, out string
 		engines   int
