@@ -65,6 +65,21 @@ func Open(cfg xdp.Config, opts Options) (*Adapter, error) {
 			opts.x.Links = append(opts.x.Links, l)
 		}
 	}
+	if wrap := opts.x.WrapLink; wrap != nil && (len(opts.x.Links) > 0 || opts.Engines <= 1) {
+		links := opts.x.Links
+		if len(links) == 0 { // one engine on the device's link
+			links = linksOf(d.DeviceLink())
+		}
+		for i, l := range links {
+			w, err := wrap(l, i)
+			if err != nil {
+				_ = d.Close()
+				return nil, errorf(StatusInvalidParameter, "wrap the link of engine %d: %v", i, err)
+			}
+			links[i] = w
+		}
+		opts.x.Links = links
+	}
 	a, err := OpenLink(d.DeviceLink(), opts)
 	if err != nil {
 		_ = d.Close()

@@ -32,6 +32,7 @@ type adapterFlags struct {
 	busyPoll time.Duration
 	pack     int
 	engines  int
+	pcap     pcapFlags // pcap.go
 }
 
 // define adds the adapter options to fs; progress is the default progress mode.
@@ -48,6 +49,7 @@ func (f *adapterFlags) define(fs *flag.FlagSet, progress string) {
 	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "ask for busy polling on the socket for this `DURATION` (SO_BUSY_POLL; 0 off)")
 	fs.IntVar(&f.pack, "pack-limit", 0, "pack packets of at most `BYTES` of payload with the QP's other small ones into one datagram (0: ndk's default, 1024; -1: never)")
 	fs.IntVar(&f.engines, "engines", 0, "run `N` protocol engines, each on its share of the queues served (ndk.Options.Engines; 0: ndk's default, one)")
+	f.pcap.define(fs)
 }
 
 // config validates the options and returns the adapter configuration.
@@ -85,6 +87,10 @@ func (f *adapterFlags) config() (adapterConfig, error) {
 		return c, fmt.Errorf("--busy-poll %v: not in [0, 1s]", f.busyPoll)
 	}
 	c.port, c.service = uint16(f.port), uint16(f.service)
+	var err error
+	if c.pcap, err = f.pcap.config(); err != nil {
+		return c, err
+	}
 	var ok bool
 	if c.progress, ok = parseProgress(f.progress); !ok {
 		return c, fmt.Errorf("--progress %q: inline, busy or adaptive", f.progress)

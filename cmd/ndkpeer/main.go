@@ -13,6 +13,10 @@
 //	                                                                (docs/TUNING.md)
 //	ndkpeer --version                                               module, VCS revision, Go
 //
+// Every command that opens an adapter takes --pcap FILE (with --pcap-snaplen and
+// --pcap-buffer): every datagram its engines send and receive is written to FILE in
+// pcapng, for Wireshark with contrib/wireshark/xdpndk.lua (docs/CAPTURE.md).
+//
 // The tests take perftest's options (ib_send_lat, ib_write_bw, ...): --cpu-util, -e, -b,
 // --rate and -D 0, described under "Options as in perftest", and --load, latency under a
 // stream of Writes or Reads.

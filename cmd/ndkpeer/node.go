@@ -18,6 +18,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/cmd/ndkpeer/internal/proto"
+	"github.com/xdpndk/xdpndk/internal/pcaplink"
 	"github.com/xdpndk/xdpndk/internal/plumb"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/xdp"
@@ -38,6 +39,8 @@ type adapterConfig struct {
 	engines       int // ndk.Options.Engines (0: ndk's default)
 	// log, if set, receives the adapter's events too (ndk.Options.Logger): serve's log.
 	log *slog.Logger
+
+	pcap pcapConfig // --pcap (pcap.go)
 }
 
 // UMEM geometry of ndkpeer's adapters: xdp's defaults, frames of 4 KiB, as many per queue
@@ -63,6 +66,8 @@ type node struct {
 	mode   proto.Mode // what the adapter runs with
 	pages  string     // what backs the UMEM
 	notes  []string   // what the kernel refused or limited on the way: never a silent fallback
+
+	capture *pcaplink.Capture // --pcap (pcap.go): closed after the adapter
 }
 
 // openNode checks the host (privileges, interface, memlock, a free XDP hook) and opens an
@@ -107,11 +112,15 @@ func openNode(cfg adapterConfig) (*node, error) {
 	opts.Progress = cfg.progress
 	opts.PackLimit = cfg.packLimit
 	opts.Engines = cfg.engines
+	if err := n.startCapture(&opts); err != nil {
+		return nil, err
+	}
 	if cfg.log != nil {
 		opts.Logger = xc.Logger // the adapter's events too (xdp.Open's then come through it)
 	}
 	a, err := ndk.Open(xc, opts)
 	if err != nil {
+		n.stopCapture(stderr)
 		return nil, openError(err, cfg)
 	}
 	n.a, n.dev = a, a.Device()
@@ -147,6 +156,7 @@ func (n *node) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = n.a.Close(ctx)
+	n.stopCapture(stderr)
 }
 
 // openError explains why ndk.Open failed.

@@ -78,6 +78,10 @@ var rules = []rule{
 			return under(p, "ndk") || under(p, "transport") || under(p, "xdp") || under(p, "memreg") || under(p, "bpf")
 		},
 		func(d string) bool { return under(d, "promndk") || strings.HasPrefix(d, "github.com/prometheus/") }},
+	{"the pcapng writer is a leaf", func(p string) bool { return under(p, "internal/pcapng") }, ours},
+	{"the capture wrapper knows only the link contract and the file format",
+		func(p string) bool { return under(p, "internal/pcaplink") },
+		func(d string) bool { return ours(d) && !under(d, "transport/link") && !under(d, "internal/pcapng") }},
 	{"plumb reaches the engine, nothing above it", func(p string) bool { return under(p, "internal/plumb") },
 		func(d string) bool {
 			return under(d, "ndk") || under(d, "xdp") || under(d, "bpf") || under(d, "internal") && !under(d, "internal/plumb")
@@ -137,6 +141,8 @@ func TestViolationsDetected(t *testing.T) {
 		m("cmd/ndkpeer/internal/proto"): nil,
 		m("xdp/frame"):                  {"github.com/prometheus/client_golang/prometheus"},
 		m("promndk"):                    {m("ndk"), "github.com/prometheus/client_golang/prometheus"},
+		m("internal/pcapng"):            {m("transport/link")},
+		m("internal/pcaplink"):          {m("transport/link"), m("internal/pcapng"), m("xdp")},
 	}
 	bad, _ := violations(fake)
 	want := []string{
@@ -146,9 +152,11 @@ func TestViolationsDetected(t *testing.T) {
 		"next-hop resolution knows no socket, no steering and not its link: " + m("xdp/nexthop") + " imports " + m("xdp/xsk"),
 		"nothing outside cmd imports a command: " + m("internal/demo") + " imports " + m("cmd/ndkpeer"),
 		"plumb reaches the engine, nothing above it: " + m("internal/plumb") + " imports " + m("ndk"),
+		"the capture wrapper knows only the link contract and the file format: " + m("internal/pcaplink") + " imports " + m("xdp"),
 		"the core packages export no metrics: no Prometheus client, no collector: " + m("ndk") + " imports " + m("promndk"),
 		"the core packages export no metrics: no Prometheus client, no collector: " + m("xdp/frame") + " imports github.com/prometheus/client_golang/prometheus",
 		"the engine knows no AF_XDP, no NDK, no tooling: " + m("transport") + " imports " + m("xdp"),
+		"the pcapng writer is a leaf: " + m("internal/pcapng") + " imports " + m("transport/link"),
 		"transport/link is a leaf: " + m("transport/link") + " imports " + m("memreg"),
 		"xdp uses only the engine's link contract: " + m("xdp") + " imports " + m("transport"),
 		"xdp's lower layer has no engine and no netlink policy: " + m("xdp/xsk") + " imports github.com/vishvananda/netlink",

@@ -31,6 +31,12 @@ type Extra struct {
 	// queues of a simulated host, say); the link ndk.OpenLink is given is then the
 	// adapter's own view (its address, limits and counters) and may be one of them.
 	Links []link.Link
+	// WrapLink, if set, is given the link of each engine that ndk.Open creates (engine
+	// 0, 1, ... in order), before any engine runs on it, and returns the link the engine
+	// runs on instead: a wrapper that records the datagrams (internal/pcaplink, ndkpeer
+	// --pcap). The adapter's own view (its address, limits, counters, peer resolution)
+	// stays the device's link. An error fails ndk.Open.
+	WrapLink func(l link.Link, engine int) (link.Link, error)
 }
 
 // Set by package ndk when it is initialised; nil until then (a program that does not link
