@@ -213,6 +213,7 @@ type ndkDoc struct {
 		Gbps        float64 `json:"gbit_per_s"`
 		Outstanding int     `json:"outstanding"`
 		Retransmits uint64  `json:"retransmits"`
+		Causes      Causes  `json:"retransmit_causes"`
 	} `json:"bandwidth"`
 	Intervals []struct {
 		StartS float64 `json:"start_s"`
@@ -241,11 +242,31 @@ func average(ivs []ival, from, to float64) (float64, bool) {
 	return sum / span, true
 }
 
+// Causes is why ndkpeer's client QPs retransmitted (its --json retransmit_causes):
+// packets found lost, sent by the timer and after an RNR wait, and tail probes; the
+// timeouts, the spurious ones among them, and the probes that were needless.
+type Causes struct {
+	Loss             uint64 `json:"loss"`
+	Timer            uint64 `json:"timer"`
+	Timeouts         uint64 `json:"timeouts"`
+	SpuriousTimeouts uint64 `json:"spurious_timeouts"`
+	TailProbes       uint64 `json:"tail_probes"`
+	NeedlessProbes   uint64 `json:"needless_probes"`
+	RNR              uint64 `json:"rnr"`
+}
+
+// String says the causes in a few words, for progress lines.
+func (c Causes) String() string {
+	return fmt.Sprintf("loss %d, timer %d in %d timeouts (%d spurious), %d tail probes (%d needless), rnr %d",
+		c.Loss, c.Timer, c.Timeouts, c.SpuriousTimeouts, c.TailProbes, c.NeedlessProbes, c.RNR)
+}
+
 // ndkResult is what one ndkpeer run gave.
 type ndkResult struct {
 	gbps        float64 // over the window
 	outstanding int
 	retransmits uint64
+	causes      Causes
 	ivs         []ival
 }
 
@@ -259,7 +280,7 @@ func parseNDK(out []byte, from, to float64) (ndkResult, error) {
 		return ndkResult{}, fmt.Errorf("ndkpeer reported %d bandwidth results, want 1", len(d.Bandwidth))
 	}
 	b := d.Bandwidth[0]
-	r := ndkResult{outstanding: b.Outstanding, retransmits: b.Retransmits}
+	r := ndkResult{outstanding: b.Outstanding, retransmits: b.Retransmits, causes: b.Causes}
 	for _, iv := range d.Intervals {
 		r.ivs = append(r.ivs, ival{iv.StartS, iv.EndS, iv.Gbps})
 	}

@@ -9,7 +9,8 @@ import (
 
 func TestParseNDK(t *testing.T) {
 	out := []byte(`{"command":"write-bw","params":{"tx_depth":128},
-	"bandwidth":[{"bytes":65536,"gbit_per_s":0.8,"outstanding":39,"retransmits":3}],
+	"bandwidth":[{"bytes":65536,"gbit_per_s":0.8,"outstanding":39,"retransmits":3,
+	"retransmit_causes":{"loss":1,"timer":1,"timeouts":1,"spurious_timeouts":1,"tail_probes":1,"needless_probes":0,"rnr":0}}],
 	"intervals":[{"start_s":0,"end_s":1,"gbit_per_s":0.2},{"start_s":1,"end_s":2,"gbit_per_s":0.9},
 	{"start_s":2,"end_s":3,"gbit_per_s":0.7},{"start_s":3,"end_s":3.5,"gbit_per_s":0.1}]}`)
 	r, err := parseNDK(out, 1, 3)
@@ -18,6 +19,9 @@ func TestParseNDK(t *testing.T) {
 	}
 	if math.Abs(r.gbps-0.8) > 1e-9 || r.outstanding != 39 || r.retransmits != 3 {
 		t.Errorf("parseNDK = %+v, want 0.8 Gbit/s over [1, 3], 39 outstanding, 3 retransmits", r)
+	}
+	if want := (Causes{Loss: 1, Timer: 1, Timeouts: 1, SpuriousTimeouts: 1, TailProbes: 1}); r.causes != want {
+		t.Errorf("causes %+v, want %+v", r.causes, want)
 	}
 	if _, err := parseNDK(out, 5, 8); err == nil {
 		t.Error("no interval in the window: no error")

@@ -151,8 +151,8 @@ func runPath(ctx context.Context, o Options, rtt time.Duration, res *Results) (e
 			res.add(rtt, op, "shared", "ndk", "own_gbps", sn.gbps)
 			res.add(rtt, op, "shared", "ndk", "retransmits", float64(sn.retransmits))
 			st.gbps, sn.gbps = gt, gn
-			o.progress("%v %-5s run %d: alone tcp %.3f ndk %.3f Gbit/s (ratio %.2f, ndk %d outstanding, %d retransmits, %d line drops; tcp %d); shared tcp %.3f ndk %.3f (line %.3f)",
-				rtt, op, run+1, t.gbps, n.gbps, n.gbps/t.gbps, n.outstanding, n.retransmits, drops, t.retransmits, st.gbps, sn.gbps, lineGbps)
+			o.progress("%v %-5s run %d: alone tcp %.3f ndk %.3f Gbit/s (ratio %.2f, ndk %d outstanding, %d retransmits (%v), %d line drops; tcp %d); shared tcp %.3f ndk %.3f (line %.3f)",
+				rtt, op, run+1, t.gbps, n.gbps, n.gbps/t.gbps, n.outstanding, n.retransmits, n.causes, drops, t.retransmits, st.gbps, sn.gbps, lineGbps)
 		}
 	}
 	if st, err := bed.PathStats(); err == nil {

@@ -194,7 +194,7 @@
 //	                   as latency_timed says); perftest_factor (0.5 or 1) and perftest_t_min_us,
 //	                   perftest_t_typical_us (median), perftest_t_avg_us (mean),
 //	                   perftest_t_p99_us, perftest_t_p99_9_us, perftest_t_max_us;
-//	                   retransmits (packets); cpu; load_op ("Write", "Read"),
+//	                   retransmits (packets), retransmit_causes; cpu; load_op ("Write", "Read"),
 //	                   load_bytes, load_outstanding, load_iterations, load_gbit_per_s,
 //	                   load_msg_per_s (--load's stream over the window; "" and 0 without)
 //	bandwidth[]        per size: bytes, iterations, seconds, gbit_per_s (10^9 bit/s of
@@ -202,7 +202,13 @@
 //	                   QP); reverse_iterations, reverse_seconds, reverse_gbit_per_s,
 //	                   reverse_mmsg_per_s (-b: the server's direction as the server counted
 //	                   it over its window; 0 without -b); sum_gbit_per_s, sum_mmsg_per_s (both
-//	                   directions; the client's alone without -b); retransmits; cpu
+//	                   directions; the client's alone without -b); retransmits,
+//	                   retransmit_causes; cpu
+//	retransmit_causes  the client's QPs' retransmits by cause (packets): loss (loss
+//	                   detection), timer (retransmission timeouts), rnr (after an RNR wait),
+//	                   tail_probes; and timeouts (expiries), spurious_timeouts (undone: the
+//	                   original had arrived), needless_probes (probes of packets that had
+//	                   arrived)
 //	cpu                measured (false without --cpu-util: then every figure is 0), messages,
 //	                   client_us_per_msg, server_us_per_msg, both_us_per_msg (µs of CPU per
 //	                   message), client_cores, server_cores, both_cores (CPU s per s),

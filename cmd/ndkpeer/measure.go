@@ -126,9 +126,10 @@ type latResult struct {
 	PerftestP999US    float64 `json:"perftest_t_p99_9_us"`
 	PerftestMaxUS     float64 `json:"perftest_t_max_us"`
 
-	// Retransmits is what the client's QPs sent again during the size's run.
-	Retransmits uint64  `json:"retransmits"`
-	CPU         cpuJSON `json:"cpu"`
+	// Retransmits is what the client's QPs sent again during the size's run, and why.
+	Retransmits      uint64   `json:"retransmits"`
+	RetransmitCauses retxJSON `json:"retransmit_causes"`
+	CPU              cpuJSON  `json:"cpu"`
 
 	// --load: the stream beside the latency test over the measured window (its verb, its
 	// message size, what it kept outstanding, what completed, its payload rate); "" and 0
@@ -160,9 +161,10 @@ type bwResult struct {
 	SumGbps           float64 `json:"sum_gbit_per_s"`
 	SumMmsgs          float64 `json:"sum_mmsg_per_s"`
 
-	// Retransmits is what the client's QPs sent again during the size's run.
-	Retransmits uint64  `json:"retransmits"`
-	CPU         cpuJSON `json:"cpu"`
+	// Retransmits is what the client's QPs sent again during the size's run, and why.
+	Retransmits      uint64   `json:"retransmits"`
+	RetransmitCauses retxJSON `json:"retransmit_causes"`
+	CPU              cpuJSON  `json:"cpu"`
 }
 
 // interval is one second of a -D run. Every field is always there: 0 when nothing
@@ -266,13 +268,31 @@ type sizeResult struct {
 
 // retxCounts are a QP's retransmission counters (transport.QPStats), summed.
 type retxCounts struct {
-	retransmits, timeouts, byTimer, spurious, probes, needless uint64
+	retransmits, timeouts, byTimer, spurious, probes, needless, byLoss, byRNR uint64
 }
 
 // sub returns c - o, counter by counter.
 func (c retxCounts) sub(o retxCounts) retxCounts {
 	return retxCounts{c.retransmits - o.retransmits, c.timeouts - o.timeouts, c.byTimer - o.byTimer,
-		c.spurious - o.spurious, c.probes - o.probes, c.needless - o.needless}
+		c.spurious - o.spurious, c.probes - o.probes, c.needless - o.needless, c.byLoss - o.byLoss, c.byRNR - o.byRNR}
+}
+
+// retxJSON is why the client's QPs sent packets again during a size's run: the causes of
+// its retransmits (transport.QPStats).
+type retxJSON struct {
+	Loss             uint64 `json:"loss"`              // found lost by loss detection (SACK, RACK)
+	Timer            uint64 `json:"timer"`             // sent by a retransmission timeout
+	Timeouts         uint64 `json:"timeouts"`          // retransmission timeouts that expired
+	SpuriousTimeouts uint64 `json:"spurious_timeouts"` // of them, undone: the original had arrived
+	TailProbes       uint64 `json:"tail_probes"`       // tail loss probes
+	NeedlessProbes   uint64 `json:"needless_probes"`   // of them, for packets that had arrived
+	RNR              uint64 `json:"rnr"`               // sent again after an RNR wait
+}
+
+// json returns the causes of c as the JSON document has them.
+func (c retxCounts) json() retxJSON {
+	return retxJSON{Loss: c.byLoss, Timer: c.byTimer, Timeouts: c.timeouts, SpuriousTimeouts: c.spurious,
+		TailProbes: c.probes, NeedlessProbes: c.needless, RNR: c.byRNR}
 }
 
 // transportCounters sums the QPs' retransmission counters.
@@ -285,6 +305,8 @@ func (r *runner) transportCounters() (c retxCounts) {
 		c.spurious += st.SpuriousTimeouts
 		c.probes += st.TailProbes
 		c.needless += st.NeedlessProbes
+		c.byLoss += st.LossRetransmits
+		c.byRNR += st.RNRRetransmits
 	}
 	return c
 }
@@ -370,6 +392,7 @@ func (r *runner) measureLocked(size, iters int, dur time.Duration, warm int, onI
 	defer func() {
 		res.retx = r.transportCounters().sub(c0)
 		res.lat.Retransmits, res.bw.Retransmits = res.retx.retransmits, res.retx.retransmits
+		res.lat.RetransmitCauses, res.bw.RetransmitCauses = res.retx.json(), res.retx.json()
 	}()
 	if warm > 0 {
 		if _, err := r.phase(phaseSpec{size: size, ops: int64(warm)}); err != nil {

@@ -202,6 +202,11 @@ func TestDocumentSchema(t *testing.T) {
 			t.Errorf("document lacks %s: %s", want, b)
 		}
 	}
+	c := retxCounts{retransmits: 9, timeouts: 2, byTimer: 3, spurious: 1, probes: 4, needless: 1, byLoss: 2, byRNR: 0}
+	bw := mustJSON(t, bwResult{Retransmits: c.retransmits, RetransmitCauses: c.json()})
+	if want := `"retransmits":9,"retransmit_causes":{"loss":2,"timer":3,"timeouts":2,"spurious_timeouts":1,"tail_probes":4,"needless_probes":1,"rnr":0}`; !strings.Contains(string(bw), want) {
+		t.Errorf("a bandwidth result lacks %s: %s", want, bw)
+	}
 	if l := withPerftest(latResult{P50US: 10, MeanUS: 12}, proto.KindReadLat); l.PerftestTypicalUS != 10 || l.PerftestAvgUS != 12 {
 		t.Errorf("read-lat's perftest figures are the whole Read: %+v", l)
 	}
