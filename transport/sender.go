@@ -216,6 +216,7 @@ func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo[owner] {
 		bytes += acked[i].Bytes
 	}
 	s.rto.ResetBackoff()
+	s.rto.Age(now)
 	// The RTT sample comes from the timestamp echo, as TCP timestamps do (RFC 7323): EchoTS
 	// is the send time of the packet that triggered this ack, whichever transmission of it
 	// that was, and Delay how long the receiver held it. A sample from the history's send
@@ -229,9 +230,10 @@ func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo[owner] {
 	if rtt > 0 {
 		s.rto.Sample(rtt)
 	}
-	if s.rtoRun.on && s.rtoRun.ended(s.sent, a) {
+	if first := s.rtoRun.first; s.rtoRun.on && s.rtoRun.ended(s.sent, a) {
 		s.ctr.spuriousRTOs.Add(1)
 		s.cc.OnSpuriousTimeout(now)
+		s.rto.Spurious(now, now-first) // the original's answer came that long after the timer fired
 	}
 	if s.tlp.needless(s.sent, a) {
 		s.ctr.needlessProbes.Add(1)

@@ -168,3 +168,44 @@ func TestRTOExtremes(t *testing.T) {
 		t.Fatalf("huge samples: SRTT %d RTTVAR %d RTO %d", r.SRTT(), r.RTTVar(), r.Timeout())
 	}
 }
+
+// TestRTOSpuriousMargin: a spurious timeout whose proof came late adds twice that to the
+// RTO, at most one SRTT; the margin halves every spurHalfLife, also over several at once,
+// and a margin never shrinks on a smaller spurious timeout.
+func TestRTOSpuriousMargin(t *testing.T) {
+	r := NewRTO(RTOConfig{Min: 200 * time.Microsecond, Max: 500 * time.Millisecond})
+	for range 64 {
+		r.Sample(int64(2 * time.Millisecond))
+	}
+	base := r.Timeout()
+	r.Spurious(0, int64(time.Millisecond))
+	if got, want := r.Timeout(), base+int64(2*time.Millisecond); got != want {
+		t.Fatalf("after a spurious timeout 1 ms late: RTO %d, want %d", got, want)
+	}
+	r.Spurious(1, int64(100*time.Microsecond)) // smaller: the margin stays
+	if got := r.Margin(); got != int64(2*time.Millisecond) {
+		t.Fatalf("margin %d after a smaller spurious timeout, want 2 ms", got)
+	}
+	r.Spurious(2, int64(40*time.Millisecond)) // a long stall: 80 ms recorded, one SRTT counts
+	if got, want := r.Margin(), r.SRTT(); got != want {
+		t.Fatalf("margin %d after a 40 ms stall, want SRTT %d", got, want)
+	}
+	if got, want := r.Timeout(), base+r.SRTT(); got != want {
+		t.Fatalf("RTO %d after a 40 ms stall, want %d", got, want)
+	}
+	r.Age(2 + spurHalfLife - 1)
+	if got, want := r.Margin(), r.SRTT(); got != want {
+		t.Fatalf("margin %d before a half-life, want %d", got, want)
+	}
+	r.Age(2 + 6*spurHalfLife) // 80 ms / 64
+	if got, want := r.Margin(), int64(80*time.Millisecond)/64; got != want {
+		t.Fatalf("margin %d after six half-lives, want %d", got, want)
+	}
+	r.Spurious(0, 0) // not late: nothing
+	if got, want := r.Margin(), int64(80*time.Millisecond)/64; got != want {
+		t.Fatalf("margin %d after a spurious timeout that was not late, want %d", got, want)
+	}
+	if NewRTO(RTOConfig{}).Margin() != 0 {
+		t.Fatal("a new estimator has a margin")
+	}
+}
