@@ -3,6 +3,7 @@ package ndk
 import (
 	"cmp"
 	"net/netip"
+	"reflect"
 	"slices"
 
 	"github.com/xdpndk/xdpndk/transport"
@@ -353,12 +354,12 @@ func (a *Adapter) Stats() AdapterStats {
 		s.Queues = appendQueues(s.Queues, i, e.link)
 	}
 	for _, q := range s.Queues {
-		s.Link = addLink(s.Link, q.Link)
+		s.Link = sumCounters(s.Link, q.Link)
 		if q.Socket != nil {
 			if s.Socket == nil {
 				s.Socket = &SocketStats{}
 			}
-			*s.Socket = addSocket(*s.Socket, *q.Socket)
+			*s.Socket = sumCounters(*s.Socket, *q.Socket)
 		}
 	}
 	s.Steering, s.Neighbours = a.deviceStats()
@@ -398,7 +399,7 @@ func (a *Adapter) qpTotals() QPTotals {
 	defer a.objMu.Unlock()
 	t := QPTotals{Live: len(a.qps), Created: a.qpsCreated, Closed: a.qpsClosed, QPCounters: a.qpsRetired}
 	for q := range a.qps {
-		t.QPCounters = addQPCounters(t.QPCounters, qpCounters(q.tq.Stats()))
+		t.QPCounters = sumCounters(t.QPCounters, qpCounters(q.tq.Stats()))
 	}
 	return t
 }
@@ -406,7 +407,7 @@ func (a *Adapter) qpTotals() QPTotals {
 // retire adds the final counters of q, closed, to the adapter's totals. a.objMu is held.
 func (a *Adapter) retire(q *QP) {
 	a.qpsClosed++
-	a.qpsRetired = addQPCounters(a.qpsRetired, qpCounters(q.tq.Stats()))
+	a.qpsRetired = sumCounters(a.qpsRetired, qpCounters(q.tq.Stats()))
 }
 
 // QPStats returns the statistics of every QP open on the adapter, oldest first (in the
@@ -470,32 +471,6 @@ func linkStats(x link.Stats) LinkStats {
 	}
 }
 
-func addLink(s, x LinkStats) LinkStats {
-	s.RxPackets += x.RxPackets
-	s.RxBytes += x.RxBytes
-	s.TxPackets += x.TxPackets
-	s.TxBytes += x.TxBytes
-	s.RxDropped += x.RxDropped
-	s.TxDropped += x.TxDropped
-	s.TxErrors += x.TxErrors
-	s.TxZeroCopy += x.TxZeroCopy
-	s.Kicks += x.Kicks
-	s.TxHeld += x.TxHeld
-	s.TxUnresolved += x.TxUnresolved
-	s.TxHoldOverflow += x.TxHoldOverflow
-	return s
-}
-
-func addSocket(s, x SocketStats) SocketStats {
-	s.RxDropped += x.RxDropped
-	s.RxInvalidDescs += x.RxInvalidDescs
-	s.TxInvalidDescs += x.TxInvalidDescs
-	s.RxRingFull += x.RxRingFull
-	s.RxFillRingEmpty += x.RxFillRingEmpty
-	s.TxRingEmptyDescs += x.TxRingEmptyDescs
-	return s
-}
-
 // qpCounters maps a QP's counters.
 func qpCounters(x transport.QPStats) QPCounters {
 	return QPCounters{
@@ -535,41 +510,26 @@ func nakCounts(by []uint64) NakCounts {
 	return n
 }
 
-func addNaks(s, x NakCounts) NakCounts {
-	s.Sequence += x.Sequence
-	s.RNR += x.RNR
-	s.Access += x.Access
-	s.InvalidRequest += x.InvalidRequest
-	s.RemoteOperation += x.RemoteOperation
-	s.InvalidateToken += x.InvalidateToken
-	s.Other += x.Other
+// Add returns the sum of c and x, field by field: the counters of several QPs together.
+func (c QPCounters) Add(x QPCounters) QPCounters { return sumCounters(c, x) }
+
+// sumCounters returns s + x, every uint64 field of them added, in nested structs too: the
+// counter types here are made of nothing else, so a counter added to one is summed without
+// a line of its own (TestStatsAddEveryField).
+func sumCounters[T any](s, x T) T {
+	addFields(reflect.ValueOf(&s).Elem(), reflect.ValueOf(&x).Elem())
 	return s
 }
 
-// Add returns the sum of c and x, field by field: the counters of several QPs together.
-func (c QPCounters) Add(x QPCounters) QPCounters { return addQPCounters(c, x) }
-
-func addQPCounters(s, x QPCounters) QPCounters {
-	s.TxPackets += x.TxPackets
-	s.TxBytes += x.TxBytes
-	s.RxPackets += x.RxPackets
-	s.RxBytes += x.RxBytes
-	s.Retransmits += x.Retransmits
-	s.RetransmitsQueued.Timer += x.RetransmitsQueued.Timer
-	s.RetransmitsQueued.Loss += x.RetransmitsQueued.Loss
-	s.RetransmitsQueued.TailProbe += x.RetransmitsQueued.TailProbe
-	s.RetransmitsQueued.RNR += x.RetransmitsQueued.RNR
-	s.NeedlessTailProbes += x.NeedlessTailProbes
-	s.Timeouts += x.Timeouts
-	s.SpuriousTimeouts += x.SpuriousTimeouts
-	s.KeepAlives += x.KeepAlives
-	s.AcksSent += x.AcksSent
-	s.AcksPiggybacked += x.AcksPiggybacked
-	s.NaksSent += x.NaksSent
-	s.NaksReceived += x.NaksReceived
-	s.NaksSentBy = addNaks(s.NaksSentBy, x.NaksSentBy)
-	s.NaksReceivedBy = addNaks(s.NaksReceivedBy, x.NaksReceivedBy)
-	s.RNRNaksReceived += x.RNRNaksReceived
-	s.Duplicates += x.Duplicates
-	return s
+func addFields(dst, src reflect.Value) {
+	switch dst.Kind() {
+	case reflect.Uint64:
+		dst.SetUint(dst.Uint() + src.Uint())
+	case reflect.Struct:
+		for i := range dst.NumField() {
+			addFields(dst.Field(i), src.Field(i))
+		}
+	default:
+		panic("ndk: a counter type holds a " + dst.Kind().String() + ": sumCounters adds only uint64 fields")
+	}
 }

@@ -168,7 +168,7 @@ func TestStatsSeveralEngines(t *testing.T) {
 		if got, after := s.Queues[i].Link, e.link.Stats(); got.TxPackets > after.TxPackets || got.RxPackets > after.RxPackets {
 			t.Errorf("queue %d: %+v, its link read after %+v", i, got, after)
 		}
-		sum = addLink(sum, s.Queues[i].Link)
+		sum = sumCounters(sum, s.Queues[i].Link)
 	}
 	if s.Engine.TxDatagrams > tx || s.Engine.TxDatagrams == 0 {
 		t.Errorf("summed engines sent %d datagrams, the engines %d read after", s.Engine.TxDatagrams, tx)
@@ -341,10 +341,10 @@ func TestStatsMapEveryCounter(t *testing.T) {
 
 // The sums add every field.
 func TestStatsAddEveryField(t *testing.T) {
-	addsAll(t, "QPCounters", addQPCounters)
-	addsAll(t, "LinkStats", addLink)
-	addsAll(t, "SocketStats", addSocket)
-	addsAll(t, "NakCounts", addNaks)
+	addsAll(t, "QPCounters", QPCounters.Add)
+	addsAll(t, "LinkStats", sumCounters[LinkStats])
+	addsAll(t, "SocketStats", sumCounters[SocketStats])
+	addsAll(t, "NakCounts", sumCounters[NakCounts])
 }
 
 func addsAll[T any](t *testing.T, name string, add func(s, x T) T) {
