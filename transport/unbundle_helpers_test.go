@@ -6,20 +6,14 @@ import (
 )
 
 // Test taps that judge or alter the packets an engine sends one at a time (drop this Send,
-// rewrite that field) see a Bundle as the packets it carries: unbundle turns it into the
+// rewrite that field) see a Bundle as the packets it carries: unbundlePorts turns it into the
 // plain datagrams that carry each entry alone (what the engine sends when it packs
 // nothing), so that a test about one packet still is. Packing itself is tested on the
 // wire in bundle_test.go.
 
-// unbundle returns the datagrams pk stands for: its own bytes, or, for a Bundle or multi-QP
-// Bundle, one plain datagram per entry, in order.
-func unbundle(pk *link.Packet) [][]byte {
-	ds, _ := unbundlePorts(pk)
-	return ds
-}
-
-// unbundlePorts is unbundle with the UDP source port each datagram would leave from: pk's,
-// or for an entry of a multi-QP Bundle its group's.
+// unbundlePorts returns the datagrams pk stands for: its own bytes, or, for a Bundle or
+// multi-QP Bundle, one plain datagram per entry, in order; and the UDP source port each
+// would leave from: pk's, or for an entry of a multi-QP Bundle its group's.
 func unbundlePorts(pk *link.Packet) ([][]byte, []uint16) {
 	var raw []byte
 	for _, s := range pk.Segs[:min(int(pk.NSegs), link.MaxSegments)] {
