@@ -369,3 +369,90 @@ func TestMultiBundleForgedEntries(t *testing.T) {
 		t.Errorf("a right entry among bad ones: B's counters\n got %+v\nfrom %+v", s, s0)
 	}
 }
+
+// TestGroupPackAcrossEnginesNoAllocs: the same across two engines per host, where B's
+// engines hand each other the multi-QP Bundles whose groups they share: no allocation per
+// round once warm (the inboxes' slots were allocated at their first use).
+func TestGroupPackAcrossEnginesNoAllocs(t *testing.T) {
+	w := newGroupWorld(t, 2, 2, simlink.SteerFlowHash, nil)
+	sink := &countSink{}
+	var srqs [2]*transport.SRQ
+	for i := range srqs {
+		var err error
+		if srqs[i], err = w.gb.NewSRQ(16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := w.gb.Listen(7, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qas []*transport.QP
+	for i := range 8 {
+		qa, err := w.ga.NewQP(transport.QPConfig{Sink: sink})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qb, err := w.gb.NewQP(transport.QPConfig{SRQ: srqs[i/2%2], Sink: sink})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.connectPair(l, qa, qb)
+		qas = append(qas, qa)
+	}
+	l.Close()
+	target := make([]byte, 64*len(qas))
+	w.memB.add(9, 0, 1<<30, target, memreg.AccessRemoteWrite)
+	src := make([]byte, 64)
+	wrs := make([]transport.WorkRequest, len(qas))
+	for i := range wrs {
+		wrs[i] = transport.WorkRequest{Kind: transport.OpWrite, NSGE: 1, RemoteAddr: 1<<30 + uint64(64*i), RemoteToken: 9}
+		wrs[i].SGL[0] = src
+	}
+	var failure string
+	round := func() {
+		if failure != "" {
+			return
+		}
+		want := sink.done[transport.OpWrite] + uint64(len(qas))
+		for i, q := range qas {
+			if q.PostSend(&wrs[i]) != nil {
+				failure = "post failed"
+				return
+			}
+		}
+		for steps := 0; sink.done[transport.OpWrite] < want; steps++ {
+			if sink.failed > 0 || steps > 100_000 || !w.step() {
+				failure = "writes not complete"
+				return
+			}
+		}
+		settle := w.clock.Now() + int64(100*time.Microsecond)
+		for i := 0; i < 10_000; i++ {
+			now := w.clock.Now()
+			next, busy := w.net.PollAll(now, w.pollers...)
+			if busy {
+				continue
+			}
+			if next == 0 || now >= settle {
+				break
+			}
+			w.clock.Set(min(max(next, now+1), settle))
+		}
+	}
+	for range 100 {
+		round()
+	}
+	b0 := w.gb.Stats()
+	allocs := testing.AllocsPerRun(200, round)
+	if failure != "" {
+		t.Fatal(failure)
+	}
+	b := w.gb.Stats()
+	if b.Forwarded-b0.Forwarded < 200 || b.MultiBundlesReceived-b0.MultiBundlesReceived < 200 {
+		t.Fatalf("in 200 rounds B forwarded %d datagrams and took %d multi-QP bundles", b.Forwarded-b0.Forwarded, b.MultiBundlesReceived-b0.MultiBundlesReceived)
+	}
+	if allocs != 0 {
+		t.Errorf("Writes packed across QPs of two engines: %v allocations per round, want 0", allocs)
+	}
+}
