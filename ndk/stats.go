@@ -78,12 +78,17 @@ type EngineStats struct {
 	// protocol resends them or times out.
 	TxRefused uint64 `json:"tx_refused_total"`
 	// BundlesSent and BundlesReceived count Bundle datagrams (several small data packets
-	// of one QP in one datagram, Options.PackLimit); BundledSent and BundledReceived the
-	// data packets they carried.
+	// in one datagram, of one QP or of several to one peer, Options.PackLimit);
+	// BundledSent and BundledReceived the data packets they carried.
 	BundlesSent     uint64 `json:"bundles_sent_total"`
 	BundledSent     uint64 `json:"bundled_sent_total"`
 	BundlesReceived uint64 `json:"bundles_received_total"`
 	BundledReceived uint64 `json:"bundled_received_total"`
+	// MultiBundlesSent and MultiBundlesReceived count the multi-QP Bundles among them
+	// (the packets of several QPs to one peer). With several engines, a received one whose
+	// entries two engines own counts at each.
+	MultiBundlesSent     uint64 `json:"multi_bundles_sent_total"`
+	MultiBundlesReceived uint64 `json:"multi_bundles_received_total"`
 	// Forwarded is the datagrams an engine received for a QP or connection request of
 	// another engine of the adapter and passed to it; ForwardDropped those it dropped
 	// because that engine's inbox was full (the protocol resends them); ForwardReceived
@@ -457,8 +462,8 @@ func engineStats(x transport.GroupStats) EngineStats {
 		BadSource: x.BadSource, BadCookie: x.BadCookie, OutOfWindow: x.OutOfWindow, CMDropped: x.CMDropped,
 		HalfOpenFull: x.HalfOpenFull, TxRefused: x.TxRefused,
 		BundlesSent: x.BundlesSent, BundledSent: x.BundledSent, BundlesReceived: x.BundlesReceived,
-		BundledReceived: x.BundledReceived,
-		Forwarded:       x.Forwarded, ForwardDropped: x.ForwardDropped, ForwardReceived: x.ForwardReceived,
+		BundledReceived: x.BundledReceived, MultiBundlesSent: x.MultiBundlesSent, MultiBundlesReceived: x.MultiBundlesReceived,
+		Forwarded: x.Forwarded, ForwardDropped: x.ForwardDropped, ForwardReceived: x.ForwardReceived,
 	}
 }
 

@@ -33,6 +33,7 @@
 //	xdpndk_engine_tx_refused_datagrams_total         refused by the link (a bug)
 //	xdpndk_engine_bundles_{sent,received}_total      Bundle datagrams, and the data packets
 //	xdpndk_engine_bundled_packets_{sent,received}_total  they carried
+//	xdpndk_engine_multi_bundles_{sent,received}_total  the multi-QP Bundles among them
 //	xdpndk_engine_forwarded_datagrams_total, _forward_dropped_datagrams_total,
 //	_forward_received_datagrams_total                between the adapter's engines
 //	xdpndk_link_{rx,tx}_{packets,bytes}_total{queue,engine}
@@ -99,6 +100,7 @@ type Collector struct {
 
 	engines, rxDatagrams, txDatagrams, dropped, txRefused        metric
 	bundlesSent, bundlesRecv, bundledSent, bundledRecv           metric
+	multiSent, multiRecv                                         metric
 	forwarded, forwardDropped, forwardReceived                   metric
 	linkRxPackets, linkRxBytes, linkTxPackets, linkTxBytes       metric
 	linkRxDropped, linkTxDropped, linkTxErrors, linkZeroCopy     metric
@@ -149,6 +151,8 @@ func New(a *ndk.Adapter, opts Options) *Collector {
 	c.bundlesRecv = counter("engine_bundles_received_total", "Bundle datagrams received.")
 	c.bundledSent = counter("engine_bundled_packets_sent_total", "Data packets sent in Bundles.")
 	c.bundledRecv = counter("engine_bundled_packets_received_total", "Data packets received in Bundles.")
+	c.multiSent = counter("engine_multi_bundles_sent_total", "Multi-QP Bundle datagrams sent (small data packets of several QPs to one peer), among the Bundles.")
+	c.multiRecv = counter("engine_multi_bundles_received_total", "Multi-QP Bundle datagrams received, among the Bundles.")
 	c.forwarded = counter("engine_forwarded_datagrams_total", "Datagrams an engine passed to the engine of their QP.")
 	c.forwardDropped = counter("engine_forward_dropped_datagrams_total", "Datagrams dropped because the inbox of their QP's engine was full.")
 	c.forwardReceived = counter("engine_forward_received_datagrams_total", "Datagrams engines took from their inboxes.")
@@ -281,6 +285,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	emit(ch, c.txRefused, u(e.TxRefused))
 	emit(ch, c.bundlesSent, u(e.BundlesSent))
+	emit(ch, c.multiSent, u(e.MultiBundlesSent))
+	emit(ch, c.multiRecv, u(e.MultiBundlesReceived))
 	emit(ch, c.bundlesRecv, u(e.BundlesReceived))
 	emit(ch, c.bundledSent, u(e.BundledSent))
 	emit(ch, c.bundledRecv, u(e.BundledReceived))

@@ -55,7 +55,7 @@ type Engine struct {
 type engineCounters struct {
 	rxPackets, txPackets, badPackets, noQP, badSource, badCookie, outOfWindow atomic.Uint64
 	cmDrops, halfOpenFull, txRefused                                          atomic.Uint64
-	bundlesSent, bundledSent, bundlesRecv, bundledRecv                        atomic.Uint64
+	bundlesSent, bundledSent, bundlesRecv, bundledRecv, multiSent, multiRecv  atomic.Uint64
 }
 
 // EngineStats are an engine's counters.
@@ -69,10 +69,15 @@ type EngineStats struct {
 	CMDropped            uint64 // connection-management messages that matched nothing or had a field out of range
 	HalfOpenFull         uint64 // connection requests refused because MaxHalfOpen were pending
 	TxRefused            uint64 // datagrams the link refused outright (too large: a bug); reliability resends or times out
-	// BundlesSent and BundlesReceived count Bundle datagrams (several small data packets of
-	// one QP in one datagram), BundledSent and BundledReceived the data packets they
-	// carried.
+	// BundlesSent and BundlesReceived count Bundle datagrams (several small data packets in
+	// one datagram, of one QP or of several to one peer), BundledSent and BundledReceived
+	// the data packets they carried. A bundle is received when at least one of its entries
+	// reached its QP; in a group, a multi-QP Bundle whose entries two engines own counts at
+	// each.
 	BundlesSent, BundledSent, BundlesReceived, BundledReceived uint64
+	// MultiBundlesSent and MultiBundlesReceived count the multi-QP Bundles among them
+	// (entries of several QPs to one peer).
+	MultiBundlesSent, MultiBundlesReceived uint64
 }
 
 // MaxQPs is the most QPs the engine holds at once (Config.MaxQPs).
@@ -87,6 +92,7 @@ func (e *Engine) Stats() EngineStats {
 		OutOfWindow: c.outOfWindow.Load(), CMDropped: c.cmDrops.Load(), HalfOpenFull: c.halfOpenFull.Load(),
 		TxRefused: c.txRefused.Load(), BundlesSent: c.bundlesSent.Load(), BundledSent: c.bundledSent.Load(),
 		BundlesReceived: c.bundlesRecv.Load(), BundledReceived: c.bundledRecv.Load(),
+		MultiBundlesSent: c.multiSent.Load(), MultiBundlesReceived: c.multiRecv.Load(),
 	}
 }
 
@@ -103,7 +109,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	e.tx.link, e.tx.ctr = cfg.Link, &e.ctr
 	e.tx.refused = e.txFinished
 	for i := range e.tx.bounce {
-		e.tx.bounce[i] = make([]byte, cfg.Link.MaxPayload())
+		e.tx.bounce[i] = make([]byte, bounceLen(cfg.Link.MaxPayload()))
 	}
 	e.tx.small = make([]byte, max(cfg.PackLimit, 0))
 	e.sched.init(cfg.MaxQPs)
@@ -447,7 +453,7 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 		if q := e.lookupQP(p.DestQPN); q != nil {
 			e.sched.mark(q) // a disconnect request may have changed it
 		}
-	case p.Opcode == wire.OpBundle:
+	case p.Opcode == wire.OpBundle || p.Opcode == wire.OpMultiBundle:
 		e.inputBundle(now, pkt.Remote, p)
 	default:
 		if q := e.matchQP(pkt.Remote, p); q != nil {

@@ -484,6 +484,8 @@ func (e *Engine) forward(now int64, pkt *link.Packet, p *wire.Packet) bool {
 	}
 	to := -1
 	switch p.Opcode {
+	case wire.OpMultiBundle:
+		return e.forwardMulti(pkt, p)
 	case wire.OpConnRequest:
 		to = g.redirected(now, pkt.Remote.Addr(), p.CM.ConnID)
 	case wire.OpConnReject:
@@ -506,6 +508,46 @@ func (e *Engine) forward(now int64, pkt *link.Packet, p *wire.Packet) bool {
 	g.forwarded.Add(1)
 	g.woken |= 1 << to
 	return true
+}
+
+// forwardMulti is forward of a multi-QP Bundle, whose groups may belong to several
+// engines: it hands the datagram to every other engine that owns one of its groups (each
+// takes only its own entries, inputMulti) and reports whether none is this engine's.
+func (e *Engine) forwardMulti(pkt *link.Packet, p *wire.Packet) bool {
+	g := &e.g
+	var owners uint64
+	it := p.Entries()
+	for it.Next(&e.entry) {
+		if it.GroupStart() {
+			if o := g.owner(uint64(e.entry.DestQPN)); o >= 0 {
+				owners |= 1 << o
+			} else {
+				owners |= 1 << g.index // no engine's: this one drops and counts it
+			}
+		}
+	}
+	self := owners&(1<<g.index) != 0
+	for w := owners &^ (1 << g.index); w != 0; w &= w - 1 {
+		to := bits.TrailingZeros64(w)
+		if !g.out[to].push(pkt) {
+			g.dropped.Add(1)
+			continue
+		}
+		g.forwarded.Add(1)
+		g.woken |= 1 << to
+	}
+	return !self
+}
+
+// owns reports whether this engine owns QP qpn: always when alone; in a group when the
+// QPN's low bits name it, or name no engine (the datagram stays where it arrived, and is
+// dropped there).
+func (g *groupState) owns(qpn uint32) bool {
+	if g.grp == nil {
+		return true
+	}
+	o := g.owner(uint64(qpn))
+	return o < 0 || o == g.index
 }
 
 // groupPoll rings the doorbells of the engines forwarded to since the last round, takes

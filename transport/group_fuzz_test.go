@@ -33,6 +33,11 @@ func FuzzGroupForward(f *testing.F) {
 		rec[0], rec[1] = byte(i), byte(i*37)
 		rec[2] = byte(op)
 		f.Add(rec)
+		if !wire.IsCM(op) && op != wire.OpAck { // the same as entries of a multi-QP Bundle
+			rec = append([]byte(nil), rec...)
+			rec[59], rec[30] = 2, byte(i+1)
+			f.Add(rec)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w := newGroupWorld(t, 1, 3, simlink.SteerFlowHash, func(c *transport.Config) {
@@ -97,7 +102,8 @@ func FuzzGroupForward(f *testing.F) {
 // rec: [0] opcode, [1] what DestQPN, the cookie and the ConnID are (a live one, a live one's
 // neighbour, or rec's bytes), [2:4] flags, [4:6] source port, [6:10] PSN, [10:18] cookie,
 // [18:26] ConnID, [26:58] the other fields, [58] payload length, [59] raw (1: rec's bytes
-// as they are, with a CRC).
+// as they are, with a CRC; 2: a data packet as the entry of two groups of a multi-QP
+// Bundle, gfMulti).
 func gfForge(b []byte, rec []byte, qpns []uint32) int {
 	sel := rec[1]
 	pick := func(k byte) uint32 {
@@ -151,6 +157,9 @@ func gfForge(b []byte, rec []byte, qpns []uint32) int {
 			p.DestQPN = 0
 		}
 	}
+	if rec[59]&2 != 0 && p.Opcode != wire.OpAck && !wire.IsCM(p.Opcode) {
+		return gfMulti(b, rec, &p, pick)
+	}
 	hl, err := wire.Encode(b, &p)
 	if err != nil {
 		return 0
@@ -158,6 +167,43 @@ func gfForge(b []byte, rec []byte, qpns []uint32) int {
 	n := hl
 	if wire.HasPayload(p.Opcode) {
 		k := int(rec[58]) % 64
+		for i := range k {
+			b[n+i] = byte(i)
+		}
+		n += k
+	}
+	wire.PutTrailer(b[n:], wire.UpdateCRC(0, b[:n]))
+	return n + wire.TrailerLen
+}
+
+// gfMulti writes into b a multi-QP Bundle of two groups, each with data packet p as its one
+// entry: the first for p's DestQPN and cookie, the second for the QP rec[30] picks with the
+// cookie of rec[18:26]; both from the source port of rec[4:6]. It returns its length (0:
+// none).
+func gfMulti(b []byte, rec []byte, p *wire.Packet, pick func(byte) uint32) int {
+	if wire.EncodeHeader(b, &wire.Header{Opcode: wire.OpMultiBundle, TS: p.TS}) != nil {
+		return 0
+	}
+	n := wire.HeaderLen
+	k := 0
+	if wire.HasPayload(p.Opcode) {
+		k = int(rec[58]) % 64
+	}
+	port := binary.BigEndian.Uint16(rec[4:6]) | 1
+	groups := [2]struct {
+		qpn    uint32
+		cookie uint64
+	}{{p.DestQPN, p.Cookie}, {pick(rec[30]), binary.BigEndian.Uint64(rec[18:26])}}
+	for _, g := range groups {
+		if n+wire.GroupHeaderLen+64+k+wire.TrailerLen > len(b) || wire.EncodeGroup(b[n:], g.qpn, g.cookie, port, 1) != nil {
+			return 0
+		}
+		n += wire.GroupHeaderLen
+		w, err := wire.EncodeEntry(b[n:], p, k)
+		if err != nil {
+			return 0
+		}
+		n += w
 		for i := range k {
 			b[n+i] = byte(i)
 		}

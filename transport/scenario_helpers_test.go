@@ -171,19 +171,20 @@ func (t *tapLink) Send(pkts []link.Packet) (int, error) {
 	defer t.mu.Unlock()
 	for i := range pkts[:n] {
 		p := &pkts[i]
-		for _, raw := range unbundle(p) { // a Bundle's entries, each as a packet of its own
+		raws, ports := unbundlePorts(p) // a Bundle's entries, each as a packet of its own
+		for j, raw := range raws {
 			var s sniffed
 			if wire.Parse([][]byte{raw}, &s.Packet) != nil {
 				continue // not ours to judge here; the receiver counts it
 			}
 			s.Payload, s.NPayload, s.PrivateData = [wire.MaxSegments][]byte{}, 0, nil
-			s.Remote, s.LocalPort, s.Raw = p.Remote, p.LocalPort, raw
+			s.Remote, s.LocalPort, s.Raw = p.Remote, ports[j], raw
 			t.last[s.Opcode] = s
 			if s.Opcode < wire.OpAck {
 				if !t.anyData || t.maxPSN.Less(s.PSN) {
 					t.maxPSN, t.anyData = s.PSN, true
 				}
-				t.dataPort = p.LocalPort
+				t.dataPort = ports[j]
 			}
 			if s.Opcode == wire.OpAck {
 				t.dataPort = p.LocalPort

@@ -18,7 +18,8 @@ import (
 // floor of every round. BenchmarkEngineScaleWrite64/qps=N/active=1 keeps 64 Writes of 64
 // bytes outstanding on one QP while the N-1 others sit idle; .../active=all spreads them
 // over every QP, 4 outstanding each (one op is one Write, post to completion, both
-// engines' work).
+// engines' work; dgrams/op the datagrams both engines sent per Write, dgramsB/op the
+// target's, its acknowledgements).
 
 // scalePair is ebPair with n QP pairs: the Pair's QA-QB and n-1 more, connected through
 // one listener. It returns A's QPs, the Pair's first, and the sink of the others.
@@ -151,8 +152,13 @@ func BenchmarkEngineScaleWrite64(b *testing.B) {
 				run := scaleWriter(b, p, active, depth, sink)
 				run(uint64(20 * len(active) * depth)) // warm up
 				b.ReportAllocs()
+				a0, b0 := p.A.Stats().TxPackets, p.B.Stats().TxPackets
 				b.ResetTimer()
 				run(uint64(b.N))
+				b.StopTimer()
+				ta, tb := p.A.Stats().TxPackets-a0, p.B.Stats().TxPackets-b0
+				b.ReportMetric(float64(ta+tb)/float64(b.N), "dgrams/op") // both engines' datagrams per Write
+				b.ReportMetric(float64(tb)/float64(b.N), "dgramsB/op")   // the target's: its acknowledgements
 			})
 		}
 	}

@@ -6,23 +6,25 @@ import (
 )
 
 // Test taps that judge or alter the packets an engine sends one at a time (drop this Send,
-// rewrite that field) see a Bundle as the packets it carries: unbundle turns it into the
+// rewrite that field) see a Bundle as the packets it carries: unbundlePorts turns it into the
 // plain datagrams that carry each entry alone (what the engine sends when it packs
 // nothing), so that a test about one packet still is. Packing itself is tested on the
 // wire in bundle_test.go.
 
-// unbundle returns the datagrams pk stands for: its own bytes, or, for a Bundle, one plain
-// datagram per entry, in order.
-func unbundle(pk *link.Packet) [][]byte {
+// unbundlePorts returns the datagrams pk stands for: its own bytes, or, for a Bundle or
+// multi-QP Bundle, one plain datagram per entry, in order; and the UDP source port each
+// would leave from: pk's, or for an entry of a multi-QP Bundle its group's.
+func unbundlePorts(pk *link.Packet) ([][]byte, []uint16) {
 	var raw []byte
 	for _, s := range pk.Segs[:min(int(pk.NSegs), link.MaxSegments)] {
 		raw = append(raw, s...)
 	}
 	var p wire.Packet
-	if wire.Parse([][]byte{raw}, &p) != nil || p.Opcode != wire.OpBundle {
-		return [][]byte{raw}
+	if wire.Parse([][]byte{raw}, &p) != nil || p.Opcode != wire.OpBundle && p.Opcode != wire.OpMultiBundle {
+		return [][]byte{raw}, []uint16{pk.LocalPort}
 	}
 	var out [][]byte
+	var ports []uint16
 	it := p.Entries()
 	var e wire.Packet
 	for it.Next(&e) {
@@ -36,8 +38,13 @@ func unbundle(pk *link.Packet) [][]byte {
 		}
 		wire.PutTrailer(b[n:], wire.UpdateCRC(0, b[:n]))
 		out = append(out, b[:n+wire.TrailerLen])
+		port := pk.LocalPort
+		if p.Opcode == wire.OpMultiBundle {
+			port = it.SourcePort()
+		}
+		ports = append(ports, port)
 	}
-	return out
+	return out, ports
 }
 
 // unbundled returns pkts with every Bundle replaced by the plain datagrams of its entries,
@@ -46,14 +53,14 @@ func unbundled(pkts []link.Packet) ([]link.Packet, []int) {
 	var out []link.Packet
 	var from []int
 	for i := range pkts {
-		ds := unbundle(&pkts[i])
+		ds, ports := unbundlePorts(&pkts[i])
 		if len(ds) == 1 && pkts[i].NSegs > 0 {
 			out = append(out, pkts[i])
 			from = append(from, i)
 			continue
 		}
-		for _, d := range ds {
-			pk := link.Packet{Remote: pkts[i].Remote, LocalPort: pkts[i].LocalPort}
+		for j, d := range ds {
+			pk := link.Packet{Remote: pkts[i].Remote, LocalPort: ports[j]}
 			pk.SetData(d)
 			out = append(out, pk)
 			from = append(from, i)

@@ -422,12 +422,8 @@ func TestDissectorOnTheBed(t *testing.T) {
 	A.await(t, true, "s-rnr")
 	B.await(t, true, "r-rnr")
 
-	// Disconnect connection 1.
-	if err := c1.Disconnect(ctx); err != nil {
-		t.Fatalf("Disconnect: %v", err)
-	}
-
-	// Connection 2, and a Write with a token B never gave: an access NAK ends it.
+	// Connection 2, beside connection 1: small Writes posted on both back to back leave
+	// packed across the two QPs (multi-QP Bundles).
 	qa2, qb2 := A.qp(t), B.qp(t)
 	accepts <- qb2
 	c2, err := a.NewConnector()
@@ -443,6 +439,26 @@ func TestDissectorOnTheBed(t *testing.T) {
 	if err := <-accepted; err != nil {
 		t.Fatalf("second Accept: %v", err)
 	}
+	names = names[:0]
+	for i := range small {
+		o := rdmaOp{name: fmt.Sprintf("mw%d", i), local: 108544 + 64*i, remote: B.mr.VA() + 520<<10 + uint64(64*i), n: 24, token: token}
+		fill(A.buf[o.local:o.local+o.n], byte(0x60+i))
+		q := qa
+		if i%2 == 1 {
+			q = qa2
+		}
+		must(t, q.Write(o.name, A.sge(o.local, o.n), o.remote, o.token, 0))
+		ops = append(ops, o)
+		names = append(names, o.name)
+	}
+	A.await(t, true, names...)
+
+	// Disconnect connection 1.
+	if err := c1.Disconnect(ctx); err != nil {
+		t.Fatalf("Disconnect: %v", err)
+	}
+
+	// A Write with a token B never gave, on connection 2: an access NAK ends it.
 	badToken := token ^ 0x5a5a5a00
 	must(t, qa2.Write("w-bad", A.sge(0, 64), B.mr.VA(), badToken, 0))
 	A.await(t, false, "w-bad")
@@ -555,7 +571,7 @@ func checkBed(t *testing.T, r *bedRun) {
 	t.Helper()
 	var data []dataPkt
 	opcodes := map[wire.Opcode]int{}
-	var bundles, entries, frames [2]int // [0] from A, [1] from B
+	var bundles, entries, multis, frames [2]int // [0] from A, [1] from B
 	forged := 0
 	dir := func(fromA bool) int {
 		if fromA {
@@ -600,12 +616,24 @@ func checkBed(t *testing.T, r *bedRun) {
 		}
 		opcodes[f.p.Opcode]++
 		switch {
-		case f.p.Opcode == wire.OpBundle:
+		case f.p.Opcode == wire.OpBundle || f.p.Opcode == wire.OpMultiBundle:
 			it := f.p.Entries()
 			n := it.Count()
 			bundles[dir(f.fromA)]++
 			entries[dir(f.fromA)] += n
-			if want := fmt.Sprintf("Bundle %d entries: ", n); !strings.HasPrefix(info(f), want) {
+			want := fmt.Sprintf("Bundle %d entries: ", n)
+			if f.p.Opcode == wire.OpMultiBundle {
+				multis[dir(f.fromA)]++
+				c := f.p.Entries()
+				groups := 0
+				for e := (wire.Packet{}); c.Next(&e); {
+					if c.GroupStart() {
+						groups++
+					}
+				}
+				want = fmt.Sprintf("MultiBundle %d entries in %d groups: ", n, groups)
+			}
+			if !strings.HasPrefix(info(f), want) {
 				t.Errorf("frame %d: Info %q, want it to start %q", f.n, info(f), want)
 			}
 			var e wire.Packet
@@ -650,6 +678,9 @@ func checkBed(t *testing.T, r *bedRun) {
 		{"their entries / B's BundledReceived", uint64(entries[0]), r.stB1.BundledReceived - r.stB0.BundledReceived},
 		{"Bundles from B / B's BundlesSent", uint64(bundles[1]), r.stB1.BundlesSent - r.stB0.BundlesSent},
 		{"their entries / B's BundledSent", uint64(entries[1]), r.stB1.BundledSent - r.stB0.BundledSent},
+		{"multi-QP Bundles from A / A's MultiBundlesSent", uint64(multis[0]), r.stA1.MultiBundlesSent - r.stA0.MultiBundlesSent},
+		{"multi-QP Bundles from A / B's MultiBundlesReceived", uint64(multis[0]), r.stB1.MultiBundlesReceived - r.stB0.MultiBundlesReceived},
+		{"multi-QP Bundles from B / B's MultiBundlesSent", uint64(multis[1]), r.stB1.MultiBundlesSent - r.stB0.MultiBundlesSent},
 		{"B's engine's malformed datagrams / the one forged", r.stB1.Malformed - r.stB0.Malformed, 1},
 	} {
 		if c.got != c.want {
@@ -658,6 +689,9 @@ func checkBed(t *testing.T, r *bedRun) {
 	}
 	if bundles[0] == 0 {
 		t.Error("A sent no Bundle: the small Writes were not packed")
+	}
+	if multis[0] == 0 {
+		t.Error("A sent no multi-QP Bundle: the small Writes of two QPs were not packed together")
 	}
 
 	cms := func(op wire.Opcode, fromA bool) []*frameOf {

@@ -139,6 +139,23 @@ func goodSamples(t testing.TB) []sample {
 	}
 	ss = append(ss, sample{"Bundle of 12 Writes", bundle(t, hdr(0, 0, 0), writes), "Bundle 12 entries: Write x12 PSN 300-311"})
 	ss = append(ss, sample{"Bundle of one", bundle(t, hdr(0, 0, 0), writes[:1]), "Bundle 1 entry: Write x1 PSN 300"})
+	// Multi-QP Bundles: the entries of three connections, each with its own QPN, cookie and
+	// source port; and one group alone.
+	onQP := func(es []entry, qpn uint32, cookie uint64) []entry {
+		out := append([]entry(nil), es...)
+		for i := range out {
+			out[i].p.DestQPN, out[i].p.Cookie = qpn, cookie
+		}
+		return out
+	}
+	groups := []group{
+		{qpn: 0x10203, cookie: 0xaabbccddeeff0011, port: 49200, entries: onQP(mixed[:2], 0x10203, 0xaabbccddeeff0011)},
+		{qpn: 7, cookie: 1, port: 65535, entries: onQP(writes[:3], 7, 1)},
+		{qpn: 0xffffff, cookie: 0xfedcba9876543210, port: 50000, entries: onQP(mixed[2:], 0xffffff, 0xfedcba9876543210)},
+	}
+	ss = append(ss, sample{"MultiBundle of three QPs", multiBundle(t, 123456, groups),
+		"MultiBundle 8 entries in 3 groups: Write x4, SendOnly x1, ReadRequest x1, ReadResponse x1, SendFirst x1 QPN 66051,7,16777215"})
+	ss = append(ss, sample{"MultiBundle of one group", multiBundle(t, 123456, groups[1:2]), "MultiBundle 3 entries in 1 group: Write x3 QPN 7"})
 	return ss
 }
 
@@ -178,6 +195,7 @@ func malformedSamples(t testing.TB) []sample {
 		msg        string
 	}
 	const e1 = wire.HeaderLen // the first entry of a Bundle
+	const g1 = wire.HeaderLen // the first group of a multi-QP Bundle
 	cases := []m{
 		{"20 bytes", "Write", func(b []byte) []byte { return b[:20] }, "shorter than a header and a trailer"},
 		{"version 2", "Write", put8(0, 2), "version 2, not 1"},
@@ -231,6 +249,20 @@ func malformedSamples(t testing.TB) []sample {
 		{"Bundle entry with Solicited on a Write", "Bundle of one", put8(e1+3, byte(wire.FlagSolicited|wire.FlagLast)), "flags 0x0002 not allowed on Write"},
 		{"Bundle entry with a bad Send", "Bundle of each kind", put32(e1+8+20+64+8+12, 1), "non-zero Invalidate Token"},
 		{"Bundle entry Write past its Length", "Bundle of one", put32(e1+8+12, 10), "over Length 10"},
+		{"MultiBundle with a PSN", "MultiBundle of one group", put32(8, 1), "MultiBundle with PSN not 0"},
+		{"MultiBundle with a DestQPN", "MultiBundle of one group", put32(4, 9), "MultiBundle with DestQPN not 0"},
+		{"MultiBundle with a Cookie", "MultiBundle of one group", put8(19, 1), "MultiBundle with Cookie not 0"},
+		{"MultiBundle with a flag", "MultiBundle of one group", put16(2, uint16(wire.FlagAckReq)), "not allowed on MultiBundle (allowed: none)"},
+		{"MultiBundle without groups", "MultiBundle of one group", func(b []byte) []byte { return append(b[:g1], 0, 0, 0, 0) }, "MultiBundle without groups"},
+		{"MultiBundle group of no entry", "MultiBundle of one group", put16(g1+14, 0), "group of no entry"},
+		{"MultiBundle group longer than the datagram", "MultiBundle of one group", put16(g1+14, 4), "group announces 4 entries, 3 follow"},
+		{"MultiBundle with trailing bytes", "MultiBundle of one group", grow(1, 2, 3), "too few for a group header"},
+		{"MultiBundle group short of an entry header", "MultiBundle of one group", func(b []byte) []byte {
+			return append(append(b[:len(b)-4:len(b)-4], 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3), 0, 0, 0, 0)
+		}, "too few for an entry header"},
+		{"MultiBundle entry an Ack", "MultiBundle of three QPs", put8(g1+wire.GroupHeaderLen+2, byte(wire.OpAck)), "opcode 0x30 (Ack) is not a data opcode"},
+		{"MultiBundle entry past the end", "MultiBundle of one group", put16(g1+wire.GroupHeaderLen, 2000), "runs past the datagram"},
+		{"MultiBundle entry Write past its Length", "MultiBundle of one group", put32(g1+wire.GroupHeaderLen+8+12, 10), "over Length 10"},
 	}
 	var ss []sample
 	for _, c := range cases {

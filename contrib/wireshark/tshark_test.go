@@ -168,6 +168,41 @@ func bundle(t testing.TB, h wire.Header, entries []entry) []byte {
 	return d
 }
 
+// group is one group of a multi-QP Bundle: its connection and its entries.
+type group struct {
+	qpn     uint32
+	cookie  uint64
+	port    uint16
+	entries []entry
+}
+
+// multiBundle returns the multi-QP Bundle datagram of groups gs, with timestamp ts.
+func multiBundle(t testing.TB, ts uint32, gs []group) []byte {
+	t.Helper()
+	d := make([]byte, wire.HeaderLen, 4096)
+	if err := wire.EncodeHeader(d, &wire.Header{Opcode: wire.OpMultiBundle, TS: ts}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		var gh [wire.GroupHeaderLen]byte
+		if err := wire.EncodeGroup(gh[:], g.qpn, g.cookie, g.port, len(g.entries)); err != nil {
+			t.Fatal(err)
+		}
+		d = append(d, gh[:]...)
+		for i := range g.entries {
+			var b [128]byte
+			n, err := wire.EncodeEntry(b[:], &g.entries[i].p, len(g.entries[i].payload))
+			if err != nil {
+				t.Fatalf("encode entry %d: %v", i, err)
+			}
+			d = append(append(d, b[:n]...), g.entries[i].payload...)
+		}
+	}
+	d = append(d, 0, 0, 0, 0)
+	fixCRC(d)
+	return d
+}
+
 // pdmlNode is an element of tshark's PDML output: a proto or a field, with its children.
 type pdmlNode struct {
 	Name     string     `xml:"name,attr"`
@@ -538,6 +573,38 @@ func compare(x *pdmlNode, d []byte) []string {
 			m.field(where, es[i], "xdpndk.entry.index", uint64(i+1))
 			m.header(where, es[i], &e.Header)
 			m.data(where, es[i], &e)
+		}
+	case p.Opcode == wire.OpMultiBundle:
+		it := p.Entries()
+		gs := x.kids("xdpndk.group")
+		m.field("multi-QP bundle", x, "xdpndk.bundle.entries", uint64(it.Count()))
+		m.field("multi-QP bundle", x, "xdpndk.bundle.groups", uint64(len(gs)))
+		var e wire.Packet
+		g, k := -1, 0 // the group being read, the entry within it
+		for i := 0; it.Next(&e); i++ {
+			if it.GroupStart() {
+				g, k = g+1, 0
+				if g >= len(gs) {
+					m.addf("group %d missing", g+1)
+					break
+				}
+				where := fmt.Sprintf("group %d", g+1)
+				m.field(where, gs[g], "xdpndk.group.index", uint64(g+1))
+				m.field(where, gs[g], "xdpndk.dest_qpn", uint64(e.DestQPN))
+				m.field(where, gs[g], "xdpndk.cookie", e.Cookie)
+				m.field(where, gs[g], "xdpndk.group.source_port", uint64(it.SourcePort()))
+				m.field(where, gs[g], "xdpndk.group.count", uint64(len(gs[g].kids("xdpndk.entry"))))
+			}
+			es := gs[g].kids("xdpndk.entry")
+			where := fmt.Sprintf("group %d entry %d", g+1, k+1)
+			if k >= len(es) {
+				m.addf("%s missing", where)
+				break
+			}
+			m.field(where, es[k], "xdpndk.entry.index", uint64(i+1))
+			m.header(where, es[k], &e.Header)
+			m.data(where, es[k], &e)
+			k++
 		}
 	case wire.IsCM(p.Opcode):
 		c := x.kid("xdpndk.cm")

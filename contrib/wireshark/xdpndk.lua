@@ -6,8 +6,9 @@
 --     tshark -X lua_script:contrib/wireshark/xdpndk.lua -r capture.pcapng
 --
 -- or copy it into Wireshark's personal Lua plugin folder (contrib/wireshark/README.md).
--- It decodes every header field and extension, the entries of a Bundle, the
--- connection-management messages with their private data, verifies the CRC32C trailer, and
+-- It decodes every header field and extension, the entries of a Bundle (and the groups of
+-- entries of a multi-QP Bundle, each by its QPN and cookie), the connection-management
+-- messages with their private data, verifies the CRC32C trailer, and
 -- flags (expert info, "malformed") every datagram that a receiver's wire.Parse would drop,
 -- with the check it fails. It never raises a Lua error on any input: every read is bounded
 -- by the bytes captured.
@@ -83,7 +84,7 @@ local CRC_SELF_CHECK = crc32c("123456789") == 0xE3069283 and crc32c(string.rep("
 -- The protocol's tables (transport/wire/types.go, packet.go).
 
 local HEADER_LEN, TRAILER_LEN = 24, 4
-local ACKEXT_LEN, CMEXT_LEN, ENTRY_HEADER_LEN = 44, 42, 8
+local ACKEXT_LEN, CMEXT_LEN, ENTRY_HEADER_LEN, GROUP_HEADER_LEN = 44, 42, 8, 16
 local MAX_PRIVATE_DATA = 196
 local MAX_SEND_TOTAL = 2147483648 -- 2^31
 
@@ -115,6 +116,7 @@ local OPS = {
     [0x44] = { name = "DisconnectReq", kind = "cm", ext = CMEXT_LEN, flags = FLAG_RETRANSMIT },
     [0x45] = { name = "DisconnectRep", kind = "cm", ext = CMEXT_LEN, flags = FLAG_RETRANSMIT },
     [0x50] = { name = "Bundle", kind = "bundle", ext = 0, flags = 0 },
+    [0x51] = { name = "MultiBundle", kind = "multibundle", ext = 0, flags = 0 },
 }
 local OPCODE_NAMES = {}
 for code, op in pairs(OPS) do OPCODE_NAMES[code] = op.name end
@@ -213,6 +215,11 @@ local f = {
     cm_private_data = ProtoField.bytes("xdpndk.cm.private_data", "Private data"),
 
     bundle_entries = ProtoField.uint32("xdpndk.bundle.entries", "Entries", base.DEC),
+    bundle_groups = ProtoField.uint32("xdpndk.bundle.groups", "Groups", base.DEC),
+    group = ProtoField.none("xdpndk.group", "Group"),
+    group_index = ProtoField.uint32("xdpndk.group.index", "Group number", base.DEC),
+    group_source_port = ProtoField.uint16("xdpndk.group.source_port", "Source port", base.DEC),
+    group_count = ProtoField.uint16("xdpndk.group.count", "Count", base.DEC),
     entry = ProtoField.none("xdpndk.entry", "Entry"),
     entry_index = ProtoField.uint32("xdpndk.entry.index", "Entry number", base.DEC),
     entry_length = ProtoField.uint16("xdpndk.entry.length", "Length", base.DEC),
@@ -553,80 +560,150 @@ local function dissect_cm(tvb, tree, st, op, stop)
     return s
 end
 
+-- dissect_entry adds the Bundle entry at o (before stop) to tree as entry number index, its
+-- DestQPN and Cookie those at qpn_at and cookie_at (the header's, or its group's), and
+-- tallies it in acc. It returns the offset after the entry, or nil when the rest of the
+-- datagram cannot be read as entries. The caller checked that an entry header fits.
+local function dissect_entry(tvb, tree, st, o, stop, index, qpn_at, cookie_at, acc)
+    local length = tvb(o, 2):uint()
+    local code = tvb(o + 2, 1):uint()
+    local fl = tvb(o + 3, 1):uint()
+    local epsn = tvb(o + 4, 4):uint()
+    local avail = stop - o - ENTRY_HEADER_LEN
+    local span = ENTRY_HEADER_LEN + math.min(length, avail)
+    local et = tree:add(f.entry, tvb(o, span))
+    et:add(f.entry_index, index):set_generated()
+    local li = et:add(f.entry_length, tvb(o, 2))
+    local oi = et:add(f.opcode, tvb(o + 2, 1))
+    local fi = add_flags(et, tvb(o + 3, 1), fl)
+    et:add(f.psn, tvb(o + 4, 4))
+    et:add(f.dest_qpn, tvb(qpn_at, 4)):set_generated()
+    et:add(f.cookie, tvb(cookie_at, 8)):set_generated()
+    et:add(f.ts, tvb(20, 4)):set_generated()
+    local op = OPS[code]
+    local summary
+    if length > avail then
+        bad(st, li, string.format("entry Length %d runs past the datagram (%d bytes left)", length, avail))
+        summary = string.format("opcode 0x%02x, Length %d past the end", code, length)
+    elseif op == nil or not is_data(op) then
+        bad(st, oi, string.format("opcode 0x%02x (%s) is not a data opcode", code, OPCODE_NAMES[code] or "unknown"))
+        summary = string.format("opcode 0x%02x", code)
+    else
+        check_flags(st, fi, op, fl)
+        local fixed = op.ext
+        if band(fl, FLAG_ACK) ~= 0 then fixed = fixed + ACKEXT_LEN end
+        if length < fixed then
+            bad(st, li, string.format("entry Length %d shorter than its extension%s (%d)", length,
+                fixed > op.ext and " and AckExt" or "", fixed))
+            summary = op.name .. " PSN " .. epsn .. " (too short)"
+        else
+            summary = dissect_data(tvb, et, st, op, fl, epsn, o + ENTRY_HEADER_LEN, o + ENTRY_HEADER_LEN + length)
+            acc.counts[op.name] = (acc.counts[op.name] or 0) + 1
+            if acc.names[#acc.names] ~= op.name then acc.names[#acc.names + 1] = op.name end
+            acc.first_psn = acc.first_psn or epsn
+            acc.last_psn = epsn
+        end
+    end
+    et:set_text(string.format("Entry %d: %s", index, summary))
+    if length > avail then return nil end
+    return o + ENTRY_HEADER_LEN + length
+end
+
+-- short_entry flags the bytes from o to stop when they are too few for an entry header and
+-- reports whether they were.
+local function short_entry(tvb, tree, st, o, stop)
+    if stop - o >= ENTRY_HEADER_LEN then return false end
+    local it = tree:add(f.payload, tvb(o, stop - o))
+    bad(st, it, string.format("%d bytes after the last entry, too few for an entry header", stop - o))
+    return true
+end
+
+-- entries_summary is the summary of the entries acc tallied: each opcode's count in order of
+-- first appearance, then the PSNs of the first and the last (with psns).
+local function entries_summary(acc, psns)
+    local parts = {}
+    for _, name in ipairs(acc.names) do
+        if acc.counts[name] then
+            parts[#parts + 1] = name .. " x" .. acc.counts[name]
+            acc.counts[name] = nil
+        end
+    end
+    local s = ""
+    if #parts > 0 then s = ": " .. table.concat(parts, ", ") end
+    if psns and acc.first_psn then
+        s = s .. " PSN " .. acc.first_psn
+        if acc.last_psn ~= acc.first_psn then s = s .. "-" .. acc.last_psn end
+    end
+    return s
+end
+
 -- dissect_bundle adds a Bundle's entries, from 24 up to stop, and returns its summary.
 local function dissect_bundle(tvb, tree, st, hdr_item, psn, stop)
     if psn ~= 0 then bad(st, hdr_item, "Bundle with PSN not 0") end
     local o = HEADER_LEN
     local count = 0
-    local names, first_psn, last_psn = {}, nil, nil
-    local counts = {}
-    while o < stop do
-        if stop - o < ENTRY_HEADER_LEN then
-            local it = tree:add(f.payload, tvb(o, stop - o))
-            bad(st, it, string.format("%d bytes after the last entry, too few for an entry header", stop - o))
-            break
-        end
+    local acc = { names = {}, counts = {} }
+    while o < stop and not short_entry(tvb, tree, st, o, stop) do
         count = count + 1
-        local length = tvb(o, 2):uint()
-        local code = tvb(o + 2, 1):uint()
-        local fl = tvb(o + 3, 1):uint()
-        local epsn = tvb(o + 4, 4):uint()
-        local avail = stop - o - ENTRY_HEADER_LEN
-        local span = ENTRY_HEADER_LEN + math.min(length, avail)
-        local et = tree:add(f.entry, tvb(o, span))
-        et:add(f.entry_index, count):set_generated()
-        local li = et:add(f.entry_length, tvb(o, 2))
-        local oi = et:add(f.opcode, tvb(o + 2, 1))
-        local fi = add_flags(et, tvb(o + 3, 1), fl)
-        et:add(f.psn, tvb(o + 4, 4))
-        et:add(f.dest_qpn, tvb(4, 4)):set_generated()
-        et:add(f.cookie, tvb(12, 8)):set_generated()
-        et:add(f.ts, tvb(20, 4)):set_generated()
-        local op = OPS[code]
-        local summary
-        if length > avail then
-            bad(st, li, string.format("entry Length %d runs past the datagram (%d bytes left)", length, avail))
-            summary = string.format("opcode 0x%02x, Length %d past the end", code, length)
-        elseif op == nil or not is_data(op) then
-            bad(st, oi, string.format("opcode 0x%02x (%s) is not a data opcode", code, OPCODE_NAMES[code] or "unknown"))
-            summary = string.format("opcode 0x%02x", code)
-        else
-            check_flags(st, fi, op, fl)
-            local fixed = op.ext
-            if band(fl, FLAG_ACK) ~= 0 then fixed = fixed + ACKEXT_LEN end
-            if length < fixed then
-                bad(st, li, string.format("entry Length %d shorter than its extension%s (%d)", length,
-                    fixed > op.ext and " and AckExt" or "", fixed))
-                summary = op.name .. " PSN " .. epsn .. " (too short)"
-            else
-                summary = dissect_data(tvb, et, st, op, fl, epsn, o + ENTRY_HEADER_LEN, o + ENTRY_HEADER_LEN + length)
-                counts[op.name] = (counts[op.name] or 0) + 1
-                if names[#names] ~= op.name then names[#names + 1] = op.name end
-                first_psn = first_psn or epsn
-                last_psn = epsn
-            end
-        end
-        et:set_text(string.format("Entry %d: %s", count, summary))
-        if length > avail then break end
-        o = o + ENTRY_HEADER_LEN + length
+        o = dissect_entry(tvb, tree, st, o, stop, count, 4, 12, acc)
+        if o == nil then break end
     end
     tree:add(f.bundle_entries, count):set_generated()
     if count == 0 then bad(st, hdr_item, "Bundle without entries") end
+    return string.format("Bundle %d entr%s", count, count == 1 and "y" or "ies") .. entries_summary(acc, true)
+end
 
-    local s = string.format("Bundle %d entr%s", count, count == 1 and "y" or "ies")
-    local parts = {}
-    for _, name in ipairs(names) do
-        if counts[name] then
-            parts[#parts + 1] = name .. " x" .. counts[name]
-            counts[name] = nil
+-- dissect_multibundle adds a multi-QP Bundle's groups and their entries, from 24 up to stop,
+-- and returns its summary.
+local function dissect_multibundle(tvb, tree, st, hdr_item, psn, stop)
+    if psn ~= 0 then bad(st, hdr_item, "MultiBundle with PSN not 0") end
+    if tvb(4, 4):uint() ~= 0 then bad(st, hdr_item, "MultiBundle with DestQPN not 0") end
+    if not is_zero64(tvb, 12) then bad(st, hdr_item, "MultiBundle with Cookie not 0") end
+    local o = HEADER_LEN
+    local count, groups = 0, 0
+    local acc = { names = {}, counts = {} }
+    local qpns = {}
+    while o ~= nil and o < stop do
+        if stop - o < GROUP_HEADER_LEN then
+            local it = tree:add(f.payload, tvb(o, stop - o))
+            bad(st, it, string.format("%d bytes after the last group, too few for a group header", stop - o))
+            break
         end
+        groups = groups + 1
+        local gat = o
+        local qpn, want = tvb(o, 4):uint(), tvb(o + 14, 2):uint()
+        local gt = tree:add(f.group, tvb(o, stop - o))
+        gt:add(f.group_index, groups):set_generated()
+        gt:add(f.dest_qpn, tvb(o, 4))
+        gt:add(f.cookie, tvb(o + 4, 8))
+        gt:add(f.group_source_port, tvb(o + 12, 2))
+        local ci = gt:add(f.group_count, tvb(o + 14, 2))
+        if want == 0 then bad(st, ci, "group of no entry") end
+        qpns[#qpns + 1] = tostring(qpn)
+        o = o + GROUP_HEADER_LEN
+        local n = 0
+        while o ~= nil and n < want do
+            if o >= stop then
+                bad(st, ci, string.format("group announces %d entries, %d follow", want, n))
+                break
+            end
+            if short_entry(tvb, gt, st, o, stop) then
+                o = nil
+                break
+            end
+            n = n + 1
+            count = count + 1
+            o = dissect_entry(tvb, gt, st, o, stop, count, gat, gat + 4, acc)
+        end
+        gt:set_len((o or stop) - gat)
+        gt:set_text(string.format("Group %d: QPN %d, cookie %s, source port %d, %d entr%s", groups, qpn,
+            hex64(tvb, gat + 4), tvb(gat + 12, 2):uint(), want, want == 1 and "y" or "ies"))
     end
-    if #parts > 0 then s = s .. ": " .. table.concat(parts, ", ") end
-    if first_psn then
-        s = s .. " PSN " .. first_psn
-        if last_psn ~= first_psn then s = s .. "-" .. last_psn end
-    end
-    return s
+    tree:add(f.bundle_groups, groups):set_generated()
+    tree:add(f.bundle_entries, count):set_generated()
+    if groups == 0 then bad(st, hdr_item, "MultiBundle without groups") end
+    return string.format("MultiBundle %d entr%s in %d group%s", count, count == 1 and "y" or "ies",
+        groups, groups == 1 and "" or "s") .. entries_summary(acc, false) .. " QPN " .. table.concat(qpns, ",")
 end
 
 ---------------------------------------------------------------------------------------------
@@ -728,6 +805,8 @@ local function dissect(tvb, pinfo, tree)
         elseif op.kind == "cm" then
             summary = dissect_cm(tvb, root, st, op, stop)
             if band(fl, FLAG_RETRANSMIT) ~= 0 then summary = summary .. " [Retransmit]" end
+        elseif op.kind == "multibundle" then
+            summary = dissect_multibundle(tvb, root, st, h, psn, stop)
         else
             summary = dissect_bundle(tvb, root, st, h, psn, stop)
         end

@@ -20,6 +20,42 @@ import "encoding/binary"
 // OpBundle is the opcode of a Bundle datagram.
 const OpBundle Opcode = 0x50
 
+// OpMultiBundle is the opcode of a multi-QP Bundle (docs/PROTOCOL.md §5.2): the data
+// packets of several connections to one peer in one datagram, in groups, each group a
+// connection's run of entries behind a group header naming it:
+//
+//	Header (24 B: OpMultiBundle, Flags 0, DestQPN 0, PSN 0, Cookie 0, TS)
+//	group: DestQPN (4) | Cookie (8) | SourcePort (2) | Count (2), then Count entries (§5.1)
+//	group: ...
+//	CRC32C (4 B) over everything before it
+//
+// An entry of a group stands for the data packet whose header is the group's DestQPN and
+// Cookie with the datagram's TS and the entry's Opcode, Flags and PSN; SourcePort is the UDP
+// source port the sending QP's own datagrams leave from, which the receiver checks in place
+// of the datagram's.
+const OpMultiBundle Opcode = 0x51
+
+// GroupHeaderLen is the length of a multi-QP Bundle's group header: DestQPN, Cookie,
+// SourcePort, Count.
+const GroupHeaderLen = 16
+
+// EncodeGroup writes a multi-QP Bundle's group header into the start of b: count entries
+// for QP destQPN under cookie, from a QP sending from UDP port srcPort. It fails, writing
+// nothing, for a count outside [1, 65535] (ErrField) or a b too short (ErrShortBuffer).
+func EncodeGroup(b []byte, destQPN uint32, cookie uint64, srcPort uint16, count int) error {
+	if count < 1 || count > 0xffff {
+		return ErrField
+	}
+	if len(b) < GroupHeaderLen {
+		return ErrShortBuffer
+	}
+	binary.BigEndian.PutUint32(b[0:4], destQPN)
+	binary.BigEndian.PutUint64(b[4:12], cookie)
+	binary.BigEndian.PutUint16(b[12:14], srcPort)
+	binary.BigEndian.PutUint16(b[14:16], uint16(count))
+	return nil
+}
+
 // EntryHeaderLen is the length of a Bundle entry's header: Length, Opcode, Flags, PSN.
 const EntryHeaderLen = 8
 
@@ -97,17 +133,22 @@ func EncodeEntry(b []byte, p *Packet, payloadLen int) (int, error) {
 // Parse was given.
 type Entries struct {
 	hdr     Header
+	multi   bool                // a multi-QP Bundle: entries in groups
+	inGroup int                 // entries of the current group not read yet
+	srcPort uint16              // the current group's SourcePort
+	started bool                // the entry read last began a group
+	read    bool                // an entry was read
 	pieces  [MaxSegments][]byte // the bytes not read yet, in order
 	np, at  int                 // pieces used; the piece being read
 	left    int                 // bytes not read yet
 	scratch [maxEntryFixed]byte // an entry's fixed part that straddles two pieces
 }
 
-// Entries returns the reader of p's entries; p is a Bundle that Parse accepted (for any
-// other packet the reader reads none).
+// Entries returns the reader of p's entries; p is a Bundle or a multi-QP Bundle that Parse
+// accepted (for any other packet the reader reads none).
 func (p *Packet) Entries() Entries {
-	it := Entries{hdr: p.Header}
-	if p.Opcode != OpBundle {
+	it := Entries{hdr: p.Header, multi: p.Opcode == OpMultiBundle}
+	if p.Opcode != OpBundle && p.Opcode != OpMultiBundle {
 		return it
 	}
 	it.np = min(max(p.NPayload, 0), MaxSegments)
@@ -123,6 +164,15 @@ func (p *Packet) Entries() Entries {
 func (it *Entries) Next(e *Packet) bool {
 	return it.left > 0 && it.next(e) == nil
 }
+
+// SourcePort returns the UDP source port that the QP sending the entry Next returned last
+// sends from: its group's SourcePort in a multi-QP Bundle, 0 in a Bundle (whose entries
+// are the datagram's own source's).
+func (it *Entries) SourcePort() uint16 { return it.srcPort }
+
+// GroupStart reports whether the entry Next returned last is the first of its group (of a
+// multi-QP Bundle; in a Bundle, whether it is the first entry).
+func (it *Entries) GroupStart() bool { return it.started }
 
 // Count returns how many entries are left to read, without reading them.
 func (it *Entries) Count() int {
@@ -185,6 +235,27 @@ func (it *Entries) views(e *Packet, n int) {
 // next reads and checks one entry into e (at least one byte is left): the checks Parse
 // makes of a datagram carrying that packet alone.
 func (it *Entries) next(e *Packet) error {
+	it.started = false
+	if it.multi && it.inGroup == 0 {
+		if it.left < GroupHeaderLen {
+			return ErrLength // trailing bytes that are no group
+		}
+		g := it.take(GroupHeaderLen)
+		it.hdr.DestQPN = binary.BigEndian.Uint32(g[0:4])
+		it.hdr.Cookie = binary.BigEndian.Uint64(g[4:12])
+		it.srcPort = binary.BigEndian.Uint16(g[12:14])
+		it.inGroup = int(binary.BigEndian.Uint16(g[14:16]))
+		if it.inGroup == 0 {
+			return ErrField // a group of no entry
+		}
+		it.started = true
+	} else if !it.multi && !it.read {
+		it.started = true
+	}
+	it.read = true
+	if it.multi {
+		it.inGroup--
+	}
 	if it.left < EntryHeaderLen {
 		return ErrLength // trailing bytes that are no entry
 	}
@@ -235,10 +306,11 @@ func (it *Entries) next(e *Packet) error {
 	return nil
 }
 
-// parseBundle checks a Bundle's header fields and every one of its entries (at least one),
-// so that a bundle with any fault is refused whole and none of its entries is used.
+// parseBundle checks a Bundle's or multi-QP Bundle's header fields and every one of its
+// entries (at least one) and groups, so that a bundle with any fault is refused whole and
+// none of its entries is used.
 func parseBundle(p *Packet) error {
-	if p.PSN != 0 {
+	if p.PSN != 0 || p.Opcode == OpMultiBundle && (p.DestQPN != 0 || p.Cookie != 0) {
 		return ErrField
 	}
 	it := p.Entries()
@@ -250,6 +322,9 @@ func parseBundle(p *Packet) error {
 		if err := it.next(&e); err != nil {
 			return err
 		}
+	}
+	if it.inGroup != 0 {
+		return ErrLength // a group announcing more entries than the datagram holds
 	}
 	return nil
 }

@@ -92,6 +92,7 @@ var opTable = [256]opInfo{
 	OpDisconnectReq: {kindCM, CMExtLen, flagsCM, "DisconnectReq"},
 	OpDisconnectRep: {kindCM, CMExtLen, flagsCM, "DisconnectRep"},
 	OpBundle:        {kindBundle, 0, 0, "Bundle"},
+	OpMultiBundle:   {kindBundle, 0, 0, "MultiBundle"},
 }
 
 // ExtLen returns the length in bytes of the extension that follows the header of a packet
@@ -103,7 +104,7 @@ func ExtLen(op Opcode) (int, bool) {
 }
 
 // HasPayload reports whether packets with opcode op carry a payload: the Send opcodes,
-// OpWrite, OpReadResponse and OpBundle (whose payload is its entries). The others carry
+// OpWrite, OpReadResponse, OpBundle and OpMultiBundle (whose payload is their entries). The others carry
 // none (connection-management private data is not payload).
 func HasPayload(op Opcode) bool {
 	switch opTable[op].kind {

@@ -34,7 +34,9 @@ const MaxSendTotal = 1 << 31
 //     Offset 0; ReadResponse Offset+len <= 2^32-1; Ack PSN 0, Syndrome known, reserved byte
 //     0; ConnRequest, ConnReply, ReadyToUse and ConnReject ConnID non-zero; Bundle PSN 0,
 //     at least one entry, entries that fill it exactly, each a data packet meeting these
-//     same checks (ErrOpcode, ErrFlags, ErrLength, ErrField for the first that does not).
+//     same checks (ErrOpcode, ErrFlags, ErrLength, ErrField for the first that does not);
+//     MultiBundle the same, DestQPN and Cookie 0 too, its entries in groups each of Count
+//     >= 1 entries (ErrField), the groups filling it exactly (ErrLength).
 //
 // Parse checks what is wrong whoever receives the packet. What depends on the receiver is
 // left to it and answered rather than dropped: whether a Write's or ReadRequest's range

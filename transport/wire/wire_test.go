@@ -44,7 +44,7 @@ func TestOpcodeTable(t *testing.T) {
 		OpWrite: {RDMAExtLen, true}, OpReadRequest: {RDMAExtLen, false}, OpReadResponse: {ReadRespLen, true},
 		OpAck: {AckExtLen, false}, OpConnRequest: {CMExtLen, false}, OpConnReply: {CMExtLen, false},
 		OpReadyToUse: {CMExtLen, false}, OpConnReject: {CMExtLen, false}, OpDisconnectReq: {CMExtLen, false},
-		OpDisconnectRep: {CMExtLen, false}, OpBundle: {0, true},
+		OpDisconnectRep: {CMExtLen, false}, OpBundle: {0, true}, OpMultiBundle: {0, true},
 	}
 	for i := range 256 {
 		op := Opcode(i)
