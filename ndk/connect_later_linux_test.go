@@ -35,9 +35,14 @@ func TestConnectBeforeTheServerStarts(t *testing.T) {
 		t.Fatalf("Connect returned before the server started: %v", err)
 	default:
 	}
+	// The server comes up with its interface down, so that none of the client's retries
+	// reaches an adapter that is open but not yet listening: that one would be refused at
+	// once, as a request to a service nobody listens on must be (RejectNoListener).
+	bed.B.Run(t, "ip", "link", "set", bed.B.Ifname, "down")
 	b := idleSide(t, openXDP(t, bed.B, cfg, DefaultOptions()))
 	accept, accepted := acceptor(b, 4, 4, nil, nil)
 	b.listen(t, accept)
+	bed.B.Run(t, "ip", "link", "set", bed.B.Ifname, "up")
 	listening := time.Since(start)
 	if err := <-done; err != nil {
 		t.Fatalf("Connect with a 5 s context to a server listening after %v: %v", listening.Round(time.Millisecond), err)
