@@ -353,7 +353,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := c.Wrap(nil, ""); err == nil {
 		t.Error("nil link wrapped")
 	}
-	for _, cfg := range []Config{{SnapLen: 10}, {SnapLen: -1}, {Buffer: 100}, {Buffer: 2 << 30}, {Interval: -1}} {
+	for _, cfg := range []Config{{SnapLen: 10}, {SnapLen: -1}, {Buffer: 100}, {Buffer: MaxBuffer + 1}, {Interval: -1}} {
 		if _, err := New(&file, cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
