@@ -158,21 +158,23 @@ func TestBundleRefused(t *testing.T) {
 	}
 }
 
-// TestEntriesAllocs: reading a bundle's entries allocates nothing.
+// TestEntriesAllocs: reading the entries of a Bundle and of a multi-QP Bundle allocates
+// nothing.
 func TestEntriesAllocs(t *testing.T) {
-	d := bundleOf(t, dataSamples())
-	segs := split(d, 100, 300)
-	var p, e Packet
-	allocs := testing.AllocsPerRun(200, func() {
-		if err := Parse(segs, &p); err != nil {
-			t.Fatal(err)
+	for name, d := range map[string][]byte{"bundle": bundleOf(t, dataSamples()), "multi-QP bundle": multiBundleOf(t, testGroups())} {
+		segs := split(d, 100, 300)
+		var p, e Packet
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := Parse(segs, &p); err != nil {
+				t.Fatal(err)
+			}
+			it := p.Entries()
+			for it.Next(&e) {
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per datagram", name, allocs)
 		}
-		it := p.Entries()
-		for it.Next(&e) {
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per bundle", allocs)
 	}
 }
 

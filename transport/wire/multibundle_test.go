@@ -185,23 +185,6 @@ func TestMultiBundleRefused(t *testing.T) {
 	}
 }
 
-// TestMultiEntriesAllocs: reading a multi-QP Bundle's entries allocates nothing.
-func TestMultiEntriesAllocs(t *testing.T) {
-	segs := split(multiBundleOf(t, testGroups()), 100, 300)
-	var p, e Packet
-	allocs := testing.AllocsPerRun(200, func() {
-		if err := Parse(segs, &p); err != nil {
-			t.Fatal(err)
-		}
-		it := p.Entries()
-		for it.Next(&e) {
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per bundle", allocs)
-	}
-}
-
 // FuzzMultiBundle: arbitrary group and entry bytes behind a valid multi-QP Bundle header
 // (the trailer fixed), cut into segments at fuzzer-chosen points. Parse must not panic and
 // must agree with Parse of the whole; what it accepts must read as groups of entries that
