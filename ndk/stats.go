@@ -58,7 +58,8 @@ type EngineStats struct {
 	// Malformed is the datagrams dropped because they failed to parse (length, version,
 	// CRC32C, a field out of range).
 	Malformed uint64 `json:"malformed_total"`
-	// NoQP is the datagrams dropped because the QP they name does not exist.
+	// NoQP is the datagrams dropped because the QP they name does not exist (a multi-QP
+	// Bundle counts once for each group that names one; BadSource and BadCookie alike).
 	NoQP uint64 `json:"no_qp_total"`
 	// BadSource is the datagrams dropped because they came from an address other than
 	// their QP's peer.

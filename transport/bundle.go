@@ -201,11 +201,16 @@ func (e *Engine) inputBundle(now int64, from netip.AddrPort, p *wire.Packet) {
 func (e *Engine) inputMulti(now int64, from netip.AddrPort, p *wire.Packet) {
 	it := p.Entries()
 	taken := 0
+	var q *QP
 	for it.Next(&e.entry) {
 		if !e.g.owns(e.entry.DestQPN) {
 			continue
 		}
-		q := e.matchQP(netip.AddrPortFrom(from.Addr(), it.SourcePort()), &e.entry)
+		if it.GroupStart() {
+			// A group is matched once, as a Bundle is: a group for no live QP counts once
+			// among the drops (EngineStats.NoQP, BadSource, BadCookie), whatever it holds.
+			q = e.matchQP(netip.AddrPortFrom(from.Addr(), it.SourcePort()), &e.entry)
+		}
 		if q == nil {
 			continue
 		}

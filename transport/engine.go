@@ -62,13 +62,15 @@ type engineCounters struct {
 type EngineStats struct {
 	RxPackets, TxPackets uint64 // datagrams received from and handed to the link
 	Malformed            uint64 // failed to parse (length, version, CRC...)
-	NoQP                 uint64 // addressed to a QP that does not exist
-	BadSource            uint64 // from an address other than the QP's peer
-	BadCookie            uint64 // with the wrong connection cookie
-	OutOfWindow          uint64 // PSN outside the receive window
-	CMDropped            uint64 // connection-management messages that matched nothing or had a field out of range
-	HalfOpenFull         uint64 // connection requests refused because MaxHalfOpen were pending
-	TxRefused            uint64 // datagrams the link refused outright (too large: a bug); reliability resends or times out
+	// NoQP, BadSource and BadCookie count datagrams, and each group of a multi-QP Bundle
+	// (it names its own QP), dropped because they were:
+	NoQP         uint64 // addressed to a QP that does not exist
+	BadSource    uint64 // from an address other than the QP's peer
+	BadCookie    uint64 // with the wrong connection cookie
+	OutOfWindow  uint64 // PSN outside the receive window
+	CMDropped    uint64 // connection-management messages that matched nothing or had a field out of range
+	HalfOpenFull uint64 // connection requests refused because MaxHalfOpen were pending
+	TxRefused    uint64 // datagrams the link refused outright (too large: a bug); reliability resends or times out
 	// BundlesSent and BundlesReceived count Bundle datagrams (several small data packets in
 	// one datagram, of one QP or of several to one peer), BundledSent and BundledReceived
 	// the data packets they carried. A bundle is received when at least one of its entries
