@@ -38,18 +38,7 @@ func script(t testing.TB) string {
 
 // needTshark returns tshark's path, or skips t without it (fails under
 // XDPNDK_REQUIRE_PRIVILEGED=1, as CI runs: a missing tool must not hide the tests there).
-func needTshark(t testing.TB) string {
-	t.Helper()
-	p, err := exec.LookPath("tshark")
-	if err == nil {
-		return p
-	}
-	if privileged.Required() {
-		t.Fatalf("tshark not installed (Debian package tshark; make test installs it) and %s=1: %v", privileged.EnvRequire, err)
-	}
-	t.Skipf("tshark not installed (Debian package tshark): %v", err)
-	return ""
-}
+func needTshark(t testing.TB) string { return privileged.Tool(t, "tshark", "tshark") }
 
 // pcapWriter builds a classic pcap file (microsecond timestamps, Ethernet link type).
 type pcapWriter struct {

@@ -33,13 +33,7 @@ func datagram(t *testing.T, p *wire.Packet, payload []byte) []byte {
 // with the opcode sent, the direction recorded, the UDP checksum of IPv6 good (tshark
 // told to check it) and nothing malformed.
 func TestTsharkDecodes(t *testing.T) {
-	bin, err := exec.LookPath("tshark")
-	if err != nil {
-		if privileged.Required() {
-			t.Fatalf("tshark not installed (Debian package tshark) and %s=1: %v", privileged.EnvRequire, err)
-		}
-		t.Skipf("tshark not installed: %v", err)
-	}
+	bin := privileged.Tool(t, "tshark", "tshark")
 	script, err := filepath.Abs("../../contrib/wireshark/xdpndk.lua")
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ var commandArg = map[string]int{
 	"exec.LookPath":       0,
 	"Command":             1, // testbed's Host.Command and Router.Command(ctx, name, args...): ip netns exec
 	"findTool":            0, // internal/testbed: ip, tc
+	"Tool":                1, // internal/privileged.Tool(t, name, pkg)
 	"hostRun":             2, // test helpers (t, host, name, args...)
 	"hostCmd":             2,
 	"runIn":               2,

@@ -8,6 +8,7 @@ package privileged
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -33,4 +34,20 @@ func Require(t testing.TB) {
 		t.Fatalf("privileged test cannot run: not root, and %s=1 demands it", EnvRequire)
 	}
 	t.Skipf("privileged test skipped: not root (set %s=1 to make this a failure)", EnvRequire)
+}
+
+// Tool returns the path of the command name, which the Debian package pkg provides (make
+// test's prerequisite step installs it). Without it t is skipped, or fails when EnvRequire
+// is "1": a missing tool must not hide a test in CI.
+func Tool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if Required() {
+		t.Fatalf("%s not installed (Debian package %s; make test installs it) and %s=1: %v", name, pkg, EnvRequire, err)
+	}
+	t.Skipf("%s not installed (Debian package %s): %v", name, pkg, err)
+	return ""
 }
