@@ -148,8 +148,6 @@ func (t *txBatch) closeBundle() {
 			panic("transport: encoding a bundle header failed")
 		}
 		dg = buf[wire.GroupHeaderLen:bn.end]
-		t.ctr.bundlesSent.Add(1)
-		t.ctr.bundledSent.Add(uint64(bn.entries))
 	default:
 		t.endGroup()
 		h := wire.Header{Opcode: wire.OpMultiBundle, TS: bn.first.TS}
@@ -157,9 +155,11 @@ func (t *txBatch) closeBundle() {
 			panic("transport: encoding a bundle header failed")
 		}
 		dg = buf[:bn.end]
+		t.ctr.multiSent.Add(1)
+	}
+	if bn.entries > 1 {
 		t.ctr.bundlesSent.Add(1)
 		t.ctr.bundledSent.Add(uint64(bn.entries))
-		t.ctr.multiSent.Add(1)
 	}
 	wire.PutTrailer(t.trl[t.n][:], wire.UpdateCRC(0, dg))
 	pk := &t.pkts[t.n]
@@ -185,16 +185,12 @@ func (e *Engine) inputBundle(now int64, from netip.AddrPort, p *wire.Packet) {
 	if q == nil {
 		return
 	}
-	if q.State() == QPConnecting {
-		e.sched.cmDirty = true // the first entry may establish it (an implicit ready-to-use)
+	n := 0
+	for it := p.Entries(); it.Next(&e.entry); n++ {
+		e.deliverTo(now, q, &e.entry)
 	}
 	e.ctr.bundlesRecv.Add(1)
-	it := p.Entries()
-	for it.Next(&e.entry) {
-		e.ctr.bundledRecv.Add(1)
-		q.input(now, &e.entry)
-	}
-	e.sched.mark(q)
+	e.ctr.bundledRecv.Add(uint64(n))
 }
 
 // inputMulti is inputBundle of a multi-QP Bundle.
@@ -203,23 +199,19 @@ func (e *Engine) inputMulti(now int64, from netip.AddrPort, p *wire.Packet) {
 	taken := 0
 	var q *QP
 	for it.Next(&e.entry) {
-		if !e.g.owns(e.entry.DestQPN) {
-			continue
-		}
 		if it.GroupStart() {
 			// A group is matched once, as a Bundle is: a group for no live QP counts once
 			// among the drops (EngineStats.NoQP, BadSource, BadCookie), whatever it holds.
-			q = e.matchQP(netip.AddrPortFrom(from.Addr(), it.SourcePort()), &e.entry)
+			// One another engine owns is left to it (forward handed it the datagram too).
+			q = nil
+			if e.g.owns(e.entry.DestQPN) {
+				q = e.matchQP(netip.AddrPortFrom(from.Addr(), it.SourcePort()), &e.entry)
+			}
 		}
-		if q == nil {
-			continue
+		if q != nil {
+			taken++
+			e.deliverTo(now, q, &e.entry)
 		}
-		if q.State() == QPConnecting {
-			e.sched.cmDirty = true // the entry may establish it (an implicit ready-to-use)
-		}
-		taken++
-		q.input(now, &e.entry)
-		e.sched.mark(q)
 	}
 	if taken > 0 {
 		e.ctr.bundlesRecv.Add(1)

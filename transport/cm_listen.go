@@ -214,13 +214,19 @@ func (c *cmState) established(now int64, q *QP) bool {
 	return q.State() == QPConnected
 }
 
-func (c *cmState) dropHalfOpen(r *ConnRequest, err error) {
+// removeHalfOpen takes r off the half-open requests and reports whether it was there.
+func (c *cmState) removeHalfOpen(r *ConnRequest) bool {
 	for i, x := range c.halfOpen {
 		if x == r {
 			c.halfOpen = append(c.halfOpen[:i], c.halfOpen[i+1:]...)
-			break
+			return true
 		}
 	}
+	return false
+}
+
+func (c *cmState) dropHalfOpen(r *ConnRequest, err error) {
+	c.removeHalfOpen(r)
 	select {
 	case r.done <- err:
 	default:

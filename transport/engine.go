@@ -459,13 +459,19 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 		e.inputBundle(now, pkt.Remote, p)
 	default:
 		if q := e.matchQP(pkt.Remote, p); q != nil {
-			if q.State() == QPConnecting {
-				e.sched.cmDirty = true // the packet may establish it (an implicit ready-to-use)
-			}
-			q.input(now, p)
-			e.sched.mark(q)
+			e.deliverTo(now, q, p)
 		}
 	}
+}
+
+// deliverTo hands q, which data packet or Ack p (a datagram's, or a Bundle entry's)
+// matched, its packet, and polls q in the next round.
+func (e *Engine) deliverTo(now int64, q *QP, p *wire.Packet) {
+	if q.State() == QPConnecting {
+		e.sched.cmDirty = true // the packet may establish it (an implicit ready-to-use)
+	}
+	q.input(now, p)
+	e.sched.mark(q)
 }
 
 // matchQP returns the QP a data packet, Ack or Bundle from the link address from is for, or

@@ -414,14 +414,7 @@ func (e *Engine) adopt(src *Engine, qp *QP, then func(now int64)) {
 // rejection of its reply, are forwarded to k while they come (a redirect, kept cmQuiet
 // past the latest). Engine goroutine.
 func (e *Engine) handOver(now int64, r *ConnRequest, k *Engine, then func(now int64)) {
-	found := false
-	for i, x := range e.cm.halfOpen {
-		if x == r {
-			e.cm.halfOpen = append(e.cm.halfOpen[:i], e.cm.halfOpen[i+1:]...)
-			found = true
-			break
-		}
-	}
+	found := e.cm.removeHalfOpen(r)
 	if found {
 		e.g.redirect(now, r.Peer.Addr(), r.connID, k.g.index)
 	}
@@ -501,13 +494,19 @@ func (e *Engine) forward(now int64, pkt *link.Packet, p *wire.Packet) bool {
 	if to < 0 || to == g.index {
 		return false
 	}
+	g.send(to, pkt)
+	return true
+}
+
+// send puts a copy of pkt in engine to's inbox, or counts it dropped when the inbox is
+// full (reliability resends it), and has to's doorbell rung at the end of the round.
+func (g *groupState) send(to int, pkt *link.Packet) {
 	if !g.out[to].push(pkt) {
 		g.dropped.Add(1)
-		return true
+		return
 	}
 	g.forwarded.Add(1)
 	g.woken |= 1 << to
-	return true
 }
 
 // forwardMulti is forward of a multi-QP Bundle, whose groups may belong to several
@@ -528,13 +527,7 @@ func (e *Engine) forwardMulti(pkt *link.Packet, p *wire.Packet) bool {
 	}
 	self := owners&(1<<g.index) != 0
 	for w := owners &^ (1 << g.index); w != 0; w &= w - 1 {
-		to := bits.TrailingZeros64(w)
-		if !g.out[to].push(pkt) {
-			g.dropped.Add(1)
-			continue
-		}
-		g.forwarded.Add(1)
-		g.woken |= 1 << to
+		g.send(bits.TrailingZeros64(w), pkt)
 	}
 	return !self
 }

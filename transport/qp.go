@@ -94,7 +94,8 @@ type QP struct {
 	sendBound uint64
 	sendDone  atomic.Uint64
 	recvQ     *spsc[Receive]
-	srq       *SRQ // QPConfig.SRQ: where receives come from instead of recvQ
+	bellSlot  uint32 // the doorbell slot both posting queues ring (sched.go; engine goroutine)
+	srq       *SRQ   // QPConfig.SRQ: where receives come from instead of recvQ
 	flushReq  atomic.Bool
 	maxORD    int // QPConfig.ORD at creation: the most SetReadLimits may set
 

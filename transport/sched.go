@@ -134,13 +134,13 @@ func (s *sched) release(slot uint32) { s.free = append(s.free, slot) }
 
 // schedSlot is the QP's doorbell slot: given by NewQP (or by the engine a QP moved to),
 // kept until Close. Its posting queues ring it.
-func (q *QP) schedSlot() uint32 { return q.sendQ.bellSlot }
+func (q *QP) schedSlot() uint32 { return q.bellSlot }
 
 // setBell gives q's posting queues the doorbell of slot of engine e. Called with e.mu
 // held.
 func (q *QP) setBell(e *Engine, slot uint32) {
 	b := e.sched.bells.bell(slot)
-	q.sendQ.bellSlot, q.recvQ.bellSlot = slot, slot
+	q.bellSlot = slot
 	q.sendQ.bell.Store(&b)
 	q.recvQ.bell.Store(&b)
 }

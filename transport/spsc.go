@@ -35,12 +35,10 @@ type spsc[T any] struct {
 	staged uint64
 	prod   *spscSeg[T] // the segment the producer writes; the producer's
 	// bell is rung when entries are published: the engine then polls the QP the queue
-	// belongs to, whose doorbell slot is bellSlot (sched.go, engine goroutine only). NewQP
-	// sets both; a QP that moves to another engine (Group) is given the other engine's
-	// (a post racing the move may ring the old one: the move polls the QP anyway). Nil
-	// (an SRQ's queue) rings nothing.
-	bell     atomic.Pointer[doorbell]
-	bellSlot uint32
+	// belongs to (sched.go). NewQP sets it; a QP that moves to another engine (Group) is
+	// given the other engine's (a post racing the move may ring the old one: the move polls
+	// the QP anyway). Nil (an SRQ's queue) rings nothing.
+	bell atomic.Pointer[doorbell]
 }
 
 // spscSeg is one segment of an spsc: a ring of slots for positions from start on, indexed
