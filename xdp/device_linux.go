@@ -242,13 +242,7 @@ func (d *Device) Links() []*Link { return d.links }
 func (d *Device) DeviceLink() *DeviceLink { return d.devLink }
 
 // Queues returns the interface queues the device serves (one socket each), in Links order.
-func (d *Device) Queues() []int {
-	qs := make([]int, len(d.links))
-	for i, l := range d.links {
-		qs[i] = l.queue
-	}
-	return qs
-}
+func (d *Device) Queues() []int { return d.devLink.Queues() }
 
 // InterfaceQueues returns how many RX queues the interface uses, served or not.
 func (d *Device) InterfaceQueues() int { return d.rxQueues }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -72,10 +71,8 @@ func openEngines(bed *testbed.Bed, n, qps, outstanding int) (p *engPair, err err
 		h    *testbed.Host
 		side *engSide
 	}{{bed.A, &p.A}, {bed.B, &p.B}} {
-		cfg := xdp.Config{Interface: s.h.Ifname, Port: NDKPort, RingSize: 4096, Frames: 8192,
-			HeapSize: 8 << 20, Logger: slog.New(slog.DiscardHandler)}
-		if err := s.h.Do(func() (err error) { s.side.a, err = ndk.Open(cfg, opts); return err }); err != nil {
-			return p, fmt.Errorf("open adapter on %s: %w", s.h.Ifname, err)
+		if s.side.a, err = openAdapter(s.h, nil, xdp.SteerServeAll, opts); err != nil {
+			return p, err
 		}
 		if s.side.pd, err = s.side.a.NewPD(); err != nil {
 			return p, err
@@ -152,18 +149,7 @@ func openEngines(bed *testbed.Bed, n, qps, outstanding int) (p *engPair, err err
 	return p, nil
 }
 
-func (p *engPair) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if p.ln != nil {
-		_ = p.ln.Close(ctx)
-	}
-	for _, s := range []*engSide{&p.A, &p.B} {
-		if s.a != nil {
-			_ = s.a.Close(ctx)
-		}
-	}
-}
+func (p *engPair) close() { closeAdapters(p.ln, p.A.a, p.B.a) }
 
 // loopsOf splits a side's QPs into the loops that drive them: one loop for all of them
 // (perEngine false), or one per engine with the QPs of that engine.

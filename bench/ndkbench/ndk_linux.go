@@ -83,17 +83,12 @@ func openNDK(bed *testbed.Bed, mode string, allQueues bool) (p *ndkPair, err err
 	}{{bed.A, &p.A}, {bed.B, &p.B}} {
 		// Queue 0 only, steered "externally": both sides transmit from queue 0, which veth
 		// delivers to the peer's queue 0 (the raw baseline measures one queue too).
-		cfg := xdp.Config{Interface: s.h.Ifname, Port: NDKPort, Queues: []int{0}, Steering: xdp.SteerExternal, RingSize: 4096, Frames: 8192,
-			HeapSize: 8 << 20, Logger: slog.New(slog.DiscardHandler)}
+		queues, steer := []int{0}, xdp.SteerExternal
 		if allQueues {
-			cfg.Queues, cfg.Steering = nil, xdp.SteerServeAll
+			queues, steer = nil, xdp.SteerServeAll
 		}
-		err := s.h.Do(func() (err error) {
-			s.side.a, err = ndk.Open(cfg, opts)
-			return err
-		})
-		if err != nil {
-			return p, fmt.Errorf("open adapter on %s: %w", s.h.Ifname, err)
+		if s.side.a, err = openAdapter(s.h, queues, steer, opts); err != nil {
+			return p, err
 		}
 		if err := s.side.setup(s.side == &p.B); err != nil {
 			return p, err
@@ -218,15 +213,30 @@ func (p *ndkPair) modeString() string {
 }
 
 // close closes both adapters (which closes their devices and detaches the XDP programs).
-func (p *ndkPair) close() {
+func (p *ndkPair) close() { closeAdapters(p.ln, p.A.a, p.B.a) }
+
+// openAdapter opens an ndkbench adapter on h: NDKPort, 4096-entry rings, 8192 frames, an
+// 8 MiB heap, no logging; queues nil serves them all.
+func openAdapter(h *testbed.Host, queues []int, steer xdp.Steering, opts ndk.Options) (*ndk.Adapter, error) {
+	cfg := xdp.Config{Interface: h.Ifname, Port: NDKPort, Queues: queues, Steering: steer,
+		RingSize: 4096, Frames: 8192, HeapSize: 8 << 20, Logger: slog.New(slog.DiscardHandler)}
+	var a *ndk.Adapter
+	if err := h.Do(func() (err error) { a, err = ndk.Open(cfg, opts); return err }); err != nil {
+		return nil, fmt.Errorf("open adapter on %s: %w", h.Ifname, err)
+	}
+	return a, nil
+}
+
+// closeAdapters closes ln (if any) and then the adapters that were opened, within 2 s.
+func closeAdapters(ln *ndk.Listener, as ...*ndk.Adapter) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if p.ln != nil {
-		_ = p.ln.Close(ctx)
+	if ln != nil {
+		_ = ln.Close(ctx)
 	}
-	for _, s := range []*ndkSide{&p.A, &p.B} {
-		if s.a != nil {
-			_ = s.a.Close(ctx)
+	for _, a := range as {
+		if a != nil {
+			_ = a.Close(ctx)
 		}
 	}
 }

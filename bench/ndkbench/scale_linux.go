@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -64,13 +63,8 @@ func openScale(ctx context.Context, bed *testbed.Bed, n, outstanding, perQP int)
 		h    *testbed.Host
 		side *ndkSide
 	}{{bed.A, &p.A}, {bed.B, &p.B}} {
-		cfg := xdp.Config{Interface: s.h.Ifname, Port: NDKPort, Queues: []int{0}, Steering: xdp.SteerExternal, RingSize: 4096, Frames: 8192,
-			HeapSize: 8 << 20, Logger: slog.New(slog.DiscardHandler)}
-		if err := s.h.Do(func() (err error) {
-			s.side.a, err = ndk.Open(cfg, opts)
-			return err
-		}); err != nil {
-			return sp, fmt.Errorf("open adapter on %s: %w", s.h.Ifname, err)
+		if s.side.a, err = openAdapter(s.h, []int{0}, xdp.SteerExternal, opts); err != nil {
+			return sp, err
 		}
 		side := s.side
 		if side.pd, err = side.a.NewPD(); err != nil {

@@ -120,7 +120,7 @@ func openNode(cfg adapterConfig) (*node, error) {
 	}
 	a, err := ndk.Open(xc, opts)
 	if err != nil {
-		n.stopCapture(stderr)
+		n.stopCapture()
 		return nil, openError(err, cfg)
 	}
 	n.a, n.dev = a, a.Device()
@@ -156,7 +156,7 @@ func (n *node) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = n.a.Close(ctx)
-	n.stopCapture(stderr)
+	n.stopCapture()
 }
 
 // openError explains why ndk.Open failed.

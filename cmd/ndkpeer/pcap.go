@@ -5,7 +5,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/xdpndk/xdpndk/internal/pcaplink"
@@ -39,8 +38,8 @@ func (f *pcapFlags) config() (pcapConfig, error) {
 	if f.buffer.n < pcaplink.MinBuffer || f.buffer.n > pcaplink.MaxBuffer {
 		return c, fmt.Errorf("--pcap-buffer %s: not in [%s, %s]", formatSize(f.buffer.n), formatSize(pcaplink.MinBuffer), formatSize(pcaplink.MaxBuffer))
 	}
-	if f.snap != 0 && (f.snap < pcaplink.MinSnapLen || f.snap > 1<<20) {
-		return c, fmt.Errorf("--pcap-snaplen %d: 0 (whole datagrams) or in [%d, %d]", f.snap, pcaplink.MinSnapLen, 1<<20)
+	if f.snap != 0 && (f.snap < pcaplink.MinSnapLen || f.snap > pcaplink.MaxSnapLen) {
+		return c, fmt.Errorf("--pcap-snaplen %d: 0 (whole datagrams) or in [%d, %d]", f.snap, pcaplink.MinSnapLen, pcaplink.MaxSnapLen)
 	}
 	return c, nil
 }
@@ -70,8 +69,10 @@ func (n *node) startCapture(opts *ndk.Options) error {
 }
 
 // stopCapture closes the capture file, once the adapter is closed (every datagram of its
-// engines is in the rings), and says on w what it holds.
-func (n *node) stopCapture(w io.Writer) {
+// engines is in the rings), and says on stderr (stdout may be a --json document) what it
+// holds.
+func (n *node) stopCapture() {
+	w := os.Stderr
 	if n.capture == nil {
 		return
 	}
@@ -87,6 +88,3 @@ func (n *node) stopCapture(w io.Writer) {
 	fmt.Fprintf(w, "ndkpeer: --pcap %s: %d datagrams written (%s as sent and received), %d dropped%s\n",
 		n.cfg.pcap.file, st.Packets, humanBytes(st.Bytes), st.Dropped, drops)
 }
-
-// stderr is where the capture's summary goes (stdout may be a --json document).
-var stderr io.Writer = os.Stderr

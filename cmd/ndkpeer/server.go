@@ -255,9 +255,8 @@ func serve(ctx context.Context, cfg adapterConfig, lim serveLimits, so serveOpti
 		go func() { defer s.work.Done(); s.closeConn(c, whyStopping) }()
 	}
 	s.work.Wait()
-	snap := s.snapshot()
 	s.log.Info("ndkpeer serve stopped; closing the adapter", "up", time.Since(s.started).Round(time.Millisecond),
-		"served", snap.Connections.Accepted, "refused", snap.Connections.Rejected)
+		"served", s.ctr.accepted.Load(), "refused", s.ctr.rejected.Load())
 	return nil
 }
 

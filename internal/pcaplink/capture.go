@@ -39,6 +39,7 @@ const (
 	MaxBuffer       = 1 << 30
 	DefaultInterval = 5 * time.Millisecond
 	MinSnapLen      = 64 // an IPv6 and a UDP header, and our transport header
+	MaxSnapLen      = 1 << 20
 )
 
 // Stats are a capture's counters.
@@ -121,8 +122,8 @@ func New(w io.Writer, cfg Config) (*Capture, error) {
 }
 
 func (cfg *Config) check() error {
-	if cfg.SnapLen != 0 && (cfg.SnapLen < MinSnapLen || cfg.SnapLen > 1<<20) {
-		return fmt.Errorf("pcaplink: snap length %d: 0 (whole datagrams) or in [%d, %d]", cfg.SnapLen, MinSnapLen, 1<<20)
+	if cfg.SnapLen != 0 && (cfg.SnapLen < MinSnapLen || cfg.SnapLen > MaxSnapLen) {
+		return fmt.Errorf("pcaplink: snap length %d: 0 (whole datagrams) or in [%d, %d]", cfg.SnapLen, MinSnapLen, MaxSnapLen)
 	}
 	if cfg.Buffer != 0 && (cfg.Buffer < MinBuffer || cfg.Buffer > MaxBuffer) {
 		return fmt.Errorf("pcaplink: buffer %d bytes: 0 (default) or in [%d, %d]", cfg.Buffer, MinBuffer, MaxBuffer)
@@ -275,9 +276,6 @@ func (l *Link) Send(pkts []link.Packet) (int, error) {
 	l.t.recordBatch(pkts, n, pcapng.DirOutbound)
 	return n, err
 }
-
-// Inner returns the wrapped link.
-func (l *Link) Inner() link.Link { return l.Link }
 
 type watchLink struct {
 	*Link

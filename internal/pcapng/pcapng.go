@@ -107,7 +107,7 @@ func NewWriter(w io.Writer, app string) (*Writer, error) {
 		}
 	}
 	b = appendEnd(b)
-	if err := pw.finish(b, 0); err != nil {
+	if err := pw.finish(b); err != nil {
 		return nil, err
 	}
 	return pw, nil
@@ -145,14 +145,10 @@ func (w *Writer) AddInterface(ifc Interface) (uint32, error) {
 		return 0, err
 	}
 	b = appendEnd(b)
-	if err := w.finish(b, 0); err != nil {
+	if err := w.finish(b); err != nil {
 		return 0, err
 	}
-	scale := uint64(1)
-	for i := res; i < 9; i++ {
-		scale *= 10
-	}
-	w.scale = append(w.scale, scale)
+	w.scale = append(w.scale, unitNanos(res))
 	return uint32(len(w.scale) - 1), nil
 }
 
@@ -248,7 +244,7 @@ func (w *Writer) WriteStats(ifc uint32, s Stats) error {
 		}
 	}
 	b = appendEnd(b)
-	return w.finish(b, 0)
+	return w.finish(b)
 }
 
 // Err returns the first error a write met (nil if none).
@@ -260,9 +256,9 @@ func (w *Writer) begin(t uint32) []byte {
 	return binary.LittleEndian.AppendUint32(b, 0)
 }
 
-// finish closes the block in b (extra bytes of data written elsewhere) and writes it.
-func (w *Writer) finish(b []byte, extra int) error {
-	total := len(b) + extra + 4
+// finish closes the block in b and writes it.
+func (w *Writer) finish(b []byte) error {
+	total := len(b) + 4
 	binary.LittleEndian.PutUint32(b[4:8], uint32(total))
 	b = binary.LittleEndian.AppendUint32(b, uint32(total))
 	w.buf = b

@@ -104,7 +104,7 @@ func Read(f []byte) ([]Block, error) {
 			}
 			b.Interface = le.Uint32(body)
 			b.CapLen, b.OrigLen = le.Uint32(body[12:]), le.Uint32(body[16:])
-			if uint64(b.CapLen)+uint64(pad4(int(b.CapLen%4))) > uint64(len(body)-20) {
+			if uint64(b.CapLen)+uint64(pad4(int(b.CapLen))) > uint64(len(body)-20) {
 				return out, bad(off, "captured length %d in a block of %d", b.CapLen, n)
 			}
 			if b.CapLen > b.OrigLen {
@@ -179,12 +179,18 @@ func parseOptions(b []byte) ([]Option, error) {
 
 // toNanos converts a timestamp of units of 10^-res s to nanoseconds (saturating).
 func toNanos(units uint64, res uint8) int64 {
-	m := uint64(1)
-	for i := res; i < 9; i++ {
-		m *= 10
-	}
+	m := unitNanos(res)
 	if units > (1<<63-1)/m {
 		return 1<<63 - 1
 	}
 	return int64(units * m)
+}
+
+// unitNanos is the nanoseconds in one timestamp unit of 10^-res s (res at most 9).
+func unitNanos(res uint8) uint64 {
+	m := uint64(1)
+	for i := res; i < 9; i++ {
+		m *= 10
+	}
+	return m
 }

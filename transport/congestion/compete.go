@@ -129,9 +129,10 @@ func (d *Delay) competeLong(now, m int64) {
 			d.compete, d.standHist, d.probing, d.slow = false, 0, 0, false
 			return
 		}
-		if d.probing--; d.probing == 0 {
-			d.cwnd = max(d.cwnd, d.probeSave)
-			d.probeIn = competeProbeEvery
+		if d.probing > 1 {
+			d.probing--
+		} else {
+			d.endProbe()
 		}
 		return
 	}
