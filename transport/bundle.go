@@ -12,12 +12,12 @@ import (
 // work), so the small data packets that leave in one engine round for one peer leave
 // together: each keeps its own PSN, opcode, flags, extension and payload, and so its
 // ordering, completion and acknowledgement; one CRC covers them all. A packet whose payload
-// is at most Config.PackLimit bytes is copied into the bundle being filled in the transmit
-// batch, in a group of its QP's entries (a group begins when the packet is of another QP
-// than the one before it). The bundle closes when a packet to another peer, a larger
-// packet, an Ack or a connection message is queued, when it is full (the smallest datagram
-// size of the connections in it), and when the batch goes to the link at the end of the
-// round. It leaves as the smallest form that holds it: one entry as the plain packet it is
+// is at most Config.PackLimit bytes, and every Ack of a QP that packs, is copied into the
+// bundle being filled in the transmit batch, in a group of its QP's entries (a group begins
+// when the packet is of another QP than the one before it). The bundle closes when a packet
+// to another peer, a larger packet or a connection message is queued, when it is full (the
+// smallest datagram size of the connections in it), and when the batch goes to the link at
+// the end of the round. It leaves as the smallest form that holds it: one entry as the plain packet it is
 // (a lone request pays nothing for packing and leaves as soon as before), one group as a
 // Bundle (the header's DestQPN and cookie are the group's), several as a multi-QP Bundle
 // (each group behind a group header naming its QP, cookie and source port).

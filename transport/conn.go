@@ -119,13 +119,19 @@ func (c *conn) finish(p *wire.Packet, n uint32, a, b []byte, o owner) (zc bool) 
 }
 
 // sendAck queues an Ack packet carrying a (an acknowledgement of the peer's stream, or a
-// NAK), with flags (FlagAckReq makes it a probe). The caller checked canTransmit.
+// NAK), with flags (FlagAckReq makes it a probe). Where the QP packs, the Ack is an entry of
+// the bundle being filled (bundle.go): the acks of many QPs to one peer in a round leave in
+// one datagram, and a lone one as the plain Ack it is. The caller checked canTransmit.
 func (c *conn) sendAck(now int64, flags wire.Flags, a wire.AckExt) {
-	i := c.tx.slot()
 	p := &c.tx.wire
 	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: wire.OpAck, Flags: flags, DestQPN: c.peerQPN, Cookie: c.cookie, TS: uint32(now / 1000)}
 	p.Ack = a
+	if c.pack >= 0 {
+		c.tx.pack(c.peer, c.srcPort, p, 0, nil, nil, wire.HeaderLen+c.mss+maxDataExt)
+		return
+	}
+	i := c.tx.slot()
 	hl, err := wire.Encode(c.tx.hdr[i][:], p)
 	if err != nil {
 		panic("transport: encoding an ack failed: " + err.Error())

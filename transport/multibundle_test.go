@@ -84,8 +84,9 @@ func connectN(w *world, n int) (qas, qbs []*transport.QP) {
 // byte-exact, and the peer takes exactly the entries that were sent, each by its own QP.
 func TestPackAcrossQPs(t *testing.T) {
 	w := newWorld(t, simlink.Config{MaxPayload: 1472, Default: simlink.Impairments{Latency: 5 * time.Microsecond}}, nil)
-	qas, _ := connectN(w, 32)
+	qas, qbs := connectN(w, 32)
 	a0, b0 := w.a.Stats(), w.b.Stats()
+	acks0 := acksSent(qbs)
 	multiWorkload(t, w.memB, w.rec, w.runUntil, qas, 4, 64)
 	a, b := w.a.Stats(), w.b.Stats()
 	sent, multi := a.BundledSent-a0.BundledSent, a.MultiBundlesSent-a0.MultiBundlesSent
@@ -102,8 +103,26 @@ func TestPackAcrossQPs(t *testing.T) {
 	if b.NoQP+b.BadCookie+b.BadSource+b.Malformed != 0 {
 		t.Fatalf("B dropped: %+v", b)
 	}
-	t.Logf("128 Writes of 64 B on 32 QPs: %d datagrams from A, %d bundles (%d multi-QP) of %d packets",
-		a.TxPackets-a0.TxPackets, a.BundlesSent-a0.BundlesSent, multi, sent)
+	// B acknowledges each QP on its own (it sends no data to piggyback on); the Acks of the
+	// QPs it answers in one round share datagrams too.
+	acks, dgB := acksSent(qbs)-acks0, b.TxPackets-b0.TxPackets
+	if acks < 32 || dgB*2 > acks || b.MultiBundlesSent == b0.MultiBundlesSent {
+		t.Fatalf("B sent %d Acks of 32 QPs in %d datagrams (%d multi-QP bundles): want them packed", acks, dgB, b.MultiBundlesSent-b0.MultiBundlesSent)
+	}
+	if a.NoQP+a.BadCookie+a.BadSource+a.Malformed != 0 {
+		t.Fatalf("A dropped: %+v", a)
+	}
+	t.Logf("128 Writes of 64 B on 32 QPs: %d datagrams from A, %d bundles (%d multi-QP) of %d packets; %d Acks from B in %d datagrams",
+		a.TxPackets-a0.TxPackets, a.BundlesSent-a0.BundlesSent, multi, sent, acks, dgB)
+}
+
+// acksSent is the Acks (positive and negative) qs sent on their own, not piggybacked.
+func acksSent(qs []*transport.QP) (n uint64) {
+	for _, q := range qs {
+		s := q.Stats()
+		n += s.AcksSent + s.NaksSent
+	}
+	return n
 }
 
 // TestPackAcrossQPsLossy: the same under loss, reordering, duplication and corruption,

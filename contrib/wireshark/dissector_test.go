@@ -139,6 +139,15 @@ func goodSamples(t testing.TB) []sample {
 	}
 	ss = append(ss, sample{"Bundle of 12 Writes", bundle(t, hdr(0, 0, 0), writes), "Bundle 12 entries: Write x12 PSN 300-311"})
 	ss = append(ss, sample{"Bundle of one", bundle(t, hdr(0, 0, 0), writes[:1]), "Bundle 1 entry: Write x1 PSN 300"})
+	// Acks as entries: a probe first (its PSN 0 is no data PSN), a Write, a NAK.
+	nak := ackOf(wire.SynNakSeq)
+	nak.NakPSN = 1235
+	acks := []entry{
+		{wire.Packet{Header: hdr(wire.OpAck, wire.FlagAckReq, 0), Ack: ackOf(wire.SynAck)}, nil},
+		writes[0],
+		{wire.Packet{Header: hdr(wire.OpAck, 0, 0), Ack: nak}, nil},
+	}
+	ss = append(ss, sample{"Bundle with Acks", bundle(t, hdr(0, 0, 0), acks), "Bundle 3 entries: Ack x2, Write x1 PSN 300"})
 	// Multi-QP Bundles: the entries of three connections, each with its own QPN, cookie and
 	// source port; and one group alone.
 	onQP := func(es []entry, qpn uint32, cookie uint64) []entry {
@@ -156,6 +165,12 @@ func goodSamples(t testing.TB) []sample {
 	ss = append(ss, sample{"MultiBundle of three QPs", multiBundle(t, 123456, groups),
 		"MultiBundle 8 entries in 3 groups: Write x4, SendOnly x1, ReadRequest x1, ReadResponse x1, SendFirst x1 QPN 66051,7,16777215"})
 	ss = append(ss, sample{"MultiBundle of one group", multiBundle(t, 123456, groups[1:2]), "MultiBundle 3 entries in 1 group: Write x3 QPN 7"})
+	// The acknowledgements of three QPs in one datagram, as many QPs to one peer send them.
+	var ackGroups []group
+	for i, g := range groups {
+		ackGroups = append(ackGroups, group{qpn: g.qpn, cookie: g.cookie, port: g.port, entries: onQP(acks[2*(i%2):2*(i%2)+1], g.qpn, g.cookie)})
+	}
+	ss = append(ss, sample{"MultiBundle of Acks", multiBundle(t, 123456, ackGroups), "MultiBundle 3 entries in 3 groups: Ack x3 QPN 66051,7,16777215"})
 	return ss
 }
 
@@ -232,8 +247,10 @@ func malformedSamples(t testing.TB) []sample {
 		{"Bundle with a PSN", "Bundle of one", put32(8, 1), "Bundle with PSN not 0"},
 		{"Bundle with a flag", "Bundle of one", put16(2, uint16(wire.FlagAckReq)), "not allowed on Bundle (allowed: none)"},
 		{"Bundle without entries", "Bundle of one", func(b []byte) []byte { return append(b[:e1], 0, 0, 0, 0) }, "Bundle without entries"},
-		{"Bundle entry an Ack", "Bundle of one", put8(e1+2, byte(wire.OpAck)), "opcode 0x30 (Ack) is not a data opcode"},
-		{"Bundle entry unknown", "Bundle of one", put8(e1+2, 0x77), "opcode 0x77 (unknown) is not a data opcode"},
+		{"Bundle entry a ConnReply", "Bundle of one", put8(e1+2, byte(wire.OpConnReply)), "opcode 0x41 (ConnReply) is neither a data opcode nor Ack"},
+		{"Bundle entry unknown", "Bundle of one", put8(e1+2, 0x77), "opcode 0x77 (unknown) is neither a data opcode nor Ack"},
+		{"Bundle Ack entry with a PSN", "Bundle with Acks", put32(e1+4, 5), "Ack with PSN not 0"},
+		{"Bundle Ack entry with a payload", "Bundle of one", put8(e1+2, byte(wire.OpAck)), "bytes after its extension"},
 		{"Bundle entry past the end", "Bundle of 12 Writes", put16(e1, 2000), "runs past the datagram"},
 		{"Bundle entry short of its extension", "Bundle of one", func(b []byte) []byte {
 			binary.BigEndian.PutUint16(b[e1:], 12)
@@ -260,7 +277,8 @@ func malformedSamples(t testing.TB) []sample {
 		{"MultiBundle group short of an entry header", "MultiBundle of one group", func(b []byte) []byte {
 			return append(append(b[:len(b)-4:len(b)-4], 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3), 0, 0, 0, 0)
 		}, "too few for an entry header"},
-		{"MultiBundle entry an Ack", "MultiBundle of three QPs", put8(g1+wire.GroupHeaderLen+2, byte(wire.OpAck)), "opcode 0x30 (Ack) is not a data opcode"},
+		{"MultiBundle entry a ConnReply", "MultiBundle of three QPs", put8(g1+wire.GroupHeaderLen+2, byte(wire.OpConnReply)), "opcode 0x41 (ConnReply) is neither a data opcode nor Ack"},
+		{"MultiBundle Ack entry with a PSN", "MultiBundle of Acks", put32(g1+wire.GroupHeaderLen+4, 5), "Ack with PSN not 0"},
 		{"MultiBundle entry past the end", "MultiBundle of one group", put16(g1+wire.GroupHeaderLen, 2000), "runs past the datagram"},
 		{"MultiBundle entry Write past its Length", "MultiBundle of one group", put32(g1+wire.GroupHeaderLen+8+12, 10), "over Length 10"},
 	}
@@ -320,11 +338,12 @@ func TestDissectorDecodesEveryPacket(t *testing.T) {
 			t.Errorf("frame %d (%s): Info %q", i+1, s.name, infos[i])
 		}
 	}
-	// The notes a reader looks for: a NAK and a reject are expert infos.
+	// The notes a reader looks for: a NAK and a reject are expert infos, a NAK also as a
+	// Bundle's entry (the two samples of Acks carry one).
 	for i, s := range ss {
 		x := &pkts[i]
 		nak := len(x.experts("xdpndk.nak")) > 0
-		if want := strings.HasPrefix(s.name, "Nak"); nak != want {
+		if want := strings.HasPrefix(s.name, "Nak") || strings.HasSuffix(s.name, "of Acks") || strings.HasSuffix(s.name, "with Acks"); nak != want {
 			t.Errorf("%s: NAK expert info %v, want %v", s.name, nak, want)
 		}
 		reject := len(x.experts("xdpndk.reject")) > 0

@@ -453,8 +453,18 @@ func payloadOf(p *wire.Packet) []byte {
 	return b
 }
 
+// entry compares a Bundle entry's extension: an Ack's AckExt, a data packet's as data does.
+func (m *mismatch) entry(where string, n *pdmlNode, p *wire.Packet) {
+	if p.Opcode == wire.OpAck {
+		m.ackExt(where, n.kid("xdpndk.ack"), &p.Ack)
+		return
+	}
+	m.data(where, n, p)
+}
+
 // data compares the extension, piggybacked ack and payload of data packet p under n (the
 // datagram's tree or an entry's).
+
 func (m *mismatch) data(where string, n *pdmlNode, p *wire.Packet) {
 	switch p.Opcode {
 	case wire.OpSendFirst, wire.OpSendMiddle, wire.OpSendLast, wire.OpSendOnly, wire.OpSendLastInv, wire.OpSendOnlyInv:
@@ -561,7 +571,7 @@ func compare(x *pdmlNode, d []byte) []string {
 			}
 			m.field(where, es[i], "xdpndk.entry.index", uint64(i+1))
 			m.header(where, es[i], &e.Header)
-			m.data(where, es[i], &e)
+			m.entry(where, es[i], &e)
 		}
 	case p.Opcode == wire.OpMultiBundle:
 		it := p.Entries()
@@ -592,7 +602,7 @@ func compare(x *pdmlNode, d []byte) []string {
 			}
 			m.field(where, es[k], "xdpndk.entry.index", uint64(i+1))
 			m.header(where, es[k], &e.Header)
-			m.data(where, es[k], &e)
+			m.entry(where, es[k], &e)
 			k++
 		}
 	case wire.IsCM(p.Opcode):

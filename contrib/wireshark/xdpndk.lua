@@ -560,6 +560,21 @@ local function dissect_cm(tvb, tree, st, op, stop)
     return s
 end
 
+-- dissect_ack adds an Ack's AckExt (at o) for an Ack on its own or a Bundle entry, whose
+-- bytes end at stop; the caller checked that the AckExt fits. It flags a PSN other than 0
+-- (on psn_item) and bytes after the extension (§9), and returns the Ack's summary.
+local function dissect_ack(tvb, tree, st, fl, psn, psn_item, o, stop)
+    local s = dissect_ackext(tvb, tree, st, o, false)
+    if band(fl, FLAG_ACKREQ) ~= 0 then s = s .. " probe" end
+    if psn ~= 0 then bad(st, psn_item, "Ack with PSN not 0") end
+    local fixed = o + ACKEXT_LEN
+    if stop > fixed then
+        local it = tree:add(f.payload, tvb(fixed, stop - fixed))
+        bad(st, it, string.format("Ack with %d bytes after its extension", stop - fixed))
+    end
+    return s
+end
+
 -- dissect_entry adds the Bundle entry at o (before stop) to tree as entry number index, its
 -- DestQPN and Cookie those at qpn_at and cookie_at (the header's, or its group's), and
 -- tallies it in acc. It returns the offset after the entry, or nil when the rest of the
@@ -576,7 +591,7 @@ local function dissect_entry(tvb, tree, st, o, stop, index, qpn_at, cookie_at, a
     local li = et:add(f.entry_length, tvb(o, 2))
     local oi = et:add(f.opcode, tvb(o + 2, 1))
     local fi = add_flags(et, tvb(o + 3, 1), fl)
-    et:add(f.psn, tvb(o + 4, 4))
+    local pi = et:add(f.psn, tvb(o + 4, 4))
     et:add(f.dest_qpn, tvb(qpn_at, 4)):set_generated()
     et:add(f.cookie, tvb(cookie_at, 8)):set_generated()
     et:add(f.ts, tvb(20, 4)):set_generated()
@@ -585,8 +600,8 @@ local function dissect_entry(tvb, tree, st, o, stop, index, qpn_at, cookie_at, a
     if length > avail then
         bad(st, li, string.format("entry Length %d runs past the datagram (%d bytes left)", length, avail))
         summary = string.format("opcode 0x%02x, Length %d past the end", code, length)
-    elseif op == nil or not is_data(op) then
-        bad(st, oi, string.format("opcode 0x%02x (%s) is not a data opcode", code, OPCODE_NAMES[code] or "unknown"))
+    elseif op == nil or not (is_data(op) or op.kind == "ack") then
+        bad(st, oi, string.format("opcode 0x%02x (%s) is neither a data opcode nor Ack", code, OPCODE_NAMES[code] or "unknown"))
         summary = string.format("opcode 0x%02x", code)
     else
         check_flags(st, fi, op, fl)
@@ -597,11 +612,18 @@ local function dissect_entry(tvb, tree, st, o, stop, index, qpn_at, cookie_at, a
                 fixed > op.ext and " and AckExt" or "", fixed))
             summary = op.name .. " PSN " .. epsn .. " (too short)"
         else
-            summary = dissect_data(tvb, et, st, op, fl, epsn, o + ENTRY_HEADER_LEN, o + ENTRY_HEADER_LEN + length)
+            local at, to = o + ENTRY_HEADER_LEN, o + ENTRY_HEADER_LEN + length
+            if op.kind == "ack" then
+                summary = dissect_ack(tvb, et, st, fl, epsn, pi, at, to)
+            else
+                summary = dissect_data(tvb, et, st, op, fl, epsn, at, to)
+            end
             acc.counts[op.name] = (acc.counts[op.name] or 0) + 1
             if acc.names[#acc.names] ~= op.name then acc.names[#acc.names + 1] = op.name end
-            acc.first_psn = acc.first_psn or epsn
-            acc.last_psn = epsn
+            if op.kind ~= "ack" then -- an Ack entry's PSN is 0, not part of the data's range
+                acc.first_psn = acc.first_psn or epsn
+                acc.last_psn = epsn
+            end
         end
     end
     et:set_text(string.format("Entry %d: %s", index, summary))
@@ -795,13 +817,7 @@ local function dissect(tvb, pinfo, tree)
         elseif is_data(op) then
             summary = dissect_data(tvb, root, st, op, fl, psn, HEADER_LEN, stop)
         elseif op.kind == "ack" then
-            summary = dissect_ackext(tvb, root, st, HEADER_LEN, false)
-            if band(fl, FLAG_ACKREQ) ~= 0 then summary = summary .. " probe" end
-            if psn ~= 0 then bad(st, h, "Ack with PSN not 0") end
-            if stop > fixed then
-                local it = root:add(f.payload, tvb(fixed, stop - fixed))
-                bad(st, it, string.format("Ack with %d bytes after its extension", stop - fixed))
-            end
+            summary = dissect_ack(tvb, root, st, fl, psn, h, HEADER_LEN, stop)
         elseif op.kind == "cm" then
             summary = dissect_cm(tvb, root, st, op, stop)
             if band(fl, FLAG_RETRANSMIT) ~= 0 then summary = summary .. " [Retransmit]" end

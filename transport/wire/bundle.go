@@ -10,12 +10,14 @@ import "encoding/binary"
 //	entry: ...
 //	CRC32C (4 B) over everything before it
 //
-// Each entry is the data packet whose header is the bundle's (its DestQPN, Cookie and TS)
-// with the entry's Opcode, Flags and PSN, followed by Length bytes: that opcode's extension,
-// the piggybacked AckExt if FlagAck is set, and the payload. Every flag defined fits the
-// entry's 8 bits (the header's upper 8 flag bits are always zero). Entries are data packets
-// only (Send*, Write, ReadRequest, ReadResponse) and keep every rule of a datagram carrying
-// them alone; a receiver takes them in order, each as if it had arrived on its own.
+// Each entry is the packet whose header is the bundle's (its DestQPN, Cookie and TS) with
+// the entry's Opcode, Flags and PSN, followed by Length bytes: that opcode's extension, the
+// piggybacked AckExt if FlagAck is set, and the payload. Every flag defined fits the entry's
+// 8 bits (the header's upper 8 flag bits are always zero). Entries are data packets (Send*,
+// Write, ReadRequest, ReadResponse) and Acks (an Ack entry is its AckExt: a positive ack, a
+// NAK or, with FlagAckReq, a probe; its PSN is 0, it has no payload), and keep every rule
+// of a datagram carrying them alone; a receiver takes them in order, each as if it had
+// arrived on its own.
 
 // OpBundle is the opcode of a Bundle datagram.
 const OpBundle Opcode = 0x50
@@ -63,12 +65,12 @@ const EntryHeaderLen = 8
 // data extension and a piggybacked ack.
 const maxEntryFixed = EntryHeaderLen + RDMAExtLen + AckExtLen
 
-// EntryLen returns the bytes a data packet of opcode op with flags and payloadLen payload
-// bytes takes as a Bundle entry (its header included), and false for an opcode or flags a
-// Bundle cannot carry.
+// EntryLen returns the bytes a data packet or Ack of opcode op with flags and payloadLen
+// payload bytes takes as a Bundle entry (its header included), and false for an opcode or
+// flags a Bundle cannot carry.
 func EntryLen(op Opcode, flags Flags, payloadLen int) (int, bool) {
 	info := &opTable[op]
-	if !dataKind(info.kind) || flags&^info.flags != 0 || payloadLen < 0 {
+	if !entryKind(info.kind) || flags&^info.flags != 0 || payloadLen < 0 {
 		return 0, false
 	}
 	n := EntryHeaderLen + int(info.ext) + payloadLen
@@ -78,21 +80,24 @@ func EntryLen(op Opcode, flags Flags, payloadLen int) (int, bool) {
 	return n, n-EntryHeaderLen <= 0xffff
 }
 
-// dataKind reports whether packets of kind k may be a Bundle's entries.
-func dataKind(k kind) bool {
-	return k == kindSend || k == kindWrite || k == kindReadReq || k == kindReadResp
+// entryKind reports whether packets of kind k may be a Bundle's entries: data packets and
+// Acks.
+func entryKind(k kind) bool {
+	return k == kindSend || k == kindWrite || k == kindReadReq || k == kindReadResp || k == kindAck
 }
 
-// EncodeEntry writes data packet p as a Bundle entry into the start of b: the entry header
-// (its Length counting payloadLen payload bytes, which the caller appends), p's extension
-// and, with FlagAck, its AckExt. It returns the bytes written, EntryHeaderLen + the
-// extension (+ AckExtLen). p's DestQPN, Cookie and TS are the bundle's and are not written.
-// It fails, writing nothing, for an opcode a Bundle cannot carry (ErrOpcode), flags the
-// opcode does not allow (ErrFlags), a piggybacked NAK (ErrField), an entry longer than
-// its 16-bit Length (ErrLength) or a b too short (ErrShortBuffer). It does not allocate.
+// EncodeEntry writes data packet or Ack p as a Bundle entry into the start of b: the entry
+// header (its Length counting payloadLen payload bytes, which the caller appends), p's
+// extension (an Ack's is its AckExt) and, with FlagAck, its piggybacked AckExt. It returns
+// the bytes written, EntryHeaderLen + the extension (+ AckExtLen). p's DestQPN, Cookie and
+// TS are the bundle's and are not written. It fails, writing nothing, for an opcode a
+// Bundle cannot carry (ErrOpcode), flags the opcode does not allow (ErrFlags), a
+// piggybacked NAK (ErrField), an Ack with payload or an entry longer than its 16-bit Length
+// (ErrLength) or a b too short (ErrShortBuffer). Like Encode it writes other field values
+// as given (an Ack's PSN, its Syndrome): Parse checks them. It does not allocate.
 func EncodeEntry(b []byte, p *Packet, payloadLen int) (int, error) {
 	info := &opTable[p.Opcode]
-	if !dataKind(info.kind) {
+	if !entryKind(info.kind) {
 		return 0, ErrOpcode
 	}
 	total, ok := EntryLen(p.Opcode, p.Flags, payloadLen)
@@ -103,6 +108,8 @@ func EncodeEntry(b []byte, p *Packet, payloadLen int) (int, error) {
 		return 0, ErrLength
 	case p.Flags&FlagAck != 0 && p.Ack.Syndrome != SynAck:
 		return 0, ErrField
+	case info.kind == kindAck && payloadLen != 0:
+		return 0, ErrLength
 	}
 	n := total - payloadLen
 	if len(b) < n {
@@ -120,6 +127,8 @@ func EncodeEntry(b []byte, p *Packet, payloadLen int) (int, error) {
 		putRDMA(e, &p.RDMA)
 	case kindReadResp:
 		putReadResp(e, &p.ReadResp)
+	case kindAck:
+		putAck(e, &p.Ack)
 	}
 	if p.Flags&FlagAck != 0 {
 		putAck(b[EntryHeaderLen+int(info.ext):n], &p.Ack)
@@ -265,7 +274,7 @@ func (it *Entries) next(e *Packet) error {
 	flags := Flags(h[3])
 	psn := PSN(binary.BigEndian.Uint32(h[4:8]))
 	info := &opTable[op]
-	if !dataKind(info.kind) {
+	if !entryKind(info.kind) {
 		return ErrOpcode
 	}
 	if flags&^info.flags != 0 {
@@ -296,8 +305,10 @@ func (it *Entries) next(e *Packet) error {
 		err = parseWrite(ext, e, plen)
 	case kindReadReq:
 		err = parseReadReq(ext, e, plen)
-	default: // kindReadResp
+	case kindReadResp:
 		err = parseReadResp(ext, e, plen)
+	default: // kindAck
+		err = parseAck(ext, e, plen)
 	}
 	if err != nil {
 		return err

@@ -31,11 +31,11 @@ func bundleOf(t testing.TB, ss []sample) []byte {
 	return b
 }
 
-// dataSamples are the samples a bundle may carry.
-func dataSamples() []sample {
+// entrySamples are the samples a bundle may carry: the data packets and the Ack.
+func entrySamples() []sample {
 	var out []sample
 	for _, s := range samples() {
-		if dataKind(opTable[s.p.Opcode].kind) {
+		if entryKind(opTable[s.p.Opcode].kind) {
 			out = append(out, s)
 		}
 	}
@@ -82,7 +82,7 @@ func checkEntries(t *testing.T, segs [][]byte, want []sample) {
 // TestBundleRoundTrip: every data packet, alone and all together, with and without a
 // piggybacked ack, survives a Bundle, whole and cut into segments anywhere.
 func TestBundleRoundTrip(t *testing.T) {
-	ds := dataSamples()
+	ds := entrySamples()
 	lists := [][]sample{ds, ds[:1], {ds[len(ds)-1], ds[0]}}
 	for _, l := range lists {
 		d := bundleOf(t, l)
@@ -97,7 +97,7 @@ func TestBundleRoundTrip(t *testing.T) {
 // TestBundleRefused: a bundle with any fault is refused whole, with the error a datagram
 // carrying the faulty entry alone would get, or the bundle's own.
 func TestBundleRefused(t *testing.T) {
-	ds := dataSamples()
+	ds := entrySamples()
 	good := bundleOf(t, ds[:3])
 	first := HeaderLen // the first entry's header
 	cases := []struct {
@@ -120,7 +120,23 @@ func TestBundleRefused(t *testing.T) {
 			e := len(d) - TrailerLen
 			return append(d[:e:e], 1, 2, 3, 0, 0, 0, 0)
 		}, ErrLength},
-		{"an Ack as an entry", func(d []byte) []byte { d[first+2] = byte(OpAck); return d }, ErrOpcode},
+		{"an Ack entry with a payload", func(d []byte) []byte { d[first+2] = byte(OpAck); return d }, ErrLength},
+		{"an Ack entry with a PSN", func(d []byte) []byte {
+			d[first+2] = byte(OpAck)
+			binary.BigEndian.PutUint16(d[first:], AckExtLen)
+			binary.BigEndian.PutUint32(d[first+4:], 9)
+			// the Send entry's remaining bytes become entries: cut them off
+			e := first + EntryHeaderLen + AckExtLen
+			return append(d[:e:e], 0, 0, 0, 0)
+		}, ErrField},
+		{"an Ack entry with an unknown syndrome", func(d []byte) []byte {
+			d[first+2] = byte(OpAck)
+			binary.BigEndian.PutUint16(d[first:], AckExtLen)
+			binary.BigEndian.PutUint32(d[first+4:], 0)
+			d[first+EntryHeaderLen+16] = 0xee
+			e := first + EntryHeaderLen + AckExtLen
+			return append(d[:e:e], 0, 0, 0, 0)
+		}, ErrField},
 		{"a bundle as an entry", func(d []byte) []byte { d[first+2] = byte(OpBundle); return d }, ErrOpcode},
 		{"a connection request as an entry", func(d []byte) []byte { d[first+2] = byte(OpConnRequest); return d }, ErrOpcode},
 		{"a flag the entry's opcode does not take", func(d []byte) []byte { d[first+3] |= byte(FlagLast); return d }, ErrFlags},
@@ -139,7 +155,8 @@ func TestBundleRefused(t *testing.T) {
 			}
 		})
 	}
-	// A piggybacked NAK cannot be encoded into an entry, nor a non-data opcode.
+	// A piggybacked NAK cannot be encoded into an entry, nor an Ack with a payload, nor an
+	// opcode that is neither data nor an Ack.
 	nak := ds[0].p
 	nak.Flags |= FlagAck
 	nak.Ack.Syndrome = SynNakRNR
@@ -147,8 +164,11 @@ func TestBundleRefused(t *testing.T) {
 	if _, err := EncodeEntry(eb[:], &nak, 0); err != ErrField {
 		t.Fatalf("EncodeEntry of a piggybacked NAK: %v", err)
 	}
-	if _, err := EncodeEntry(eb[:], &Packet{Header: hdr(OpAck, 0, 0)}, 0); err != ErrOpcode {
-		t.Fatalf("EncodeEntry of an Ack: %v", err)
+	if _, err := EncodeEntry(eb[:], &Packet{Header: hdr(OpAck, 0, 0)}, 1); err != ErrLength {
+		t.Fatalf("EncodeEntry of an Ack with a payload: %v", err)
+	}
+	if _, err := EncodeEntry(eb[:], &Packet{Header: hdr(OpConnRequest, 0, 0)}, 0); err != ErrOpcode {
+		t.Fatalf("EncodeEntry of a connection request: %v", err)
 	}
 	if _, err := EncodeEntry(eb[:5], &ds[0].p, 0); err != ErrShortBuffer {
 		t.Fatalf("EncodeEntry into 5 bytes: %v", err)
@@ -161,7 +181,7 @@ func TestBundleRefused(t *testing.T) {
 // TestEntriesAllocs: reading the entries of a Bundle and of a multi-QP Bundle allocates
 // nothing.
 func TestEntriesAllocs(t *testing.T) {
-	for name, d := range map[string][]byte{"bundle": bundleOf(t, dataSamples()), "multi-QP bundle": multiBundleOf(t, testGroups())} {
+	for name, d := range map[string][]byte{"bundle": bundleOf(t, entrySamples()), "multi-QP bundle": multiBundleOf(t, testGroups())} {
 		segs := split(d, 100, 300)
 		var p, e Packet
 		allocs := testing.AllocsPerRun(200, func() {
@@ -183,7 +203,7 @@ func TestEntriesAllocs(t *testing.T) {
 // not panic and must agree with Parse of the whole; what it accepts must read as entries
 // that re-encode to the same bytes and fill the bundle exactly.
 func FuzzBundle(f *testing.F) {
-	ds := dataSamples()
+	ds := entrySamples()
 	for i := range ds {
 		d := bundleOf(f, ds[i:min(i+3, len(ds))])
 		f.Add(d[HeaderLen:len(d)-TrailerLen], uint16(30), uint16(70))

@@ -44,7 +44,7 @@ func multiBundleOf(t testing.TB, gs []group) []byte {
 
 // testGroups spreads the data samples over three groups of different connections.
 func testGroups() []group {
-	ds := dataSamples()
+	ds := entrySamples()
 	return []group{
 		{qpn: 0x10203, cookie: 0xaabbccddeeff0011, port: 49200, ss: ds[:2]},
 		{qpn: 7, cookie: 1, port: 65535, ss: ds[2:3]},
@@ -146,7 +146,7 @@ func TestMultiBundleRefused(t *testing.T) {
 			e := len(d) - TrailerLen
 			return append(d[:e:e], 1, 2, 3, 0, 0, 0, 0)
 		}, ErrLength},
-		{"a bad entry in the second group", func(d []byte) []byte { d[e2+2] = byte(OpAck); return d }, ErrOpcode},
+		{"a bad entry in the second group", func(d []byte) []byte { d[e2+2] = byte(OpConnReply); return d }, ErrOpcode},
 		{"a bundle as an entry", func(d []byte) []byte { d[e1+2] = byte(OpMultiBundle); return d }, ErrOpcode},
 		{"an entry longer than the datagram", func(d []byte) []byte {
 			binary.BigEndian.PutUint16(d[e1:], 0xffff)
