@@ -130,7 +130,9 @@ func (cq *CQ) GetResults(dst []Result) int {
 		dst[i] = r.Result
 		*r = ResultEx{}
 	}
-	cq.head.Store(h + uint64(n))
+	if n > 0 {
+		cq.head.Store(h + uint64(n)) // not at every empty poll: an atomic exchange
+	}
 	return n
 }
 
@@ -143,7 +145,9 @@ func (cq *CQ) GetResultsEx(dst []ResultEx) int {
 		dst[i] = *r
 		*r = ResultEx{}
 	}
-	cq.head.Store(h + uint64(n))
+	if n > 0 {
+		cq.head.Store(h + uint64(n)) // not at every empty poll: an atomic exchange
+	}
 	return n
 }
 

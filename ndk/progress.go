@@ -57,27 +57,49 @@ func (p Progress) String() string {
 // it does nothing and returns false.
 func (a *Adapter) Poll() bool { return a.pollEngines(0) }
 
-// pollEngines is Poll of the engines in mask (bit i: engine i; 0: all of them).
+// pollEngines is Poll of the engines in mask (bit i: engine i; 0: all of them). Each
+// engine polled reads the clock once, in its round (Engine.PollNow), and that reading is
+// the poll's time the fallback looks at (engine.polled); only an engine that another
+// poller holds costs a reading of its own (once for all of them).
 func (a *Adapter) pollEngines(mask uint64) bool {
 	if a.opts.Progress != ProgressInline || a.closed.Load() {
 		return false
 	}
-	now := a.now()
 	busy := false
+	var now int64
+	read := false
 	for i, s := range a.engs {
 		if mask != 0 && mask&(1<<i) == 0 {
 			continue
 		}
-		s.polled.Store(now)
 		if !s.pollMu.TryLock() {
+			if !read {
+				now, read = a.now(), true
+			}
+			s.markPolled(now, a.pollGrain) // tried: the fallback steps aside all the same
 			continue
 		}
-		_, b := s.eng.Poll(now)
+		t, _, b := s.eng.PollNow()
 		s.pollMu.Unlock()
+		s.markPolled(t, a.pollGrain)
 		busy = busy || b
 	}
 	return busy
 }
+
+// markPolled records t as the time of the application's last poll of the engine, if it is
+// grain or more past the one recorded: a poller spinning through rounds then writes the
+// word the fallback reads (an atomic exchange each time) once in many rounds, and the
+// fallback sees the application idle at most grain early (pollGrain: a sixteenth of
+// InlineFallback). A hand-off's time (InlineFallback back) is always overwritten.
+func (s *engine) markPolled(t, grain int64) {
+	if t-s.polled.Load() >= grain {
+		s.polled.Store(t)
+	}
+}
+
+// pollGrainDiv is InlineFallback over Adapter.pollGrain.
+const pollGrainDiv = 16
 
 // fallbackMaxPause bounds how long an inline adapter's fallback sleeps while the
 // application polls: how late, at worst, it takes over when the application stops.
@@ -137,8 +159,7 @@ func (a *Adapter) fallback(s *engine) {
 			sleep(time.Duration(d))
 			continue
 		}
-		now := a.now()
-		next, busy := s.eng.Poll(now)
+		now, next, busy := s.eng.PollNow()
 		if busy {
 			lastBusy = now
 		}

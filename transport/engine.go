@@ -18,8 +18,9 @@ import (
 )
 
 // Engine runs the protocol for the QPs placed on one Link (one AF_XDP queue). Poll does one
-// round of work; Run calls Poll in a loop. Exactly one goroutine at a time may call Poll or
-// Run. NewQP, Listen, Connect and the posting methods of QPs are safe from any goroutine.
+// round of work (PollNow: at the engine's own clock); Run calls PollNow in a loop. Exactly
+// one goroutine at a time may call Poll, PollNow or Run. NewQP, Listen, Connect and the
+// posting methods of QPs are safe from any goroutine.
 type Engine struct {
 	cfg  Config
 	link link.Link
@@ -271,8 +272,7 @@ func (e *Engine) wake() {
 func (e *Engine) Run(ctx context.Context, spin time.Duration) error {
 	lastBusy := e.now()
 	for ctx.Err() == nil {
-		now := e.now()
-		next, busy := e.Poll(now)
+		now, next, busy := e.PollNow()
 		if busy {
 			lastBusy = now
 			continue
@@ -335,16 +335,37 @@ func (e *Engine) pendingPosts() bool { return e.sched.bells.any() }
 // on at Config.Now if that is later than now: a clock read before a stall would date the
 // datagrams that came during it before they arrived (round trips shorter than the path).
 func (e *Engine) Poll(now int64) (next int64, busy bool) {
+	_, next, busy = e.poll(now, false)
+	return next, busy
+}
+
+// PollNow is Poll at the engine's own clock (Config.Now), read once in the round and as
+// late as it can be: after the receive, so that a batch is dated when it was taken, as
+// Poll's second reading dates it, without a first one before it (only waiting commands,
+// which run before the receive, make the round read it before, and a batch then again).
+// A clock read costs tens of nanoseconds, and a poller that spins pays it every round.
+// It returns the time the round ran at as well, for the poller's own bookkeeping.
+func (e *Engine) PollNow() (now, next int64, busy bool) { return e.poll(0, true) }
+
+// poll is Poll at time now, or, with read, at a reading of the clock taken in the round.
+func (e *Engine) poll(now int64, read bool) (int64, int64, bool) {
 	e.round++
+	busy := false
 	if e.hasCmd.Load() {
+		if read {
+			now, read = e.now(), false
+		}
 		e.runCommands(now)
 		busy = true
 		e.sched.markAll(e.active) // a command may have changed any QP (Flush, StartDisconnect)
 		e.sched.cmDirty = true    // or the connection manager
 	}
 	n, err := e.link.Receive(e.rxPkts[:])
-	if err == nil && n > 0 {
+	got := err == nil && n > 0
+	if got || read {
 		now = max(now, e.now())
+	}
+	if got {
 		busy = true
 		e.ctr.rxPackets.Add(uint64(n))
 		for i := range e.rxPkts[:n] {
@@ -367,7 +388,7 @@ func (e *Engine) Poll(now int64) (next int64, busy bool) {
 	if e.cfg.ZeroCopyTx && e.collectTxDone() {
 		busy = true
 	}
-	return next, busy
+	return now, next, busy
 }
 
 // collectTxDone takes the link's finished zero-copy transmissions and lets the work
