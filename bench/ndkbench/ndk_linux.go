@@ -294,8 +294,10 @@ func (p *ndkPair) serveB(stop *atomic.Bool, deadline int64, echo bool) error {
 			if err := b.postReceive(slot); err != nil {
 				return err
 			}
-			for until := report.Now() + int64(p.echoDelay); p.echoDelay > 0 && report.Now() < until; {
-				b.a.Poll()
+			if p.echoDelay > 0 {
+				for until := report.Now() + int64(p.echoDelay); report.Now() < until; {
+					b.a.Poll()
+				}
 			}
 			if echo {
 				if err := postRetry(func() error { return b.qp.Send(ctxSend, sgl[:], 0) }, b.cq, deadline); err != nil {
@@ -303,7 +305,7 @@ func (p *ndkPair) serveB(stop *atomic.Bool, deadline int64, echo bool) error {
 				}
 			}
 		}
-		res = [32]ndk.Result{} // drop the references to the contexts
+		clear(res[:n]) // drop the references to the contexts
 	}
 }
 
