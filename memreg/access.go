@@ -150,26 +150,44 @@ func (r *Registry) AcquireLocal(pd PD, token uint32, buf []byte, write bool) (*M
 	if s == nil {
 		return nil, ErrBadToken
 	}
-	s.readers.Add(1)
-	defer s.readers.Add(-1)
-	m := s.cur.Load()
-	if m == nil || m.localToken != token || m.localToken == 0 {
+	// Only a region's slot has a local token. The hold on the region comes first, then the
+	// mapping is loaded: a mapping loaded under the hold is not reused while it lasts
+	// (newMapping), and one removed before the load is not found. The second look at
+	// s.mr tells that the slot was not freed (and given to someone else) before cur was
+	// loaded, so the mapping is mr's. One locked operation (the hold) instead of the
+	// readers' two around it.
+	mr := s.mr.Load()
+	if mr == nil {
 		return nil, ErrStale
+	}
+	mr.refs.Add(1)
+	m := s.cur.Load()
+	if s.mr.Load() != mr {
+		mr.refs.Add(-1)
+		return nil, ErrStale
+	}
+	if err := checkLocal(m, pd, token, buf, write); err != nil {
+		mr.refs.Add(-1)
+		return nil, err
+	}
+	return mr, nil
+}
+
+// checkLocal is AcquireLocal's check of mapping m (nil: none) for the local access.
+func checkLocal(m *mapping, pd PD, token uint32, buf []byte, write bool) error {
+	if m == nil || m.localToken != token || m.localToken == 0 {
+		return ErrStale
 	}
 	if m.pd != pd {
-		return nil, ErrWrongPD
+		return ErrWrongPD
 	}
 	if write && !m.localWrite {
-		return nil, ErrRights
+		return ErrRights
 	}
-	va, n := bufVA(buf), uint64(len(buf))
-	if !m.containsLocal(va, n) {
-		return nil, ErrBounds
+	if !m.containsLocal(bufVA(buf), uint64(len(buf))) {
+		return ErrBounds
 	}
-	if !hold(s, m) {
-		return nil, ErrStale
-	}
-	return m.owner, nil
+	return nil
 }
 
 // containsLocal reports whether the process memory [va, va+n) lies inside the mapping's

@@ -33,6 +33,7 @@ func (r *Registry) NewFastRegisterMR(pd PD, pageCount int, remoteAccess bool) (*
 		return nil, err
 	}
 	mr := &MR{r: r, idx: i, pd: pd, fast: true, pageCount: pageCount, remoteAccess: remoteAccess}
+	r.slots[i].mr.Store(mr)
 	mr.local.Store(r.slots[i].local)
 	mr.remote.Store(r.slots[i].remote)
 	r.counted(true, 1)

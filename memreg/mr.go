@@ -130,6 +130,7 @@ func (r *Registry) RegisterMR(pd PD, buf []byte, flags MRFlags) (*MR, error) {
 		return nil, err // not reached: checked above
 	}
 	mr := &MR{r: r, idx: i, pd: pd, flags: flags, va: va, length: n, buf: buf[:n:n], pinned: pin}
+	r.slots[i].mr.Store(mr)
 	local, remote := r.takeTokens(i)
 	mr.local.Store(local)
 	mr.remote.Store(remote)

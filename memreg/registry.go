@@ -62,9 +62,12 @@ import (
 //
 // Reuse: a mapping that a control operation removes is kept as the slot's spare and filled
 // again by the slot's next mapping (Bind after InvalidateMW, FastRegister after
-// InvalidateMR), so those verbs allocate nothing. Every lock-free reader (Resolve, Acquire,
-// AcquireLocal, Invalidate) counts itself in the slot's readers from before its Load until
-// after its last read of the mapping, and the spare is reused only when that count is 0.
+// InvalidateMR), so those verbs allocate nothing. Every lock-free reader of the remote path
+// (Resolve, Acquire, Invalidate) counts itself in the slot's readers from before its Load
+// until after its last read of the mapping, and the spare is reused only when that count is
+// 0. AcquireLocal (a local token names a region's slot only) takes its hold on the slot's
+// region (slot.mr) before its Load instead, and a region's spare is reused only when the
+// region has no holds either: one locked operation per SGE instead of three.
 // A removed mapping is unpublished first, so a reader arriving after the check can only
 // load nil or a newer mapping; readers that loaded the spare before have all left. The same
 // argument rules out ABA for the CompareAndSwaps: a pointer a reader compares against is

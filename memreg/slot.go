@@ -34,11 +34,16 @@ type mapping struct {
 	localWrite  bool // the local token allows writing (MR_FLAG_ALLOW_LOCAL_WRITE, FR ALLOW_LOCAL_WRITE)
 }
 
-// slot is one table entry. cur is read lock-free; the rest only under Registry.mu.
+// slot is one table entry. cur and mr are read lock-free; the rest only under Registry.mu.
 type slot struct {
-	cur       atomic.Pointer[mapping]
-	readers   atomic.Int32 // lock-free readers of cur between their Load and their last field read
-	spare     *mapping     // the last mapping a control operation retired; reused when no reader is left
+	cur     atomic.Pointer[mapping]
+	readers atomic.Int32 // lock-free readers of cur between their Load and their last field read (not AcquireLocal)
+	// mr is the region that owns the slot (nil for a window or a free slot), set before
+	// its first mapping is published and cleared when the slot is freed: every mapping
+	// published while it names a region is that region's (owner == mr). AcquireLocal
+	// holds it before it loads cur instead of counting itself in readers.
+	mr        atomic.Pointer[MR]
+	spare     *mapping // the last mapping a control operation retired; reused when no reader is left
 	gen       uint32
 	salt, mul uint32
 	seeded    bool
@@ -67,6 +72,7 @@ func (r *Registry) allocSlot() (uint32, error) {
 // freeSlot clears slot i and queues it for reuse. r.mu must be held.
 func (r *Registry) freeSlot(i uint32) {
 	r.slots[i].cur.Store(nil)
+	r.slots[i].mr.Store(nil)
 	r.slots[i].fresh = false
 	r.free = append(r.free, i)
 }
@@ -150,13 +156,14 @@ func retire(s *slot, m *mapping) bool {
 
 // newMapping returns a mapping for slot s to fill and publish: the slot's retired one when
 // no lock-free reader can still be reading it (every reader that loaded it has left its
-// section: readers is 0 and it is no longer published, so no new reader finds it), else a
-// new one. With it come the retired page runs of a fast-register mapping when no Span can
+// section: readers is 0 and it is no longer published, so no new reader finds it; and, for
+// a region's mapping, the region has no holds: AcquireLocal reads the mapping under a hold
+// it took before loading it, not in readers), else a new one. With it come the retired page runs of a fast-register mapping when no Span can
 // still reference them (its region has no holds). This makes Bind, FastRegister and their
 // invalidation allocation-free in steady state. r.mu must be held.
 func newMapping(s *slot) (*mapping, [][]byte) {
 	m := s.spare
-	if m == nil || s.readers.Load() != 0 {
+	if m == nil || s.readers.Load() != 0 || (m.kind != kindMW && m.owner.refs.Load() != 0) {
 		return new(mapping), nil
 	}
 	s.spare = nil
