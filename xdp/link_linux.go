@@ -56,6 +56,7 @@ type Link struct {
 
 	local      netip.AddrPort
 	maxPayload int
+	busyPoll   bool // sock.Mode().BusyPoll: an empty RX ring makes Receive call into the kernel
 
 	// engine-owned state
 	rx       rxState    // RX descriptors taken from the ring, frames going back to the fill ring
@@ -98,6 +99,7 @@ func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link
 		fsize:      uint64(d.umem.FrameSize()),
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
+		busyPoll:   s.Mode().BusyPoll,
 		tx:         make([]xsk.Desc, s.Config().TxSize),
 		eventfd:    efd,
 	}
@@ -110,7 +112,8 @@ func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link
 }
 
 // enter marks an engine call in progress; it fails once Close has begun, so Close never
-// unmaps rings under a running call.
+// unmaps rings or closes descriptors under a running call. The empty paths of Receive and
+// TxDone, the calls a spinning engine makes every round, do without it (see Receive).
 func (l *Link) enter() bool {
 	l.busy.Add(1)
 	if l.closed.Load() {
@@ -123,7 +126,27 @@ func (l *Link) enter() bool {
 func (l *Link) exit() { l.busy.Add(-1) }
 
 // Receive implements link.Link.
+//
+// A Receive that finds nothing takes no guard (enter/exit, two locked operations): a
+// spinning engine makes that call every round, on every queue. It reads only what the
+// engine goroutine owns and the RX ring's producer index, which stays mapped across a
+// racing Close (xsk.Socket.Close replaces that mapping instead of unmapping it), and it
+// checks closed before that read: an empty result is then one from before Close. Whatever
+// else it may have to do (held datagrams, frames owed to the fill ring, descriptors taken
+// earlier, busy polling's system call, a ring that has something or a mapping replaced
+// under it) goes the guarded way, which looks at closed again.
 func (l *Link) Receive(pkts []link.Packet) (int, error) {
+	if l.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	if l.rx.head == l.rx.tail && l.rx.owed == 0 && l.hops.Held() == 0 && !l.busyPoll && !l.sock.RxReady() {
+		return 0, nil
+	}
+	return l.receive(pkts)
+}
+
+// receive is Receive inside the guard.
+func (l *Link) receive(pkts []link.Packet) (int, error) {
 	if !l.enter() {
 		return 0, link.ErrClosed
 	}
@@ -450,7 +473,16 @@ func (l *Link) reclaim() {
 // without a Send, and kicks the kernel when descriptors of zero-copy datagrams still wait on
 // the TX ring. Cookies come in send order: a copied datagram's cookie waits behind an
 // earlier one whose descriptors the kernel has not completed yet.
+//
+// With no zero-copy datagram in flight and nothing held it touches no ring, only the
+// engine's record queue, and takes no guard (only closed is looked at).
 func (l *Link) TxDone(dst []uint64) int {
+	if l.closed.Load() {
+		return 0
+	}
+	if !l.zc.pending() && l.hops.Held() == 0 {
+		return l.zc.queue.pop(dst)
+	}
 	if !l.enter() {
 		return 0
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,7 @@ import (
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // openOn opens a Device on h's veth end inside h's namespace, closed at cleanup.
-func openOn(t *testing.T, h *testbed.Host, cfg Config) *Device {
+func openOn(t testing.TB, h *testbed.Host, cfg Config) *Device {
 	t.Helper()
 	cfg.Interface = h.Ifname
 	if cfg.Port == 0 {
@@ -532,6 +533,86 @@ func TestBusyPollOnEmptyRing(t *testing.T) {
 		}
 		if got, _ := receiveOne(t, pair[1]); !bytes.Equal(got, msg) {
 			t.Fatalf("received %q, want %q", got, msg)
+		}
+	}
+}
+
+// TestLinkCloseWhilePolling closes a link while its poller spins through Receive, Release
+// and TxDone (the empty round takes no guard: the RX ring's mapping stays readable across
+// Close) and a peer keeps sending to it, so that Close meets both empty and busy rounds.
+// The poller must end with ErrClosed, every later call must refuse, and a new link must
+// bind the queue again (the old socket is gone).
+func TestLinkCloseWhilePolling(t *testing.T) {
+	bed := testbed.NewT(t, testbed.Options{})
+	cfg := Config{RingSize: 256, Frames: 512}
+	lb := openOn(t, bed.B, cfg).Links()[0]
+	for round := range 10 {
+		d := openOn(t, bed.A, cfg)
+		la := d.Links()[0]
+		resolvePair(t, lb, la)
+		stop := make(chan struct{})
+		sent := make(chan struct{})
+		go func() { // the peer
+			defer close(sent)
+			var out [4]link.Packet
+			for i := range out {
+				out[i] = link.Packet{Remote: la.LocalAddr()}
+				out[i].SetData(make([]byte, 64))
+			}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = lb.Send(out[:])
+				var c [8]uint64
+				lb.TxDone(c[:])
+				time.Sleep(20 * time.Microsecond)
+			}
+		}()
+		polled := make(chan error, 1)
+		var rounds atomic.Int64
+		go func() { // the poller
+			var in [16]link.Packet
+			var c [8]uint64
+			for {
+				n, err := la.Receive(in[:])
+				if err != nil {
+					polled <- err
+					return
+				}
+				la.Release(in[:n])
+				la.TxDone(c[:])
+				rounds.Add(1)
+			}
+		}()
+		for rounds.Load() < int64(100*(round%4+1)) {
+			runtime.Gosched()
+		}
+		if err := la.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-polled:
+			if !errors.Is(err, link.ErrClosed) {
+				t.Fatalf("round %d: poller ended with %v, want ErrClosed", round, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: the poller did not see Close", round)
+		}
+		var in [4]link.Packet
+		if n, err := la.Receive(in[:]); n != 0 || !errors.Is(err, link.ErrClosed) {
+			t.Fatalf("Receive after Close: %d, %v", n, err)
+		}
+		var c [4]uint64
+		if n := la.TxDone(c[:]); n != 0 {
+			t.Fatalf("TxDone after Close: %d", n)
+		}
+		close(stop)
+		<-sent
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -174,6 +175,9 @@ func newSocket(u *memreg.UMEM, cfg SocketConfig, m SocketMode, flags uint16) (s 
 	return s, nil
 }
 
+// rxMapIndex is the RX ring's place in Socket.maps (mapRings maps fill, completion, RX, TX).
+const rxMapIndex = 2
+
 func (s *Socket) mapRings() error {
 	off, err := getsockoptMmapOffsets(s.fd)
 	if err != nil {
@@ -250,9 +254,19 @@ func (s *Socket) applyOptions() {
 }
 
 // Close unmaps the rings and closes the socket. It is idempotent. The UMEM stays.
+//
+// The RX ring's mapping is not unmapped but replaced, in one mmap, by anonymous memory of
+// the same size (its indices read 0), which is unmapped once the Socket is unreachable: a
+// consumer that looks at the ring (RxReady) racing Close reads an index there instead of
+// faulting, so its caller may peek without excluding Close, provided it checks afterwards
+// that the socket is still open before it uses what it saw. Everything else stays excluded.
 func (s *Socket) Close() error {
 	var errs []error
-	for _, m := range s.maps {
+	for i, m := range s.maps {
+		if i == rxMapIndex && retireMapping(m) {
+			runtime.AddCleanup(s, func(m []byte) { _ = unix.Munmap(m) }, m)
+			continue
+		}
 		if err := unix.Munmap(m); err != nil {
 			errs = append(errs, err)
 		}

@@ -94,3 +94,15 @@ func recvNonblock(fd int) {
 
 // uintptrOf returns the address of b's first byte (for XDP_UMEM_REG).
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// retireMapping replaces the mapping m (of a ring) by private anonymous memory at the same
+// address, atomically for other threads (mmap with MAP_FIXED), which drops the mapping's
+// reference to the socket. It reports false, leaving m as it was, if the kernel refused.
+func retireMapping(m []byte) bool {
+	if len(m) == 0 {
+		return false
+	}
+	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(m)), uintptr(len(m)),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	return err == nil
+}
