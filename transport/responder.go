@@ -78,18 +78,19 @@ func (rs *responder) takeReceives() bool {
 	return moved
 }
 
-// cancelPost returns the completion, cancelled, of the oldest receive posted to a QP that
-// was flushed and not taken (freePost ends it); false when there is none. Receives in the
-// ring go first (pop).
-func (rs *responder) cancelPost() (Completion, bool) {
+// cancelPost sets *c to the completion, cancelled, of the oldest receive posted to a QP
+// that was flushed and not taken (freePost ends it); false when there is none. Receives in
+// the ring go first (pop).
+func (rs *responder) cancelPost(c *Completion) bool {
 	if rs.base != rs.posted {
-		return Completion{}, false
+		return false
 	}
 	r := rs.recvQ.peek()
 	if r == nil {
-		return Completion{}, false
+		return false
 	}
-	return Completion{Receive: r, Context: r.Context, Op: OpReceive, Status: StatusCancelled}, true
+	*c = Completion{Receive: r, Context: r.Context, Op: OpReceive, Status: StatusCancelled}
+	return true
 }
 
 // freePost ends the receive whose completion cancelPost returned, once it was delivered.
@@ -232,27 +233,29 @@ func (rs *responder) acceptSend(p *wire.Packet) verdict {
 	return placed
 }
 
-// pop returns the completion of the oldest outstanding receive if it has finished (free
-// ends it); false when it has not (or none is outstanding). Receives complete in MSN order:
+// pop sets *c to the completion of the oldest outstanding receive if it has finished (free
+// ends it); false when it has not (or none is outstanding), *c untouched. Receives complete in MSN order:
 // once their message has fully arrived and its last packet is behind the peer's stream's
 // cumulative point cum (a receive completion promises that what the peer posted before
 // that Send, Writes, has landed), or once ended (cancelled, overrun).
-func (rs *responder) pop(cum wire.PSN) (Completion, bool) {
+func (rs *responder) pop(cum wire.PSN, c *Completion) bool {
 	if rs.base == rs.posted {
-		return Completion{}, false
+		return false
 	}
 	r := &rs.recvs[rs.base&rs.mask]
-	c := Completion{Receive: &r.r, Context: r.r.Context, Op: OpReceive, Status: r.st}
-	if !r.ended {
-		if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(cum) {
-			return Completion{}, false
-		}
-		c.Status, c.Bytes, c.Solicited = StatusSuccess, r.total, r.solicited
-		if r.inv {
-			c.Op, c.InvToken = OpReceiveInv, r.invToken // invalidated when its packet was taken
-		}
+	if r.ended {
+		*c = Completion{Receive: &r.r, Context: r.r.Context, Op: OpReceive, Status: r.st}
+		return true
 	}
-	return c, true
+	if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(cum) {
+		return false
+	}
+	op, tok := OpReceive, uint32(0)
+	if r.inv {
+		op, tok = OpReceiveInv, r.invToken // invalidated when its packet was taken
+	}
+	*c = Completion{Receive: &r.r, Context: r.r.Context, Op: op, Status: StatusSuccess, Bytes: r.total, Solicited: r.solicited, InvToken: tok}
+	return true
 }
 
 // free ends the receive whose completion pop returned, once it was delivered.
