@@ -359,8 +359,8 @@ func (q *QP) input(now int64, p *wire.Packet) {
 		if v.nak != wire.SynAck {
 			q.rcv.Nak(v.nak, v.nakPSN)
 		}
-		if v.fail.failed() {
-			q.fail(v.fail)
+		if v.failed() {
+			q.fail(v.fail())
 			return
 		}
 		if !v.placed {

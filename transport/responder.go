@@ -114,14 +114,23 @@ func (rs *responder) creditLimit() uint32 {
 }
 
 // verdict is what the responder decided about a data packet of the peer: whether it was
-// placed (it counts as received), the NAK to answer it with (nak SynAck: none) and the
-// failure that ends the connection, if any. The QP acts on it.
+// placed (it counts as received), the NAK to answer it with (nak SynAck: none) and, when
+// it refused the packet (cause not nil), the failure that ends the connection (fail). The
+// QP acts on it. It is at most four words, so that it is returned in registers, not
+// through memory: one is returned for every data packet.
 type verdict struct {
 	placed bool
 	nak    wire.Syndrome
 	nakPSN wire.PSN
-	fail   failure
+	cause  error
 }
+
+// failed reports whether the verdict ends the connection.
+func (v verdict) failed() bool { return v.cause != nil }
+
+// fail is the failure that a refusal ends the connection with: nothing outstanding
+// completes with a status of its own, everything is cancelled.
+func (v verdict) fail() failure { return failure{StatusCancelled, -1, v.cause} }
 
 // placed is the verdict of a packet taken.
 var placed = verdict{placed: true}
@@ -144,7 +153,7 @@ func (rs *responder) accept(p *wire.Packet) verdict {
 // refuse is the verdict that answers the packet psn with a NAK of syn and ends the
 // connection (Cause: what was refused).
 func refuse(syn wire.Syndrome, psn wire.PSN, what string) verdict {
-	return verdict{nak: syn, nakPSN: psn, fail: failure{StatusCancelled, -1, refusedPeer(syn, what)}}
+	return verdict{nak: syn, nakPSN: psn, cause: refusedPeer(syn, what)}
 }
 
 // acceptWrite places a Write packet. Every packet checks the whole Write, so a refused
