@@ -385,7 +385,9 @@ func (r *requester) pop(c *Completion) bool {
 	if st == StatusSuccess {
 		n = s.total
 	}
-	*c = Completion{Request: s.wr, Context: s.wr.Context, Op: s.wr.Kind, Status: st, Bytes: n}
+	// Field by field, as responder.pop.
+	c.Request, c.Receive, c.Context = s.wr, nil, s.wr.Context
+	c.Op, c.Status, c.Bytes, c.Solicited, c.InvToken = s.wr.Kind, st, n, false, 0
 	return true
 }
 

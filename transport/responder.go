@@ -263,7 +263,10 @@ func (rs *responder) pop(cum wire.PSN, c *Completion) bool {
 	if r.inv {
 		op, tok = OpReceiveInv, r.invToken // invalidated when its packet was taken
 	}
-	*c = Completion{Receive: &r.r, Context: r.r.Context, Op: op, Status: StatusSuccess, Bytes: r.total, Solicited: r.solicited, InvToken: tok}
+	// Field by field: a composite literal of all of them is built on the stack and then
+	// copied, its wide loads stalling on the narrow stores that built it.
+	c.Request, c.Receive, c.Context = nil, &r.r, r.r.Context
+	c.Op, c.Status, c.Bytes, c.Solicited, c.InvToken = op, StatusSuccess, r.total, r.solicited, tok
 	return true
 }
 
