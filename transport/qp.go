@@ -271,12 +271,10 @@ func (q *QP) PostReceive(r *Receive) error {
 	return nil
 }
 
-// deliver hands a completion to the sink. The sink sees a pointer into the QP
-// (so the completion does not escape to the heap); it is valid only during the call.
-func (q *QP) deliver(c Completion) {
-	q.comp = c
-	q.sink.Complete(q, &q.comp)
-}
+// deliver hands the completion a part set in q.comp to the sink. The sink sees a pointer
+// into the QP (so the completion does not escape to the heap); it is valid only during the
+// call.
+func (q *QP) deliver() { q.sink.Complete(q, &q.comp) }
 
 // Flush cancels every outstanding request and receive: they complete StatusCancelled and
 // the QP enters the error state. Safe concurrently with posting (NDKPI Work Request Posting

@@ -205,8 +205,8 @@ func (q *QP) takeReceives() bool {
 		return q.resp.takeReceives()
 	}
 	moved := false
-	for c, ok := q.resp.cancelPost(); ok; c, ok = q.resp.cancelPost() {
-		q.deliver(c)
+	for q.resp.cancelPost(&q.comp) {
+		q.deliver()
 		q.resp.freePost()
 		moved = true
 	}
@@ -216,9 +216,9 @@ func (q *QP) takeReceives() bool {
 // cancelPosts completes the work requests posted to a failed QP, cancelled.
 func (q *QP) cancelPosts() bool {
 	moved := false
-	for c, ok := q.req.cancelPost(); ok; c, ok = q.req.cancelPost() {
+	for q.req.cancelPost(&q.comp) {
 		q.sendDone.Add(1)
-		q.deliver(c)
+		q.deliver()
 		q.req.freePost()
 		moved = true
 	}
@@ -359,8 +359,8 @@ func (q *QP) input(now int64, p *wire.Packet) {
 		if v.nak != wire.SynAck {
 			q.rcv.Nak(v.nak, v.nakPSN)
 		}
-		if v.fail.failed() {
-			q.fail(v.fail)
+		if v.failed() {
+			q.fail(v.fail())
 			return
 		}
 		if !v.placed {
@@ -407,9 +407,9 @@ func (q *QP) onAck(now int64, p *wire.Packet) {
 // completeRequests delivers, in posting order, the completions of the work requests that
 // have finished.
 func (q *QP) completeRequests() {
-	for c, ok := q.req.pop(); ok; c, ok = q.req.pop() {
+	for q.req.pop(&q.comp) {
 		q.sendDone.Add(1)
-		q.deliver(c)
+		q.deliver()
 		q.req.free()
 	}
 }
@@ -421,8 +421,8 @@ func (q *QP) completeReceives() {
 	if q.rcv.rx != nil {
 		cum = q.rcv.Cumulative()
 	}
-	for c, ok := q.resp.pop(cum); ok; c, ok = q.resp.pop(cum) {
-		q.deliver(c)
+	for q.resp.pop(cum, &q.comp) {
+		q.deliver()
 		q.resp.free()
 	}
 }

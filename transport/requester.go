@@ -90,18 +90,19 @@ func (r *requester) takeSends() bool {
 	return moved
 }
 
-// cancelPost returns the completion, cancelled, of the oldest request posted to a QP in
-// the error state and not taken (freePost ends it); false when there is none, or when
+// cancelPost sets *c to the completion, cancelled, of the oldest request posted to a QP
+// in the error state and not taken (freePost ends it); false when there is none, or when
 // requests before it still wait for the link (zero-copy).
-func (r *requester) cancelPost() (Completion, bool) {
+func (r *requester) cancelPost(c *Completion) bool {
 	if r.head != r.tail {
-		return Completion{}, false
+		return false
 	}
 	wr := r.sendQ.peek()
 	if wr == nil {
-		return Completion{}, false
+		return false
 	}
-	return Completion{Request: wr, Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}, true
+	*c = Completion{Request: wr, Context: wr.Context, Op: wr.Kind, Status: StatusCancelled}
+	return true
 }
 
 // freePost ends the request whose completion cancelPost returned, once it was delivered.
@@ -355,36 +356,39 @@ func (r *requester) onReadResponse(p *wire.Packet) failure {
 	return failure{}
 }
 
-// pop returns the completion of the oldest work request if it has finished (free ends
-// it); false when it has not, or none is outstanding. Requests complete in posting order:
+// pop sets *c to the completion of the oldest work request if it has finished (free ends
+// it); false when it has not, or none is outstanding, *c untouched. Requests complete in posting order:
 // once sent, acknowledged, done with by the link (zero-copy) and, for a Read, answered in
 // full. After a failure (abandon) they complete as the link lets go of them: the one the
 // failure names with its status, the rest cancelled.
-func (r *requester) pop() (Completion, bool) {
+func (r *requester) pop(c *Completion) bool {
 	if r.head == r.tail {
-		return Completion{}, false
+		return false
 	}
 	s := &r.wrs[r.head&r.mask]
 	st := StatusSuccess
 	switch {
 	case r.failing:
 		if s.zc > 0 {
-			return Completion{}, false
+			return false
 		}
 		st = StatusCancelled
 		if int64(s.seq) == r.failTarget {
 			st = r.failSt
 		}
 	case r.head == r.next, !s.sentAll, s.acked < s.npkts, s.zc > 0:
-		return Completion{}, false
+		return false
 	case s.wr.Kind == OpRead && s.readGot < s.total:
-		return Completion{}, false
+		return false
 	}
-	c := Completion{Request: s.wr, Context: s.wr.Context, Op: s.wr.Kind, Status: st}
+	n := uint32(0)
 	if st == StatusSuccess {
-		c.Bytes = s.total
+		n = s.total
 	}
-	return c, true
+	// Field by field, as responder.pop.
+	c.Request, c.Receive, c.Context = s.wr, nil, s.wr.Context
+	c.Op, c.Status, c.Bytes, c.Solicited, c.InvToken = s.wr.Kind, st, n, false, 0
+	return true
 }
 
 // free ends the request whose completion pop returned, once it was delivered: its slot in

@@ -78,18 +78,19 @@ func (rs *responder) takeReceives() bool {
 	return moved
 }
 
-// cancelPost returns the completion, cancelled, of the oldest receive posted to a QP that
-// was flushed and not taken (freePost ends it); false when there is none. Receives in the
-// ring go first (pop).
-func (rs *responder) cancelPost() (Completion, bool) {
+// cancelPost sets *c to the completion, cancelled, of the oldest receive posted to a QP
+// that was flushed and not taken (freePost ends it); false when there is none. Receives in
+// the ring go first (pop).
+func (rs *responder) cancelPost(c *Completion) bool {
 	if rs.base != rs.posted {
-		return Completion{}, false
+		return false
 	}
 	r := rs.recvQ.peek()
 	if r == nil {
-		return Completion{}, false
+		return false
 	}
-	return Completion{Receive: r, Context: r.Context, Op: OpReceive, Status: StatusCancelled}, true
+	*c = Completion{Receive: r, Context: r.Context, Op: OpReceive, Status: StatusCancelled}
+	return true
 }
 
 // freePost ends the receive whose completion cancelPost returned, once it was delivered.
@@ -113,14 +114,23 @@ func (rs *responder) creditLimit() uint32 {
 }
 
 // verdict is what the responder decided about a data packet of the peer: whether it was
-// placed (it counts as received), the NAK to answer it with (nak SynAck: none) and the
-// failure that ends the connection, if any. The QP acts on it.
+// placed (it counts as received), the NAK to answer it with (nak SynAck: none) and, when
+// it refused the packet (cause not nil), the failure that ends the connection (fail). The
+// QP acts on it. It is at most four words, so that it is returned in registers, not
+// through memory: one is returned for every data packet.
 type verdict struct {
 	placed bool
 	nak    wire.Syndrome
 	nakPSN wire.PSN
-	fail   failure
+	cause  error
 }
+
+// failed reports whether the verdict ends the connection.
+func (v verdict) failed() bool { return v.cause != nil }
+
+// fail is the failure that a refusal ends the connection with: nothing outstanding
+// completes with a status of its own, everything is cancelled.
+func (v verdict) fail() failure { return failure{StatusCancelled, -1, v.cause} }
 
 // placed is the verdict of a packet taken.
 var placed = verdict{placed: true}
@@ -143,7 +153,7 @@ func (rs *responder) accept(p *wire.Packet) verdict {
 // refuse is the verdict that answers the packet psn with a NAK of syn and ends the
 // connection (Cause: what was refused).
 func refuse(syn wire.Syndrome, psn wire.PSN, what string) verdict {
-	return verdict{nak: syn, nakPSN: psn, fail: failure{StatusCancelled, -1, refusedPeer(syn, what)}}
+	return verdict{nak: syn, nakPSN: psn, cause: refusedPeer(syn, what)}
 }
 
 // acceptWrite places a Write packet. Every packet checks the whole Write, so a refused
@@ -232,27 +242,32 @@ func (rs *responder) acceptSend(p *wire.Packet) verdict {
 	return placed
 }
 
-// pop returns the completion of the oldest outstanding receive if it has finished (free
-// ends it); false when it has not (or none is outstanding). Receives complete in MSN order:
+// pop sets *c to the completion of the oldest outstanding receive if it has finished (free
+// ends it); false when it has not (or none is outstanding), *c untouched. Receives complete in MSN order:
 // once their message has fully arrived and its last packet is behind the peer's stream's
 // cumulative point cum (a receive completion promises that what the peer posted before
 // that Send, Writes, has landed), or once ended (cancelled, overrun).
-func (rs *responder) pop(cum wire.PSN) (Completion, bool) {
+func (rs *responder) pop(cum wire.PSN, c *Completion) bool {
 	if rs.base == rs.posted {
-		return Completion{}, false
+		return false
 	}
 	r := &rs.recvs[rs.base&rs.mask]
-	c := Completion{Receive: &r.r, Context: r.r.Context, Op: OpReceive, Status: r.st}
-	if !r.ended {
-		if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(cum) {
-			return Completion{}, false
-		}
-		c.Status, c.Bytes, c.Solicited = StatusSuccess, r.total, r.solicited
-		if r.inv {
-			c.Op, c.InvToken = OpReceiveInv, r.invToken // invalidated when its packet was taken
-		}
+	if r.ended {
+		*c = Completion{Receive: &r.r, Context: r.r.Context, Op: OpReceive, Status: r.st}
+		return true
 	}
-	return c, true
+	if !r.started || r.got < r.total || !r.haveLast || !r.lastPSN.Less(cum) {
+		return false
+	}
+	op, tok := OpReceive, uint32(0)
+	if r.inv {
+		op, tok = OpReceiveInv, r.invToken // invalidated when its packet was taken
+	}
+	// Field by field: a composite literal of all of them is built on the stack and then
+	// copied, its wide loads stalling on the narrow stores that built it.
+	c.Request, c.Receive, c.Context = nil, &r.r, r.r.Context
+	c.Op, c.Status, c.Bytes, c.Solicited, c.InvToken = op, StatusSuccess, r.total, r.solicited, tok
+	return true
 }
 
 // free ends the receive whose completion pop returned, once it was delivered.

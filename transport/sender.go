@@ -152,7 +152,7 @@ func (s *sender) CanResend(now int64, i int) bool {
 // full.
 func (s *sender) OnSent(now int64, bytes int, o owner) (wire.PSN, bool) {
 	psn := s.sent.NextPSN()
-	if !s.sent.OnSent(ack.PacketInfo[owner]{PSN: psn, Owner: o, Bytes: bytes, SentAt: now, FirstSentAt: now}) {
+	if !s.sent.Sent(psn, o, bytes, now) {
 		return psn, false
 	}
 	s.cc.OnSent(now, bytes)

@@ -222,6 +222,27 @@ func (h *SentHistory[O]) OnSent(p PacketInfo[O]) bool {
 	return true
 }
 
+// Sent records the first transmission, at time at, of the packet psn (which must be
+// NextPSN) carrying owner o and counting bytes in flight: OnSent of PacketInfo{PSN: psn,
+// Owner: o, Bytes: bytes, SentAt: at, FirstSentAt: at}, for the sender's every new packet.
+// It takes the fields as they are, not a PacketInfo built by the caller: that is passed on
+// the stack and copied with wide loads over the narrow stores that built it.
+func (h *SentHistory[O]) Sent(psn wire.PSN, o O, bytes int, at int64) bool {
+	if psn != h.next || h.Full() {
+		return false
+	}
+	if h.next.Sub(h.start) == uint32(len(h.slots)) {
+		h.grow() // below the capacity (not Full), so the ring may double
+	}
+	s := h.slot(psn)
+	*s = sentSlot[O]{}
+	s.PSN, s.Owner, s.Bytes, s.SentAt, s.FirstSentAt = psn, o, bytes, at, at
+	h.next = h.next.Add(1)
+	h.inflight++
+	h.bytes += bytes
+	return true
+}
+
 // grow doubles the ring, moving every slot in [start, next) to its place in the new one.
 func (h *SentHistory[O]) grow() {
 	ns := make([]sentSlot[O], 2*len(h.slots))

@@ -640,3 +640,41 @@ func TestSentHistoryGrows(t *testing.T) {
 		}
 	}
 }
+
+// TestSentMatchesOnSent checks that Sent records what OnSent of the PacketInfo it stands
+// for records: the same slots, the same in flight, the same refusals (a PSN that is not
+// NextPSN, a full history), also across the ring's growth and a wrap of the PSN space.
+func TestSentMatchesOnSent(t *testing.T) {
+	const start = wire.PSN(1<<32 - 3)
+	a, b := NewSentHistory[uint64](start, 2048), NewSentHistory[uint64](start, 2048)
+	for i := range 2100 {
+		psn := start.Add(uint32(i))
+		at := int64(1000 + 3*i)
+		okA := a.OnSent(PacketInfo[uint64]{PSN: psn, Owner: uint64(i), Bytes: 100 + i, SentAt: at, FirstSentAt: at})
+		okB := b.Sent(psn, uint64(i), 100+i, at)
+		if okA != okB {
+			t.Fatalf("packet %d: OnSent %v, Sent %v", i, okA, okB)
+		}
+		if okB != (i < 2048) {
+			t.Fatalf("packet %d: recorded %v with capacity 2048", i, okB)
+		}
+		if okA && (a.OnSent(PacketInfo[uint64]{PSN: psn}) || b.Sent(psn, 0, 0, at)) {
+			t.Fatalf("packet %d: a PSN other than NextPSN was recorded", i)
+		}
+	}
+	for i := range 2048 {
+		psn := start.Add(uint32(i))
+		pa, okA := a.Lookup(psn)
+		pb, okB := b.Lookup(psn)
+		if !okA || !okB || pa != pb {
+			t.Fatalf("psn %d: OnSent recorded %+v (%v), Sent %+v (%v)", psn, pa, okA, pb, okB)
+		}
+	}
+	na, ba := a.InFlight()
+	if nb, bb := b.InFlight(); na != nb || ba != bb || na != 2048 {
+		t.Fatalf("in flight: OnSent %d packets %d bytes, Sent %d packets %d bytes", na, ba, nb, bb)
+	}
+	if a.NextPSN() != b.NextPSN() {
+		t.Fatalf("NextPSN: OnSent %d, Sent %d", a.NextPSN(), b.NextPSN())
+	}
+}
