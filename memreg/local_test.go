@@ -2,7 +2,6 @@ package memreg
 
 import (
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -91,31 +90,25 @@ func TestAcquireLocalUnderChurn(t *testing.T) {
 		write bool
 	}
 	var cur atomic.Pointer[pub]
-	var stop atomic.Bool
-	var failures, hits atomic.Int64
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() {
-			for !stop.Load() {
-				p := cur.Load()
-				if p == nil {
-					continue
-				}
-				got, err := r.AcquireLocal(pd, p.tok, p.buf, p.write)
-				if err != nil {
-					if !errors.Is(err, ErrStale) {
-						failures.Add(1) // only invalidation may refuse a published access
-					}
-					continue
-				}
-				hits.Add(1)
-				if got != fr {
-					failures.Add(1)
-				}
-				got.Release()
+	var c churn
+	c.readers(3, func() {
+		p := cur.Load()
+		if p == nil {
+			return
+		}
+		got, err := r.AcquireLocal(pd, p.tok, p.buf, p.write)
+		if err != nil {
+			if !errors.Is(err, ErrStale) {
+				c.failures.Add(1) // only invalidation may refuse a published access
 			}
-		})
-	}
+			return
+		}
+		c.hits.Add(1)
+		if got != fr {
+			c.failures.Add(1)
+		}
+		got.Release()
+	})
 	for round := range 20000 {
 		half := round % 2
 		flags := OpFlags(0)
@@ -137,15 +130,7 @@ func TestAcquireLocalUnderChurn(t *testing.T) {
 			t.Fatalf("round %d: a token invalidated before the call resolved: %v, %v", round, got, err)
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
-	if n := failures.Load(); n != 0 {
-		t.Fatalf("%d acquires refused a live token or returned another MR", n)
-	}
-	if fr.Refs() != 0 {
-		t.Fatalf("%d holds left", fr.Refs())
-	}
-	t.Logf("%d successful local acquires during churn", hits.Load())
+	c.end(t, fr, "refused a live token or returned another MR")
 }
 
 func BenchmarkAcquireLocal(b *testing.B) {

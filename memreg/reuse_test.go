@@ -21,29 +21,23 @@ func TestReuseUnderChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var published atomic.Uint64 // token<<32 | offset of the bound range; 0 while unbound
-	var stop atomic.Bool
-	var failures, hits atomic.Int64
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() {
-			for !stop.Load() {
-				p := published.Load()
-				if p == 0 {
-					continue
-				}
-				tok, off := uint32(p>>32), uint64(uint32(p))
-				sp, err := r.Acquire(pd, tok, mr.VA()+off, 64, AccessRemoteRead)
-				if err != nil {
-					continue // invalidated in the meantime: allowed
-				}
-				hits.Add(1)
-				if sp.MR != mr || sp.Len() != 64 || &sp.Buf[0] != &f.buf[off] {
-					failures.Add(1)
-				}
-				sp.MR.Release()
-			}
-		})
-	}
+	var c churn
+	c.readers(3, func() {
+		p := published.Load()
+		if p == 0 {
+			return
+		}
+		tok, off := uint32(p>>32), uint64(uint32(p))
+		sp, err := r.Acquire(pd, tok, mr.VA()+off, 64, AccessRemoteRead)
+		if err != nil {
+			return // invalidated in the meantime: allowed
+		}
+		c.hits.Add(1)
+		if sp.MR != mr || sp.Len() != 64 || &sp.Buf[0] != &f.buf[off] {
+			c.failures.Add(1)
+		}
+		sp.MR.Release()
+	})
 	for round := range 20000 {
 		off := uint64(round%61) * 256
 		if err := r.Bind(1, mw, mr, mr.VA()+off, 64, OpAllowRemoteRead); err != nil {
@@ -55,15 +49,40 @@ func TestReuseUnderChurn(t *testing.T) {
 		}
 		published.Store(0)
 	}
-	stop.Store(true)
-	wg.Wait()
-	if n := failures.Load(); n != 0 {
-		t.Fatalf("%d acquires returned another bind's range", n)
+	c.end(t, mr, "returned another bind's range")
+}
+
+// churn is the readers of a churn test, which race a registry the test keeps changing.
+type churn struct {
+	stop           atomic.Bool
+	failures, hits atomic.Int64 // reads that went wrong, reads that succeeded
+	wg             sync.WaitGroup
+}
+
+// readers starts n goroutines that call read until end.
+func (c *churn) readers(n int, read func()) {
+	for range n {
+		c.wg.Go(func() {
+			for !c.stop.Load() {
+				read()
+			}
+		})
+	}
+}
+
+// end stops the readers, waits for them, and fails t if any read failed (what says how)
+// or a hold on mr is left.
+func (c *churn) end(t *testing.T, mr *MR, what string) {
+	t.Helper()
+	c.stop.Store(true)
+	c.wg.Wait()
+	if n := c.failures.Load(); n != 0 {
+		t.Fatalf("%d acquires %s", n, what)
 	}
 	if mr.Refs() != 0 {
 		t.Fatalf("%d holds left", mr.Refs())
 	}
-	t.Logf("%d successful acquires during churn", hits.Load())
+	t.Logf("%d successful acquires during churn", c.hits.Load())
 }
 
 // TestControlVerbsNoAllocs: once warm, Bind+InvalidateMW and FastRegister+InvalidateMR
