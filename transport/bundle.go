@@ -185,8 +185,13 @@ func (e *Engine) inputBundle(now int64, from netip.AddrPort, p *wire.Packet) {
 	if q == nil {
 		return
 	}
+	// it is declared outside the loop and set in place: a loop variable whose address is
+	// taken is one per iteration, and the reader (some 250 B) would be copied twice for
+	// every entry.
+	var it wire.Entries
+	it.Reset(p)
 	n := 0
-	for it := p.Entries(); it.Next(&e.entry); n++ {
+	for ; it.Next(&e.entry); n++ {
 		e.deliverTo(now, q, &e.entry)
 	}
 	e.ctr.bundlesRecv.Add(1)
@@ -195,7 +200,8 @@ func (e *Engine) inputBundle(now int64, from netip.AddrPort, p *wire.Packet) {
 
 // inputMulti is inputBundle of a multi-QP Bundle.
 func (e *Engine) inputMulti(now int64, from netip.AddrPort, p *wire.Packet) {
-	it := p.Entries()
+	var it wire.Entries
+	it.Reset(p)
 	taken := 0
 	var q *QP
 	for it.Next(&e.entry) {

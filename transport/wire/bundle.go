@@ -156,16 +156,31 @@ type Entries struct {
 // Entries returns the reader of p's entries; p is a Bundle or a multi-QP Bundle that Parse
 // accepted (for any other packet the reader reads none).
 func (p *Packet) Entries() Entries {
-	it := Entries{hdr: p.Header, multi: p.Opcode == OpMultiBundle}
+	var it Entries
+	it.Reset(p)
+	return it
+}
+
+// Reset makes it the reader of p's entries, as p.Entries() would return it, writing it in
+// place: a caller that keeps its reader in a variable of its own spares the copy of the
+// returned one.
+func (it *Entries) Reset(p *Packet) {
+	it.hdr.Opcode, it.hdr.Flags, it.hdr.DestQPN, it.hdr.PSN = p.Opcode, p.Flags, p.DestQPN, p.PSN
+	it.hdr.Cookie, it.hdr.TS = p.Cookie, p.TS
+	it.multi = p.Opcode == OpMultiBundle
+	it.inGroup, it.srcPort, it.started, it.read = 0, 0, false, false
+	it.np, it.at, it.left = 0, 0, 0
+	for i := range it.pieces {
+		it.pieces[i] = nil
+	}
 	if p.Opcode != OpBundle && p.Opcode != OpMultiBundle {
-		return it
+		return
 	}
 	it.np = min(max(p.NPayload, 0), MaxSegments)
-	copy(it.pieces[:], p.Payload[:it.np])
-	for _, b := range it.pieces[:it.np] {
+	for i, b := range p.Payload[:it.np] {
+		it.pieces[i] = b
 		it.left += len(b)
 	}
-	return it
 }
 
 // Next fills e with the next entry, its payload as views into the bundle, and reports
@@ -287,7 +302,10 @@ func (it *Entries) next(e *Packet) error {
 	if length < fixed || length > it.left {
 		return ErrLength
 	}
-	e.Header = Header{Opcode: op, Flags: flags, DestQPN: it.hdr.DestQPN, PSN: psn, Cookie: it.hdr.Cookie, TS: it.hdr.TS}
+	// Field by field: a Header built whole would go on the stack with narrow stores and be
+	// copied with wide loads that stall on them.
+	e.Opcode, e.Flags, e.DestQPN, e.PSN = op, flags, it.hdr.DestQPN, psn
+	e.Cookie, e.TS = it.hdr.Cookie, it.hdr.TS
 	e.PrivateData = nil
 	x := it.take(fixed)
 	if flags&FlagAck != 0 {
@@ -324,7 +342,8 @@ func parseBundle(p *Packet) error {
 	if p.PSN != 0 || p.Opcode == OpMultiBundle && (p.DestQPN != 0 || p.Cookie != 0) {
 		return ErrField
 	}
-	it := p.Entries()
+	var it Entries
+	it.Reset(p)
 	if it.left == 0 {
 		return ErrLength
 	}
