@@ -515,7 +515,8 @@ func (g *groupState) send(to int, pkt *link.Packet) {
 func (e *Engine) forwardMulti(pkt *link.Packet, p *wire.Packet) bool {
 	g := &e.g
 	var owners uint64
-	it := p.Entries()
+	var it wire.Entries
+	it.Reset(p)
 	for it.Next(&e.entry) {
 		if it.GroupStart() {
 			if o := g.owner(uint64(e.entry.DestQPN)); o >= 0 {
