@@ -336,10 +336,10 @@ func (s *server) loop(ctx context.Context, done chan<- []*conn) {
 		if it&63 != 0 && (work || spin != 0 && quiet&15 != 1) {
 			continue
 		}
-		// Housekeeping, every 64 rounds and on the first of every 16 rounds that find
-		// nothing (the first at once when the loop sleeps as soon as a round finds nothing):
-		// a target of Writes finds nothing in most rounds, and the clock read and channel
-		// checks here would cost it a tenth of each message.
+		// Housekeeping, every 64 rounds and on the first of every 16 rounds in a row that
+		// find nothing (on every such round when the loop sleeps as soon as one finds
+		// nothing, -e): a target of Writes finds nothing in most rounds, and the clock read
+		// and channel checks here would cost it a tenth of each message.
 		for more := true; more; {
 			select {
 			case k := <-s.incoming:
