@@ -124,9 +124,6 @@ type Adapter struct {
 	opts  Options
 	start time.Time
 	now   func() int64
-	// pollGrain is how far past the recorded time of the last inline poll an engine's
-	// next one must be to be recorded (engine.markPolled).
-	pollGrain int64
 
 	cancel context.CancelFunc
 
@@ -159,7 +156,7 @@ type Adapter struct {
 // structs are allocated one after the other).
 type engine struct {
 	pollMu  sync.Mutex   // ProgressInline: one poller at a time
-	polled  atomic.Int64 // ProgressInline: a.now() of the application's last poll of it (made or tried), to within pollGrain
+	polled  atomic.Int64 // ProgressInline: a.now() of the application's last poll of it (made or tried), to within Adapter.pollGrain
 	_       [112]byte
 	eng     *transport.Engine
 	link    link.Link     // its share of the adapter's queues
@@ -191,7 +188,6 @@ func OpenLink(link link.Link, opts Options) (*Adapter, error) {
 		events: make(chan func(), 256), cqs: make(chan *CQ, maxCQs),
 		stopEv: make(chan struct{}), evDone: make(chan struct{})}
 	a.ports.Store(49152)
-	a.pollGrain = int64(opts.InlineFallback) / pollGrainDiv
 	a.now = func() int64 { return int64(time.Since(a.start)) }
 	if a.umem != nil {
 		if err := a.reg.AttachUMEM(a.umem); err != nil {

@@ -76,12 +76,12 @@ func (a *Adapter) pollEngines(mask uint64) bool {
 			if !read {
 				now, read = a.now(), true
 			}
-			s.markPolled(now, a.pollGrain) // tried: the fallback steps aside all the same
+			s.markPolled(now, a.pollGrain()) // tried: the fallback steps aside all the same
 			continue
 		}
 		t, _, b := s.eng.PollNow()
 		s.pollMu.Unlock()
-		s.markPolled(t, a.pollGrain)
+		s.markPolled(t, a.pollGrain())
 		busy = busy || b
 	}
 	return busy
@@ -90,16 +90,18 @@ func (a *Adapter) pollEngines(mask uint64) bool {
 // markPolled records t as the time of the application's last poll of the engine, if it is
 // grain or more past the one recorded: a poller spinning through rounds then writes the
 // word the fallback reads (an atomic exchange each time) once in many rounds, and the
-// fallback sees the application idle at most grain early (pollGrain: a sixteenth of
-// InlineFallback). A hand-off's time (InlineFallback back) is always overwritten.
+// fallback sees the application idle at most grain early (Adapter.pollGrain). A
+// hand-off's time (InlineFallback back) is always overwritten.
 func (s *engine) markPolled(t, grain int64) {
 	if t-s.polled.Load() >= grain {
 		s.polled.Store(t)
 	}
 }
 
-// pollGrainDiv is InlineFallback over Adapter.pollGrain.
-const pollGrainDiv = 16
+// pollGrain is how far past the recorded time of the application's last inline poll of
+// an engine its next one must be to be recorded (markPolled): a sixteenth of
+// InlineFallback.
+func (a *Adapter) pollGrain() int64 { return int64(a.opts.InlineFallback) / 16 }
 
 // fallbackMaxPause bounds how long an inline adapter's fallback sleeps while the
 // application polls: how late, at worst, it takes over when the application stops.

@@ -17,10 +17,11 @@ import (
 // when the packet is of another QP than the one before it). The bundle closes when a packet
 // to another peer, a larger packet or a connection message is queued, when it is full (the
 // smallest datagram size of the connections in it), and when the batch goes to the link at
-// the end of the round. It leaves as the smallest form that holds it: one entry as the plain packet it is
-// (a lone request pays nothing for packing and leaves as soon as before), one group as a
-// Bundle (the header's DestQPN and cookie are the group's), several as a multi-QP Bundle
-// (each group behind a group header naming its QP, cookie and source port).
+// the end of the round. It leaves as the smallest form that holds it: one entry as the
+// plain packet it is (a lone request pays nothing for packing and leaves as soon as
+// before), one group as a Bundle (the header's DestQPN and cookie are the group's),
+// several as a multi-QP Bundle (each group behind a group header naming its QP, cookie and
+// source port).
 //
 // The bounce buffer of the slot the bundle will take holds it: the first group's header at
 // HeaderLen and its first entry's header at bundleAt, so that one entry becomes a plain

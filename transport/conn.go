@@ -101,8 +101,7 @@ func (c *conn) finish(p *wire.Packet, n uint32, a, b []byte, o owner) (zc bool) 
 	c.ctr.txPackets.Add(1)
 	c.ctr.txBytes.Add(uint64(n))
 	if c.packs(n) {
-		// The caller checked canTransmit: the bundle has a slot, or one is free.
-		c.tx.pack(c.peer, c.srcPort, p, n, a, b, wire.HeaderLen+c.mss+maxDataExt)
+		c.packed(p, n, a, b)
 		return false
 	}
 	i := c.tx.slot()
@@ -118,6 +117,14 @@ func (c *conn) finish(p *wire.Packet, n uint32, a, b []byte, o owner) (zc bool) 
 	return zc
 }
 
+// packed queues packet p (a data packet or an Ack), with the n payload bytes in a and b,
+// into the bundle being filled (bundle.go), whose datagram it bounds by the connection's
+// largest datagram less its trailer. The caller checked canTransmit: the bundle has a
+// slot, or one is free.
+func (c *conn) packed(p *wire.Packet, n uint32, a, b []byte) {
+	c.tx.pack(c.peer, c.srcPort, p, n, a, b, wire.HeaderLen+c.mss+maxDataExt)
+}
+
 // sendAck queues an Ack packet carrying a (an acknowledgement of the peer's stream, or a
 // NAK), with flags (FlagAckReq makes it a probe). Where the QP packs, the Ack is an entry of
 // the bundle being filled (bundle.go): the acks of many QPs to one peer in a round leave in
@@ -127,8 +134,8 @@ func (c *conn) sendAck(now int64, flags wire.Flags, a wire.AckExt) {
 	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: wire.OpAck, Flags: flags, DestQPN: c.peerQPN, Cookie: c.cookie, TS: uint32(now / 1000)}
 	p.Ack = a
-	if c.pack >= 0 {
-		c.tx.pack(c.peer, c.srcPort, p, 0, nil, nil, wire.HeaderLen+c.mss+maxDataExt)
+	if c.packs(0) {
+		c.packed(p, 0, nil, nil)
 		return
 	}
 	i := c.tx.slot()

@@ -357,10 +357,10 @@ func (r *requester) onReadResponse(p *wire.Packet) failure {
 }
 
 // pop sets *c to the completion of the oldest work request if it has finished (free ends
-// it); false when it has not, or none is outstanding, *c untouched. Requests complete in posting order:
-// once sent, acknowledged, done with by the link (zero-copy) and, for a Read, answered in
-// full. After a failure (abandon) they complete as the link lets go of them: the one the
-// failure names with its status, the rest cancelled.
+// it); false when it has not, or none is outstanding, *c untouched. Requests complete in
+// posting order: once sent, acknowledged, done with by the link (zero-copy) and, for a
+// Read, answered in full. After a failure (abandon) they complete as the link lets go of
+// them: the one the failure names with its status, the rest cancelled.
 func (r *requester) pop(c *Completion) bool {
 	if r.head == r.tail {
 		return false
@@ -385,9 +385,7 @@ func (r *requester) pop(c *Completion) bool {
 	if st == StatusSuccess {
 		n = s.total
 	}
-	// Field by field, as responder.pop.
-	c.Request, c.Receive, c.Context = s.wr, nil, s.wr.Context
-	c.Op, c.Status, c.Bytes, c.Solicited, c.InvToken = s.wr.Kind, st, n, false, 0
+	c.set(s.wr, nil, s.wr.Context, s.wr.Kind, st, n, false, 0)
 	return true
 }
 

@@ -243,10 +243,11 @@ func (rs *responder) acceptSend(p *wire.Packet) verdict {
 }
 
 // pop sets *c to the completion of the oldest outstanding receive if it has finished (free
-// ends it); false when it has not (or none is outstanding), *c untouched. Receives complete in MSN order:
-// once their message has fully arrived and its last packet is behind the peer's stream's
-// cumulative point cum (a receive completion promises that what the peer posted before
-// that Send, Writes, has landed), or once ended (cancelled, overrun).
+// ends it); false when it has not (or none is outstanding), *c untouched. Receives
+// complete in MSN order: once their message has fully arrived and its last packet is
+// behind the peer's stream's cumulative point cum (a receive completion promises that what
+// the peer posted before that Send, Writes, has landed), or once ended (cancelled,
+// overrun).
 func (rs *responder) pop(cum wire.PSN, c *Completion) bool {
 	if rs.base == rs.posted {
 		return false
@@ -263,10 +264,7 @@ func (rs *responder) pop(cum wire.PSN, c *Completion) bool {
 	if r.inv {
 		op, tok = OpReceiveInv, r.invToken // invalidated when its packet was taken
 	}
-	// Field by field: a composite literal of all of them is built on the stack and then
-	// copied, its wide loads stalling on the narrow stores that built it.
-	c.Request, c.Receive, c.Context = nil, &r.r, r.r.Context
-	c.Op, c.Status, c.Bytes, c.Solicited, c.InvToken = op, StatusSuccess, r.total, r.solicited, tok
+	c.set(nil, &r.r, r.r.Context, op, StatusSuccess, r.total, r.solicited, tok)
 	return true
 }
 

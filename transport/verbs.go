@@ -178,6 +178,14 @@ type Completion struct {
 	InvToken  uint32 // OpReceiveInv: the token the peer invalidated here
 }
 
+// set fills every field of c in place, for the parts' pop: a composite literal of them would
+// be built on the stack and copied, its wide loads stalling on the narrow stores that built
+// it, once per completion.
+func (c *Completion) set(req *WorkRequest, rcv *Receive, ctx uint64, op OpKind, st Status, n uint32, solicited bool, inv uint32) {
+	c.Request, c.Receive, c.Context = req, rcv, ctx
+	c.Op, c.Status, c.Bytes, c.Solicited, c.InvToken = op, st, n, solicited, inv
+}
+
 // CompletionSink receives a QP's completions, on the engine goroutine, in posting order per
 // queue (initiator queue, receive queue). It must not block and must not call back into the
 // engine, and c is valid only during the call (copy what is needed).

@@ -56,7 +56,6 @@ type Link struct {
 
 	local      netip.AddrPort
 	maxPayload int
-	busyPoll   bool // sock.Mode().BusyPoll: an empty RX ring makes Receive call into the kernel
 
 	// engine-owned state
 	rx       rxState    // RX descriptors taken from the ring, frames going back to the fill ring
@@ -99,7 +98,6 @@ func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link
 		fsize:      uint64(d.umem.FrameSize()),
 		local:      netip.AddrPortFrom(d.addr, d.cfg.Port),
 		maxPayload: d.maxPayload,
-		busyPoll:   s.Mode().BusyPoll,
 		tx:         make([]xsk.Desc, s.Config().TxSize),
 		eventfd:    efd,
 	}
@@ -139,7 +137,7 @@ func (l *Link) Receive(pkts []link.Packet) (int, error) {
 	if l.closed.Load() {
 		return 0, link.ErrClosed
 	}
-	if l.rx.head == l.rx.tail && l.rx.owed == 0 && l.hops.Held() == 0 && !l.busyPoll && !l.sock.RxReady() {
+	if l.rx.head == l.rx.tail && l.rx.owed == 0 && l.hops.Held() == 0 && !l.sock.Mode().BusyPoll && !l.sock.RxReady() {
 		return 0, nil
 	}
 	return l.receive(pkts)

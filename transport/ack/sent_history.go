@@ -205,20 +205,14 @@ func (h *SentHistory[O]) Full() bool { return h.next.Sub(h.start) >= h.limit }
 // unacknowledged one) or p.PSN is not NextPSN; p.Retransmits is recorded as given
 // (normally 0). SentAt must not decrease from one packet to the next.
 func (h *SentHistory[O]) OnSent(p PacketInfo[O]) bool {
-	if p.PSN != h.next || h.Full() {
+	if !h.Sent(p.PSN, p.Owner, p.Bytes, p.SentAt) {
 		return false
 	}
-	if h.next.Sub(h.start) == uint32(len(h.slots)) {
-		h.grow() // below the capacity (not Full), so the ring may double
-	}
-	*h.slot(p.PSN) = sentSlot[O]{PacketInfo: p}
+	h.slot(p.PSN).PacketInfo = p // FirstSentAt and Retransmits as given
 	if p.Retransmits > 0 {
 		// Recorded as a retransmission already: only the time rule applies, from the queue.
 		h.pushRetx(retxEntry{psn: p.PSN, gen: uint32(p.Retransmits)})
 	}
-	h.next = h.next.Add(1)
-	h.inflight++
-	h.bytes += p.Bytes
 	return true
 }
 
