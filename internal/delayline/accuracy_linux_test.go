@@ -94,20 +94,24 @@ func TestDelayLineRate(t *testing.T) {
 	if raceEnabled {
 		rate = 2e8
 	}
+	const queueBytes = 4 << 20
 	bed := testbed.NewT(t, testbed.Options{Routed: true, Name: "dlrate", StaticNeighbors: true,
-		Path: &testbed.PathConfig{Delay: time.Millisecond, Rate: uint64(rate), QueueBytes: 4 << 20}})
+		Path: &testbed.PathConfig{Delay: time.Millisecond, Rate: uint64(rate), QueueBytes: queueBytes}})
 	const payload, port = 1472, 9
 	// The machine is shared: a forwarder descheduled for milliseconds reads a burst late
 	// and its queue drops it. Up to three attempts; one within the tolerance passes, as a
 	// line that cannot keep its rate would pass none.
 	var worst error
+	rateHeld := false // an attempt kept to the rate but did not overflow the queue
 	for attempt := range 3 {
+		st0, _ := bed.PathStats()
 		got, err := blast(bed, port, payload, 1.3*rate, 1500*time.Millisecond, 400_000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st, _ := bed.PathStats()
 		ab := st.Dir[delayline.AtoB]
+		dropped := ab.Dropped - st0.Dir[delayline.AtoB].Dropped
 		t.Logf("attempt %d: sent %d datagrams (%.3f Gbit/s offered), received %d over %v: %.3f Gbit/s; line so far: queued %d dropped %d overflow %d send errors %d, late p50 <= %v p99 <= %v max %v, realtime %v, bad stamps %d, max backlog %d",
 			attempt+1, got.sent, got.offered/1e9, got.frames, got.span, got.rate/1e9, ab.Queued, ab.Dropped, ab.Overflow, ab.SendErrors,
 			ab.LateQuantile(0.5), ab.LateQuantile(0.99), time.Duration(ab.LateMax), ab.Realtime, ab.BadStamps, ab.MaxBacklog)
@@ -127,9 +131,24 @@ func TestDelayLineRate(t *testing.T) {
 			worst = fmt.Errorf("received %.3f Gbit/s, want %.3f ± %.0f%%", got.rate/1e9, rate/1e9, 100*rateTolerance)
 			continue
 		}
-		if ab.Dropped == 0 {
-			t.Error("the queue dropped nothing of an offered load above its rate")
+		// When the last datagram was sent, the queue held at least what was sent beyond what
+		// the line can have carried meanwhile (at its rate, plus the tolerance). An offer
+		// whose excess the queue could hold need not have lost anything: the rate is checked,
+		// the drops are judged by an attempt that overflowed the queue.
+		if excess := got.sentBytes - rate/8*got.elapsed.Seconds()*(1+rateTolerance); excess <= queueBytes {
+			rateHeld = true
+			continue
 		}
+		if dropped == 0 {
+			t.Errorf("the queue dropped nothing of an offer whose excess over the rate (%.0f bytes sent in %v) overflowed its %d bytes", got.sentBytes, got.elapsed, queueBytes)
+		}
+		return
+	}
+	if rateHeld {
+		// An attempt kept to the rate, and none sent enough beyond it to overflow the queue
+		// (a busy machine offered barely more than the rate): the drops were not judged.
+		// Said, not skipped.
+		t.Log("no attempt offered enough above the rate to overflow the queue: the rate was checked, the drops were not")
 		return
 	}
 	if worst == errBusy {
@@ -147,8 +166,10 @@ var errBusy = errors.New("the sender could not offer more than the line's rate")
 // blastResult is what blast measured.
 type blastResult struct {
 	sent, frames int
-	offered      float64 // bit/s of Ethernet frames the sender sent
-	rate         float64 // bit/s of Ethernet frames received, first to last arrival
+	sentBytes    float64       // bytes of Ethernet frames the sender sent
+	elapsed      time.Duration // from the first send to the last
+	offered      float64       // bit/s of Ethernet frames the sender sent
+	rate         float64       // bit/s of Ethernet frames received, first to last arrival
 	span         time.Duration
 }
 
@@ -220,7 +241,9 @@ func blast(bed *testbed.Bed, port, payload int, offer float64, d time.Duration, 
 			}
 		}
 	}
-	res.offered = float64(res.sent*(payload+frame)*8) / time.Since(start).Seconds()
+	res.elapsed = time.Since(start)
+	res.sentBytes = float64(res.sent * (payload + frame))
+	res.offered = res.sentBytes * 8 / res.elapsed.Seconds()
 	<-done
 	res.frames = int(frames.Load())
 	res.span = time.Duration(last.Load() - first.Load())
