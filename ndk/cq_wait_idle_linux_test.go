@@ -22,14 +22,14 @@ func cpuTime(t *testing.T) time.Duration {
 // nothing spins, on a shared 2-CPU machine.
 const idleCeiling = 0.05
 
-// A goroutine blocked in Wait for 10 s (2 s with -short) with nothing arriving, beside an
+// A goroutine blocked in Wait for 10 s (2 s with -short or -race) with nothing arriving, beside an
 // idle peer (one connected QP each, nobody polling), costs the process no CPU to speak of:
 // neither Wait nor the inline fallback that serves the engine meanwhile spins.
 func TestWaitIdleCPU(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{})
 		idle := 10 * time.Second
-		if testing.Short() {
+		if testing.Short() || raceEnabled {
 			idle = 2 * time.Second
 		}
 		time.Sleep(50 * time.Millisecond) // the connection's last packets and timers
