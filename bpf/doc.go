@@ -10,6 +10,10 @@
 // Source and destination addresses are not looked at, nor are checksums: the receiver
 // checks those.
 //
+// A redirected datagram carries its arrival time in front of it, as XDP metadata: 16 bytes,
+// the CLOCK_MONOTONIC time the program ran (bpf_ktime_get_ns) and that time XOR a check
+// constant, both native-endian (steer.c, struct arrival; read by package xdp).
+//
 // # Verdicts
 //
 // The first matching row wins; malformed rows are checked in parse order (Ethernet, VLAN,

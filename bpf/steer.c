@@ -43,6 +43,9 @@
  *   ours                                               XDP_REDIRECT  redirected,
  *                                                                    redirected_bytes
  *
+ * A redirected datagram carries its arrival time in front of it (struct
+ * arrival, XDP metadata).
+ *
  * Checksums (IPv4 header, UDP) are not verified here; the receiver must.
  * Destination MAC and IP are not looked at either: the port alone selects.
  *
@@ -167,6 +170,22 @@ struct counters {
 	__u64 malformed;
 	__u64 fault_dropped;
 };
+
+/*
+ * Arrival stamp, written in front of the packet as XDP metadata
+ * (bpf_xdp_adjust_meta) for every datagram redirected to a socket; AF_XDP
+ * delivers it in the frame, just before the data, in copy and zero-copy mode.
+ * arrival_ns is CLOCK_MONOTONIC (bpf_ktime_get_ns) when the program ran;
+ * check is arrival_ns ^ ARRIVAL_CHECK, so that the reader can tell a stamp
+ * from bytes left in the headroom (it clears check once read). A driver
+ * without metadata support gets no stamp: the packet goes unstamped.
+ */
+struct arrival {
+	__u64 arrival_ns;
+	__u64 check;
+};
+
+#define ARRIVAL_CHECK 0x786470206e64c0deULL
 
 /*
  * Fault-injection configuration, one element, written by Go.
@@ -394,6 +413,22 @@ static __always_inline int fault_drop(void)
 	return (mix64(st->state) >> 32) < threshold;
 }
 
+/* stamp writes the packet's arrival time in front of it (struct arrival). */
+static __always_inline void stamp(struct xdp_md *ctx)
+{
+	struct arrival *a;
+	void *data;
+
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct arrival)) != 0)
+		return;
+	data = (void *)(long)ctx->data;
+	a = (void *)(long)ctx->data_meta;
+	if ((void *)(a + 1) > data)
+		return;
+	a->arrival_ns = bpf_ktime_get_ns();
+	a->check = a->arrival_ns ^ ARRIVAL_CHECK;
+}
+
 SEC("xdp.frags")
 int steer(struct xdp_md *ctx)
 {
@@ -426,6 +461,7 @@ int steer(struct xdp_md *ctx)
 		cnt->fault_dropped++;
 		return XDP_DROP;
 	}
+	stamp(ctx);
 	action = bpf_redirect_map(&xsks, queue, XDP_PASS);
 	if (action != XDP_REDIRECT) {
 		cnt->no_socket++;

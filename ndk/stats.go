@@ -130,6 +130,11 @@ type LinkStats struct {
 	TxUnresolved uint64 `json:"tx_unresolved_total"`
 	// TxHoldOverflow is the held datagrams dropped to make room for newer ones.
 	TxHoldOverflow uint64 `json:"tx_hold_overflow_total"`
+	// RxStamped is the datagrams received with their arrival time (the XDP program's
+	// stamp), and RxWaitNanos the sum of how long they waited in the RX ring for the
+	// engine, ns: RxWaitNanos/RxStamped is the mean wait.
+	RxStamped   uint64 `json:"rx_stamped_total"`
+	RxWaitNanos uint64 `json:"rx_wait_nanoseconds_total"`
 }
 
 // SocketStats are an AF_XDP socket's counters, as the kernel keeps them
@@ -474,6 +479,7 @@ func linkStats(x link.Stats) LinkStats {
 		RxPackets: x.RxPackets, RxBytes: x.RxBytes, TxPackets: x.TxPackets, TxBytes: x.TxBytes,
 		RxDropped: x.RxDropped, TxDropped: x.TxDropped, TxErrors: x.TxErrors, TxZeroCopy: x.TxZeroCopy,
 		Kicks: x.Kicks, TxHeld: x.TxHeld, TxUnresolved: x.TxUnresolved, TxHoldOverflow: x.TxHoldOverflow,
+		RxStamped: x.RxStamped, RxWaitNanos: x.RxWaitNanos,
 	}
 }
 

@@ -40,6 +40,9 @@
 //	xdpndk_link_{rx,tx}_dropped_packets_total, _tx_errors_total, _tx_zero_copy_segments_total,
 //	_kicks_total, _tx_held_packets_total, _tx_unresolved_packets_total,
 //	_tx_hold_overflow_packets_total {queue,engine}
+//	xdpndk_link_rx_stamped_packets_total, _rx_wait_seconds_total {queue,engine}  datagrams
+//	                                                 received with their arrival time, and
+//	                                                 how long they waited for the engine
 //	xdpndk_xsk_rx_dropped_packets_total, _rx_invalid_descriptors_total,
 //	_tx_invalid_descriptors_total, _rx_ring_full_packets_total, _fill_ring_empty_total,
 //	_tx_ring_empty_total {queue,engine}             the kernel's AF_XDP socket counters
@@ -105,6 +108,7 @@ type Collector struct {
 	linkRxPackets, linkRxBytes, linkTxPackets, linkTxBytes       metric
 	linkRxDropped, linkTxDropped, linkTxErrors, linkZeroCopy     metric
 	linkKicks, linkHeld, linkUnresolved, linkHoldOverflow        metric
+	linkStamped, linkWait                                        metric
 	xskRxDropped, xskRxInvalid, xskTxInvalid, xskRingFull        metric
 	xskFillEmpty, xskTxEmpty                                     metric
 	xdpPackets, xdpBytes                                         metric
@@ -169,6 +173,8 @@ func New(a *ndk.Adapter, opts Options) *Collector {
 	c.linkHeld = counter("link_tx_held_packets_total", "Datagrams held while their next hop was resolved.", q...)
 	c.linkUnresolved = counter("link_tx_unresolved_packets_total", "Datagrams dropped because their next hop could not be resolved.", q...)
 	c.linkHoldOverflow = counter("link_tx_hold_overflow_packets_total", "Held datagrams dropped to make room for newer ones.", q...)
+	c.linkStamped = counter("link_rx_stamped_packets_total", "Datagrams received with their arrival time (the XDP program's stamp).", q...)
+	c.linkWait = counter("link_rx_wait_seconds_total", "How long the stamped datagrams waited in the RX ring for the engine, in total.", q...)
 	c.xskRxDropped = counter("xsk_rx_dropped_packets_total", "Packets the kernel dropped at the AF_XDP socket (no room, no scatter-gather).", q...)
 	c.xskRxInvalid = counter("xsk_rx_invalid_descriptors_total", "Packets dropped because of invalid descriptors.", q...)
 	c.xskTxInvalid = counter("xsk_tx_invalid_descriptors_total", "Transmit descriptors the kernel rejected.", q...)
@@ -309,6 +315,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		emit(ch, c.linkHeld, u(l.TxHeld), lv...)
 		emit(ch, c.linkUnresolved, u(l.TxUnresolved), lv...)
 		emit(ch, c.linkHoldOverflow, u(l.TxHoldOverflow), lv...)
+		emit(ch, c.linkStamped, u(l.RxStamped), lv...)
+		emit(ch, c.linkWait, float64(l.RxWaitNanos)/1e9, lv...)
 		if k := q.Socket; k != nil {
 			emit(ch, c.xskRxDropped, u(k.RxDropped), lv...)
 			emit(ch, c.xskRxInvalid, u(k.RxInvalidDescs), lv...)

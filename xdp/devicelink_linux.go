@@ -323,6 +323,8 @@ func (dl *DeviceLink) Stats() link.Stats {
 		s.TxHeld += q.TxHeld
 		s.TxUnresolved += q.TxUnresolved
 		s.TxHoldOverflow += q.TxHoldOverflow
+		s.RxStamped += q.RxStamped
+		s.RxWaitNanos += q.RxWaitNanos
 	}
 	return s
 }

@@ -68,6 +68,9 @@ type Link struct {
 	pollfds  [2]unix.PollFd // Wait's: the socket and the doorbell
 	timeout  unix.Timespec
 	eventBuf [8]byte
+	mono     monoClock // CLOCK_MONOTONIC, the arrival stamps' clock
+	rxNow    int64     // its reading for the current receive (0: not read yet)
+	rxStamp  rxStampAcc
 
 	// shared with other goroutines
 	eventfd int
@@ -81,6 +84,12 @@ type Link struct {
 type linkCounters struct {
 	rxPackets, rxBytes, txPackets, txBytes, rxDropped, txErrors, txZeroCopy, kicks atomic.Uint64
 	txHeld, txUnresolved, txHoldOverflow, txFailed                                 atomic.Uint64
+	rxStamped, rxWaitNanos                                                         atomic.Uint64
+}
+
+// rxStampAcc counts the arrival stamps one receive took, added to the counters at its end.
+type rxStampAcc struct {
+	n, wait uint64
 }
 
 // txAcc counts what one engine call transmitted, added to the counters once at its end.
@@ -106,6 +115,7 @@ func newLink(d *Device, s *xsk.Socket, pool *memreg.FramePool, queue int) (*Link
 	l.pollfds[0] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	l.pollfds[1] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
 	l.rx = newRxState(s, pool, l.fsize)
+	l.mono = newMonoClock()
 	return l, nil
 }
 
@@ -155,6 +165,7 @@ func (l *Link) receive(pkts []link.Packet) (int, error) {
 	if l.rx.owed > 0 {
 		l.rx.repay()
 	}
+	l.rxNow, l.rxStamp = 0, rxStampAcc{}
 	n := 0
 	var rxBytes, dropped uint64
 	r := &l.rx
@@ -196,6 +207,10 @@ func (l *Link) receive(pkts []link.Packet) (int, error) {
 	if n > 0 {
 		l.stats.rxPackets.Add(uint64(n))
 		l.stats.rxBytes.Add(rxBytes)
+	}
+	if l.rxStamp.n > 0 {
+		l.stats.rxStamped.Add(l.rxStamp.n)
+		l.stats.rxWaitNanos.Add(l.rxStamp.wait)
 	}
 	if dropped > 0 {
 		l.stats.rxDropped.Add(dropped)
@@ -247,7 +262,28 @@ func (l *Link) unwrap(descs []xsk.Desc, p *link.Packet) bool {
 	p.LocalPort = dg.Dst.Port()
 	p.Flags = 0
 	p.Cookie = 0
+	p.Waited = l.waited(descs[0].Addr)
 	return true
+}
+
+// waited returns how long the datagram at addr waited since the XDP program stamped its
+// arrival (arrival_linux.go), or 0 without a believable stamp. The clock is read once per
+// receive, at the first stamped datagram.
+func (l *Link) waited(addr uint64) int64 {
+	at, ok := takeArrival(l.mem, addr, l.fsize)
+	if !ok {
+		return 0
+	}
+	if l.rxNow == 0 {
+		l.rxNow = l.mono.now()
+	}
+	w, ok := waitedSince(l.rxNow, at)
+	if !ok {
+		return 0
+	}
+	l.rxStamp.n++
+	l.rxStamp.wait += uint64(w)
+	return w
 }
 
 // Release implements link.Link.
@@ -525,6 +561,8 @@ func (l *Link) Stats() link.Stats {
 		TxHeld:         l.stats.txHeld.Load(),
 		TxUnresolved:   l.stats.txUnresolved.Load(),
 		TxHoldOverflow: l.stats.txHoldOverflow.Load(),
+		RxStamped:      l.stats.rxStamped.Load(),
+		RxWaitNanos:    l.stats.rxWaitNanos.Load(),
 	}
 	s.TxDropped = s.TxUnresolved + s.TxHoldOverflow + l.stats.txFailed.Load()
 	if l.enter() {

@@ -222,6 +222,10 @@ func exchange(t *testing.T, a, b *Device, sizes []int, count uint64) {
 		if st.RxDropped != 0 || st.TxDropped != 0 {
 			t.Errorf("host %s: dropped rx %d tx %d", name, st.RxDropped, st.TxDropped)
 		}
+		// The XDP program stamps every datagram it redirects with its arrival time.
+		if st.RxStamped != count {
+			t.Errorf("host %s: %d datagrams arrived stamped, want all %d", name, st.RxStamped, count)
+		}
 	}
 	c, err := a.Program().Counters()
 	if err != nil {
