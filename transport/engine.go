@@ -42,10 +42,6 @@ type Engine struct {
 	segs   [link.MaxSegments][]byte
 	txDone [64]uint64 // cookies read from the link's TxDone
 	round  uint64     // Poll calls so far (never 0 after the first): acks deferred by a round
-	// waited is how long the datagram being input waited for this round after it arrived
-	// at the interface (link.Packet.Waited, within [0, maxWaited]; 0 if unknown): its QP
-	// dates the datagram from its arrival (QP.arrival).
-	waited int64
 
 	cm cmState
 	g  groupState // several engines of one host (group.go); zero when alone
@@ -461,7 +457,6 @@ func (e *Engine) deactivate(q *QP) {
 // that does not match a live QP exactly is dropped and counted; nothing a forged packet
 // carries can change a QP that it does not match.
 func (e *Engine) input(now int64, pkt *link.Packet) {
-	e.waited = min(max(pkt.Waited, 0), maxWaited)
 	nseg := min(int(pkt.NSegs), link.MaxSegments)
 	for i := range nseg {
 		e.segs[i] = pkt.Segs[i]
@@ -489,10 +484,6 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 		}
 	}
 }
-
-// maxWaited bounds the wait a link reports for a datagram (link.Packet.Waited): a longer
-// one is taken as that long.
-const maxWaited = int64(time.Second)
 
 // deliverTo hands q, which data packet or Ack p (a datagram's, or a Bundle entry's)
 // matched, its packet, and polls q in the next round.

@@ -367,7 +367,7 @@ func (q *QP) input(now int64, p *wire.Packet) {
 			return
 		}
 	}
-	q.rcv.OnReceived(now, q.arrival(now), q.e.round, p.PSN, p.TS, p.Flags&wire.FlagAckReq != 0)
+	q.rcv.OnReceived(now, q.e.round, p.PSN, p.TS, p.Flags&wire.FlagAckReq != 0)
 	// A receive completes only once every earlier packet of the peer arrived: a receive
 	// completion promises that what the peer posted before that Send (Writes) has landed.
 	q.completeReceives()
@@ -377,16 +377,10 @@ func (q *QP) input(now int64, p *wire.Packet) {
 }
 
 // onAck processes an acknowledgement of our stream (and, for a NAK, what failed).
-// arrival returns when the packet being input, taken by the round at now, arrived at the
-// interface: now less what its datagram waited in the link for the round (Engine.waited).
-// An acknowledgement reports holding from then, and an RTT sample leaves the wait out of
-// the delay the congestion controller reads: that time is the host's, not the path's.
-func (q *QP) arrival(now int64) int64 { return now - q.e.waited }
-
 func (q *QP) onAck(now int64, p *wire.Packet) {
 	a := &p.Ack
 	q.req.onCredits(a.Credits)
-	acked := q.snd.OnAck(now, q.e.waited, a)
+	acked := q.snd.OnAck(now, a)
 	for i := range acked {
 		if o := acked[i].Owner; o.job {
 			q.resp.onAcked(o.idx)

@@ -82,19 +82,17 @@ func (r *receiver) Arrive(psn wire.PSN) ack.Verdict {
 	return v
 }
 
-// OnReceived records that the new packet psn (timestamp ts, AckReq flag ackReq), which
-// arrived at the interface at arrived (<= now), was placed at now, in poll round round,
-// and schedules its acknowledgement: at once if it leaves a gap (loss recovery waits for
-// it), in the next round for AckReq (so that a reply the application posts meanwhile
-// carries it), else by AckEvery and AckDelay. The acknowledgement's Delay is counted from
-// arrived: the time the packet waited for the engine is the receiver's holding too.
-func (r *receiver) OnReceived(now, arrived int64, round uint64, psn wire.PSN, ts uint32, ackReq bool) {
+// OnReceived records that the new packet psn (timestamp ts, AckReq flag ackReq) was
+// placed at now, in poll round round, and schedules its acknowledgement: at once if it
+// leaves a gap (loss recovery waits for it), in the next round for AckReq (so that a reply
+// the application posts meanwhile carries it), else by AckEvery and AckDelay.
+func (r *receiver) OnReceived(now int64, round uint64, psn wire.PSN, ts uint32, ackReq bool) {
 	r.rx.Receive(psn)
 	if r.pending == 0 {
 		r.first = now
 	}
 	r.pending++
-	r.echoTS, r.arrival = ts, min(arrived, now)
+	r.echoTS, r.arrival = ts, now
 	switch {
 	case r.rx.HasGap():
 		r.now = true

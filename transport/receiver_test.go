@@ -101,7 +101,7 @@ func (h *rcvHarness) run(t *testing.T, events []rev) {
 			if v := h.r.Arrive(rcvBase.Add(ev.psn)); v != ack.New {
 				t.Fatalf("event %d: packet %d is %v, want new", i, ev.psn, v)
 			}
-			h.r.OnReceived(now, now, ev.round, rcvBase.Add(ev.psn), uint32(now/1000), ev.ackReq)
+			h.r.OnReceived(now, ev.round, rcvBase.Add(ev.psn), uint32(now/1000), ev.ackReq)
 		case rDup:
 			if v := h.r.Arrive(rcvBase.Add(ev.psn)); v != ack.Duplicate {
 				t.Fatalf("event %d: packet %d is %v, want duplicate", i, ev.psn, v)
@@ -341,29 +341,6 @@ func TestReceiverPiggyback(t *testing.T) {
 
 func us64(f float64) int64 { return int64(us(f)) }
 
-// TestReceiverDelayFromArrival: an acknowledgement's Delay counts from the packet's
-// arrival at the interface, the time it waited for the engine included, and an arrival
-// later than the placement (a link's clock ahead) counts from the placement.
-func TestReceiverDelayFromArrival(t *testing.T) {
-	for _, c := range []struct {
-		arrived int64 // µs before the placement at 100 µs
-		want    uint32
-	}{{0, 10}, {30, 40}, {-5, 10}} {
-		h := newRcvHarness(defaultReceiverConfig())
-		now := us64(100)
-		if h.r.Arrive(rcvBase) != ack.New {
-			t.Fatal("not new")
-		}
-		h.r.OnReceived(now, now-us64(float64(c.arrived)), 1, rcvBase, 77, true)
-		var p wire.Packet
-		p.Opcode = wire.OpAck
-		h.writeAck(now+us64(10), &p)
-		if p.Ack.Delay != c.want || p.Ack.EchoTS != 77 {
-			t.Errorf("arrived %d µs before: Delay %d µs, EchoTS %d; want %d, 77", c.arrived, p.Ack.Delay, p.Ack.EchoTS, c.want)
-		}
-	}
-}
-
 // TestReceiverAllocs: the receiver's per-packet work allocates nothing.
 func TestReceiverAllocs(t *testing.T) {
 	h := newRcvHarness(defaultReceiverConfig())
@@ -376,7 +353,7 @@ func TestReceiverAllocs(t *testing.T) {
 		if h.r.Arrive(psn) != ack.New {
 			t.Fatal("not new")
 		}
-		h.r.OnReceived(now, now, round, psn, uint32(now/1000), true)
+		h.r.OnReceived(now, round, psn, uint32(now/1000), true)
 		psn = psn.Add(1)
 		p = wire.Packet{Header: wire.Header{Opcode: wire.OpWrite}}
 		h.piggyback(now, &p, 64, 1020)

@@ -200,13 +200,11 @@ func (s *sender) armProbe(now int64) {
 	s.tlp.arm(now, s.rto.SRTT(), s.cfg.ackDelay, s.rtoAt, npk > 0 && !s.cfg.goBackN)
 }
 
-// OnAck takes the positive part of acknowledgement a at now, which arrived waited before
-// now (the time its datagram sat in the link for the engine; 0 if unknown): it releases
-// what a acknowledges (cumulatively or selectively), samples the round trip, feeds the
-// congestion controller and restarts (or, with nothing left in flight, stops) the
-// retransmission timer. It returns the packets newly acknowledged, valid until the next
-// call.
-func (s *sender) OnAck(now, waited int64, a *wire.AckExt) []ack.PacketInfo[owner] {
+// OnAck takes the positive part of acknowledgement a at now: it releases what a
+// acknowledges (cumulatively or selectively), samples the round trip, feeds the congestion
+// controller and restarts (or, with nothing left in flight, stops) the retransmission
+// timer. It returns the packets newly acknowledged, valid until the next call.
+func (s *sender) OnAck(now int64, a *wire.AckExt) []ack.PacketInfo[owner] {
 	s.sent.SetEcho(a.EchoTS)
 	acked, rtt := s.sent.OnAckBlocks(a.AckPSN, a.SACK, a.HighPSN, a.HighSACK, now, s.scratch[:0])
 	s.scratch = acked // keeps what it grew to
@@ -240,10 +238,7 @@ func (s *sender) OnAck(now, waited int64, a *wire.AckExt) []ack.PacketInfo[owner
 	if s.tlp.needless(s.sent, a) {
 		s.ctr.needlessProbes.Add(1)
 	}
-	// The controller reads the path's delay: the round trip less the time the ack waited
-	// here for the engine (the peer's Delay already counts its own wait). The RTO keeps
-	// the whole round trip: it must outlast the hosts as well as the path.
-	s.cc.OnAck(now, bytes, pathDelay(rtt, waited))
+	s.cc.OnAck(now, bytes, rtt)
 	if npk, _ := s.sent.InFlight(); npk > 0 {
 		s.rtoAt = now + s.rto.Timeout()
 	} else {
@@ -252,15 +247,6 @@ func (s *sender) OnAck(now, waited int64, a *wire.AckExt) []ack.PacketInfo[owner
 	s.tlp.count = 0
 	s.armProbe(now)
 	return acked
-}
-
-// pathDelay returns round trip rtt (ns; 0: no sample) less waited, the time the ack that
-// gave it waited for the engine, never below 1 ns; 0 stays 0.
-func pathDelay(rtt, waited int64) int64 {
-	if rtt <= 0 {
-		return 0
-	}
-	return max(rtt-waited, 1)
 }
 
 // echoDelay returns the round trip an ack's timestamp echo measures, without the receiver's

@@ -30,12 +30,11 @@ type fakeCC struct {
 	sent, acked        int
 	losses, lostBytes  int
 	timeouts, spurious int
-	delay              int64 // the delay of the last OnAck
 }
 
 func (c *fakeCC) Window() int                         { return c.window }
 func (c *fakeCC) OnSent(_ int64, b int)               { c.sent += b }
-func (c *fakeCC) OnAck(_ int64, a int, d int64)       { c.acked += a; c.delay = d }
+func (c *fakeCC) OnAck(_ int64, a int, _ int64)       { c.acked += a }
 func (c *fakeCC) OnLoss(_ int64, l int)               { c.losses++; c.lostBytes += l }
 func (c *fakeCC) OnTimeout(int64)                     { c.timeouts++ }
 func (c *fakeCC) OnSpuriousTimeout(int64)             { c.spurious++ }
@@ -171,11 +170,11 @@ func (h *sndHarness) run(events []sev) {
 			h.s.ArmTimer(now)
 		case sAck:
 			a := wire.AckExt{AckPSN: sndBase.Add(ev.cum), SACK: ev.sack}
-			h.s.OnAck(now, 0, &a)
+			h.s.OnAck(now, &a)
 			h.s.DetectLoss(now, &a)
 		case sNak:
 			a := wire.AckExt{AckPSN: sndBase, Syndrome: ev.syn, NakPSN: sndBase.Add(ev.cum), Value: ev.val}
-			h.s.OnAck(now, 0, &a)
+			h.s.OnAck(now, &a)
 			if f := h.s.OnNak(now, &a); f.failed() {
 				h.own.record(now, f)
 			} else {
@@ -575,35 +574,12 @@ func TestSenderRTTFromEcho(t *testing.T) {
 	now := int64(5 * time.Millisecond) // a lost ack: this one comes much later
 	// the packet that triggered it left 30 µs ago, and the peer held the ack 10 µs
 	a := wire.AckExt{AckPSN: sndBase.Add(1), EchoTS: uint32((now - 30_000) / 1000), Delay: 10}
-	h.s.OnAck(now, 0, &a)
+	h.s.OnAck(now, &a)
 	if got := h.s.rto.SRTT(); got != 20_000 {
 		t.Fatalf("SRTT %d ns, want 20000", got)
 	}
 	if h.cc.acked != sndBytes {
 		t.Fatalf("controller saw %d bytes acknowledged, want %d", h.cc.acked, sndBytes)
-	}
-}
-
-// TestSenderPathDelay: the controller reads the round trip less the time the ack waited
-// for the engine after it arrived; the RTO samples the whole round trip.
-func TestSenderPathDelay(t *testing.T) {
-	h := newSndHarness(t, defaultSenderConfig(), ack.DefaultRTOConfig())
-	h.s.OnSent(0, sndBytes, wrOwner(1, 0))
-	now := int64(100 * time.Microsecond)
-	// The packet left 100 µs ago, the peer held it 10 µs (its wait included), and the ack
-	// sat in our ring for 60 µs: the path's round trip is 30 µs.
-	a := wire.AckExt{AckPSN: sndBase.Add(1), EchoTS: uint32((now - 100_000) / 1000), Delay: 10}
-	h.s.OnAck(now, 60_000, &a)
-	if got := h.s.rto.SRTT(); got != 90_000 {
-		t.Fatalf("SRTT %d ns, want the whole round trip less the peer's hold, 90000", got)
-	}
-	if h.cc.delay != 30_000 {
-		t.Fatalf("controller read a delay of %d ns, want 30000", h.cc.delay)
-	}
-	for _, c := range []struct{ rtt, waited, want int64 }{{0, 5, 0}, {-1, 0, 0}, {10, 3, 7}, {10, 10, 1}, {10, 99, 1}} {
-		if got := pathDelay(c.rtt, c.waited); got != c.want {
-			t.Errorf("pathDelay(%d, %d) = %d, want %d", c.rtt, c.waited, got, c.want)
-		}
 	}
 }
 
@@ -619,7 +595,7 @@ func TestSenderAllocs(t *testing.T) {
 		psn, _ := h.s.OnSent(now, sndBytes, wrOwner(1, 0))
 		h.s.ArmTimer(now)
 		a := wire.AckExt{AckPSN: psn.Add(1), EchoTS: uint32(now / 1000)}
-		h.s.OnAck(now+500, 0, &a)
+		h.s.OnAck(now+500, &a)
 		h.s.DetectLoss(now+500, &a)
 		h.s.OnTimer(now + 500)
 		h.s.ConsumeRetransmissions(len(h.s.Retransmissions(now + 500)))
