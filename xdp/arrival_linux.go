@@ -12,8 +12,8 @@ import (
 // (that time XOR arrivalCheck), as XDP metadata, which AF_XDP delivers in the frame just
 // before the data. Receive reports how long each datagram waited between that moment and
 // the Receive that returned it (link.Packet.Waited): the time it sat in the RX ring while
-// the engine was away (transmitting, descheduled), which the transport keeps out of the
-// delay its congestion control reads.
+// the engine was away (transmitting, descheduled) or behind other datagrams, which the link
+// counts (RxStamped, RxWaitNanos).
 const (
 	arrivalSize  = 16
 	arrivalCheck = 0x786470206e64c0de
