@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -21,7 +22,7 @@ const (
 	otherPort = 47001
 )
 
-func loadTest(t *testing.T) *Program {
+func loadTest(t testing.TB) *Program {
 	t.Helper()
 	p, err := Load(Options{Port: testPort})
 	if err != nil {
@@ -66,7 +67,7 @@ func run(t *testing.T, p *Program, pkt []byte) uint32 {
 
 // xskOn binds a minimal AF_XDP socket to queue 0 of h's veth end, inside h's namespace, and
 // closes it in t.Cleanup (before the bed that holds h is removed).
-func xskOn(t *testing.T, h *testbed.Host) *testXSK {
+func xskOn(t testing.TB, h *testbed.Host) *testXSK {
 	t.Helper()
 	var x *testXSK
 	if err := h.Do(func() (err error) {
@@ -81,7 +82,7 @@ func xskOn(t *testing.T, h *testbed.Host) *testXSK {
 
 // attachTestXSK binds a minimal AF_XDP socket to queue 0 of host A's veth in a fresh test
 // bed and puts it in p's XSKMAP at queue 0, which is where BPF_PROG_TEST_RUN packets arrive.
-func attachTestXSK(t *testing.T, p *Program) {
+func attachTestXSK(t testing.TB, p *Program) {
 	t.Helper()
 	x := xskOn(t, testbed.NewT(t, testbed.Options{}).A)
 	if err := p.SetSocket(0, x.fd); err != nil {
@@ -672,4 +673,27 @@ func TestSocketLifetime(t *testing.T) {
 	if got := sub(counters(t, p), before); got != (Counters{NoSocket: 1}) {
 		t.Errorf("after ClearSocket: counters %+v", got)
 	}
+}
+
+// BenchmarkSteerRedirect is the program's cost for one of our datagrams that it redirects
+// to a socket (parse, counters, the arrival stamp, the XSKMAP redirect), measured by the
+// kernel over BPF_PROG_TEST_RUN repetitions: ns/op is the kernel's time per run.
+func BenchmarkSteerRedirect(b *testing.B) {
+	privileged.Require(b)
+	p := loadTest(b)
+	attachTestXSK(b, p)
+	pkt := ipv4UDP(testPort, 32)
+	const repeat = 100_000
+	var total time.Duration
+	runs := 0
+	b.ResetTimer()
+	for b.Loop() {
+		verdict, per, err := p.prog.Benchmark(pkt, repeat, nil)
+		if err != nil || verdict != XDPRedirect {
+			b.Fatalf("run: verdict %d, %v", verdict, err)
+		}
+		total += per * repeat
+		runs += repeat
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(runs), "ns/pkt")
 }
