@@ -40,7 +40,7 @@ type Packet struct {
 	Cookie uint64
 	// Waited is, on receive, how long the datagram waited between its arrival at the
 	// interface and the Receive that returned it, in ns, if the link knows (0 if not): the
-	// time it sat in a ring while its engine was away.
+	// time it sat in a ring while its engine was away or busy with the datagrams ahead.
 	Waited int64
 }
 
