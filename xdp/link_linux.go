@@ -174,6 +174,7 @@ func (l *Link) receive(pkts []link.Packet) (int, error) {
 		// as a method it would be too large to inline.
 		if r.head == r.tail {
 			r.head, r.tail = 0, r.sock.Receive(r.descs[:])
+			l.rxNow = 0 // what this read took may have arrived after the last clock reading
 			if r.tail == 0 && n == 0 && r.sock.BusyPoll() {
 				// Busy polling: the device's interrupts stay off while we poll, so an
 				// empty ring is where we run its NAPI (TUNING.md, "Busy polling").
@@ -267,8 +268,9 @@ func (l *Link) unwrap(descs []xsk.Desc, p *link.Packet) bool {
 }
 
 // waited returns how long the datagram at addr waited since the XDP program stamped its
-// arrival (arrival_linux.go), or 0 without a believable stamp. The clock is read once per
-// receive, at the first stamped datagram.
+// arrival (arrival_linux.go), or 0 without a believable stamp. The clock is read at the
+// first stamped datagram of each read of the RX ring, after the read: a datagram the ring
+// gave later than a reading may have arrived after it.
 func (l *Link) waited(addr uint64) int64 {
 	at, ok := takeArrival(l.mem, addr, l.fsize)
 	if !ok {
