@@ -115,11 +115,13 @@ func TestDelayLineRate(t *testing.T) {
 		return
 	}
 	// The machine is shared: a forwarder descheduled for milliseconds reads a burst late
-	// and its queue drops it. Up to three attempts; one within the tolerance passes, as a
-	// line that cannot keep its rate would pass none.
+	// and its queue drops it (CI: 0.874 Gbit/s of 0.973 offered while the other packages'
+	// tests ran, and the next two attempts offered half the rate). Up to five attempts,
+	// about 2 s each; one within the tolerance passes, as a line that cannot keep its rate
+	// would pass none.
 	var worst error
 	rateHeld := false // an attempt kept to the rate but did not overflow the queue
-	for attempt := range 3 {
+	for attempt := range 5 {
 		st0, _ := bed.PathStats()
 		got, err := blast(bed, port, payload, 1.3*rate, 1500*time.Millisecond, 400_000)
 		if err != nil {
