@@ -10,10 +10,10 @@ import (
 // Arrival stamps: the XDP program (bpf/steer.c, struct arrival) writes, in front of every
 // datagram it redirects to a socket, the CLOCK_MONOTONIC time it ran at and a check word
 // (that time XOR arrivalCheck), as XDP metadata, which AF_XDP delivers in the frame just
-// before the data. Receive reports how long each datagram waited between that moment and
-// the Receive that returned it (link.Packet.Waited): the time it sat in the RX ring while
-// the engine was away (transmitting, descheduled) or behind other datagrams, which the link
-// counts (RxStamped, RxWaitNanos).
+// before the data. The link counts how long each datagram waited between that moment and
+// the Receive that returned it (link.Stats RxStamped, RxWaitNanos): the time it sat in the
+// RX ring while the engine was away (transmitting, descheduled) or busy with the datagrams
+// ahead.
 const (
 	arrivalSize  = 16
 	arrivalCheck = 0x786470206e64c0de

@@ -263,29 +263,26 @@ func (l *Link) unwrap(descs []xsk.Desc, p *link.Packet) bool {
 	p.LocalPort = dg.Dst.Port()
 	p.Flags = 0
 	p.Cookie = 0
-	p.Waited = l.waited(descs[0].Addr)
+	l.countWait(descs[0].Addr)
 	return true
 }
 
-// waited returns how long the datagram at addr waited since the XDP program stamped its
-// arrival (arrival_linux.go), or 0 without a believable stamp. The clock is read at the
+// countWait counts how long the datagram at addr waited since the XDP program stamped its
+// arrival (arrival_linux.go), if it carries a believable stamp. The clock is read at the
 // first stamped datagram of each read of the RX ring, after the read: a datagram the ring
 // gave later than a reading may have arrived after it.
-func (l *Link) waited(addr uint64) int64 {
+func (l *Link) countWait(addr uint64) {
 	at, ok := takeArrival(l.mem, addr, l.fsize)
 	if !ok {
-		return 0
+		return
 	}
 	if l.rxNow == 0 {
 		l.rxNow = l.mono.now()
 	}
-	w, ok := waitedSince(l.rxNow, at)
-	if !ok {
-		return 0
+	if w, ok := waitedSince(l.rxNow, at); ok {
+		l.rxStamp.n++
+		l.rxStamp.wait += uint64(w)
 	}
-	l.rxStamp.n++
-	l.rxStamp.wait += uint64(w)
-	return w
 }
 
 // Release implements link.Link.

@@ -38,10 +38,6 @@ type Packet struct {
 	Segs [MaxSegments][]byte
 	// Cookie identifies a zero-copy packet in TxDone. The link does not interpret it.
 	Cookie uint64
-	// Waited is, on receive, how long the datagram waited between its arrival at the
-	// interface and the Receive that returned it, in ns, if the link knows (0 if not): the
-	// time it sat in a ring while its engine was away or busy with the datagrams ahead.
-	Waited int64
 }
 
 // PacketFlag modifies how a Link transmits a Packet.
@@ -155,8 +151,8 @@ type Stats struct {
 	TxHeld             uint64 // datagrams Send held while their peer was being resolved (PeerResolver links)
 	TxUnresolved       uint64 // datagrams dropped because their peer could not be resolved
 	TxHoldOverflow     uint64 // held datagrams dropped to make room for newer ones
-	RxStamped          uint64 // datagrams Receive returned with their arrival time (Packet.Waited)
-	RxWaitNanos        uint64 // the sum of their Waited, ns: RxWaitNanos/RxStamped is the mean wait
+	RxStamped          uint64 // datagrams Receive returned that carried their arrival time at the interface
+	RxWaitNanos        uint64 // how long they waited between arrival and Receive, in total, ns: RxWaitNanos/RxStamped is the mean wait
 }
 
 var (
