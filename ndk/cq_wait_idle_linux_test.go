@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 )
 
 // cpuTime returns the user+system CPU time the process has used.
@@ -29,7 +31,7 @@ func TestWaitIdleCPU(t *testing.T) {
 	forEachLink(t, func(t *testing.T, k linkKind) {
 		p := newPair(t, k, pairOpts{})
 		idle := 10 * time.Second
-		if testing.Short() || raceEnabled {
+		if testing.Short() || racebuild.Enabled {
 			idle = 2 * time.Second
 		}
 		time.Sleep(50 * time.Millisecond) // the connection's last packets and timers

@@ -6,6 +6,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/memreg"
 
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
@@ -168,7 +169,7 @@ func TestLongPathSpurious(t *testing.T) {
 		// packet and the tail probe may go again, not the flight the late acks cover.
 		{rtt: 10 * time.Millisecond, writes: 30, stall: 40 * time.Millisecond, period: 97 * time.Millisecond, timeouts: true},
 	} {
-		if raceEnabled && c.stall > 0 {
+		if racebuild.Enabled && c.stall > 0 {
 			// Thousands of stalls stepped through in virtual time: minutes under the race
 			// detector. The plain pass runs them; the race pass keeps the bulk cases.
 			continue

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/transport"
 	"github.com/xdpndk/xdpndk/transport/ack"
 	"github.com/xdpndk/xdpndk/transport/simlink"
@@ -213,11 +214,6 @@ func (s *stallWorld) stepThen(f func()) { s.after = f }
 // within one backed-off timeout (RTO.Max) after that, and A's next Read is refused with a
 // NAK (StatusRemoteError).
 func TestReadStallPeerGoneGivesUp(t *testing.T) {
-	if raceEnabled {
-		// Seconds of virtual time on one goroutine, stepped through ten times slower under
-		// the race detector, with nothing shared to race on: the plain pass runs it.
-		t.Skip("one goroutine in virtual time: run by the plain pass, not the race pass")
-	}
 	s, qa, qb := stallPair(t, 2)
 	var firstTx int64
 	s.nodes[1].tap.onTx = func(now int64, p *wire.Packet) {
@@ -256,7 +252,7 @@ func TestReadStallPeerGoneGivesUp(t *testing.T) {
 // where thousands of Reads in virtual time on one goroutine run ten times slower and have
 // nothing shared to race on; the plain pass runs all three.
 func noisySeeds() uint64 {
-	if raceEnabled {
+	if racebuild.Enabled {
 		return 1
 	}
 	return 3

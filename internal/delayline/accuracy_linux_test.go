@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/delayline"
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -93,14 +94,14 @@ func TestDelayLineRTT(t *testing.T) {
 // holds at any speed; the plain pass judges the rate.
 func TestDelayLineRate(t *testing.T) {
 	rate := 1e9
-	if raceEnabled {
+	if racebuild.Enabled {
 		rate = 2e8
 	}
 	const queueBytes = 4 << 20
 	bed := testbed.NewT(t, testbed.Options{Routed: true, Name: "dlrate", StaticNeighbors: true,
 		Path: &testbed.PathConfig{Delay: time.Millisecond, Rate: uint64(rate), QueueBytes: queueBytes}})
 	const payload, port = 1472, 9
-	if raceEnabled {
+	if racebuild.Enabled {
 		got, err := blast(bed, port, payload, 1.3*rate, 1500*time.Millisecond, 400_000)
 		if err != nil {
 			t.Fatal(err)

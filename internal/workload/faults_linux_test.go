@@ -9,6 +9,7 @@ import (
 	"github.com/xdpndk/xdpndk/bpf"
 	"github.com/xdpndk/xdpndk/internal/faultlink"
 	"github.com/xdpndk/xdpndk/internal/plumb"
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -67,7 +68,7 @@ func TestFaultsAFXDP(t *testing.T) {
 		cases = append(cases, faultCase{drop: p}, faultCase{drop: p, wrapper: few})
 	}
 	lim := Limits{Bytes: 24 << 20, Duration: 3 * time.Second, Drain: 20 * time.Second}
-	if raceEnabled {
+	if racebuild.Enabled {
 		lim.Bytes, lim.Duration = 2<<20, 700*time.Millisecond
 	}
 	var reports []Report

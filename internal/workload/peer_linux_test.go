@@ -15,6 +15,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
 	"github.com/xdpndk/xdpndk/internal/plumb"
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport"
@@ -276,7 +277,7 @@ func TestPeerKillRestart(t *testing.T) {
 	defer stopRun()
 	go func() { runDone <- in.Run(runCtx, Limits{Duration: 60 * time.Second, Drain: 5 * time.Second}) }()
 	want := uint64(3000)
-	if raceEnabled {
+	if racebuild.Enabled {
 		want = 600
 	}
 	waitFor(t, 20*time.Second, "traffic before the kill", func() bool { return in.Progress() >= want })

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
 	"github.com/xdpndk/xdpndk/internal/plumb"
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 )
 
@@ -38,7 +39,7 @@ func soakDuration(t *testing.T) time.Duration {
 		}
 		return d
 	}
-	if raceEnabled {
+	if racebuild.Enabled {
 		return 6 * time.Second
 	}
 	return 20 * time.Second

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
 	"github.com/xdpndk/xdpndk/internal/plumb"
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/internal/testbed"
 	"github.com/xdpndk/xdpndk/ndk"
 	"github.com/xdpndk/xdpndk/transport"
@@ -92,7 +93,7 @@ func logQPs(t *testing.T, in *Initiator, s xdpSide) {
 
 // stallFlow is the completions the stall tests wait for before a stop and after it.
 func stallFlow() uint64 {
-	if raceEnabled {
+	if racebuild.Enabled {
 		return 600
 	}
 	return 3000

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xdpndk/xdpndk/internal/faultlink"
+	"github.com/xdpndk/xdpndk/internal/racebuild"
 	"github.com/xdpndk/xdpndk/transport/simlink"
 )
 
@@ -58,7 +59,7 @@ func TestMixOverSimlink(t *testing.T) {
 			tg := serve(t, b, TargetConfig{})
 			in := dial(t, a, b, Config{Seed: 42, QPs: 3, Outstanding: 6, MaxSize: 12000})
 			n := uint64(1500)
-			if raceEnabled {
+			if racebuild.Enabled {
 				n = 300
 			}
 			r1 := in.Run(context.Background(), Limits{Requests: n})

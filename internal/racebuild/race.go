@@ -1,0 +1,6 @@
+//go:build race
+
+package racebuild
+
+// Enabled is true in a race-detector build (go test -race).
+const Enabled = true
