@@ -125,12 +125,18 @@ func (q *QP) peerQPN() uint32            { return q.conn.peerQPN }
 func (q *QP) cookie() uint64             { return q.conn.cookie }
 func (q *QP) peerSource() netip.AddrPort { return q.conn.peerSrc }
 
-// poll does one round of the QP's work.
-func (q *QP) poll(now int64) (next int64, busy bool) {
+// poll does one round of the QP's work. It returns the QP's next deadline (0: none), whether
+// it did anything, and whether the QP must be polled again in the next round whatever its
+// deadline says (again): a flush, a failure, a timer that fired or a keepalive probe may
+// have left work that only the next poll sees. Work a poll finishes itself (posts taken,
+// packets sent, an acknowledgement) needs no second poll: next already counts the timers
+// the poll armed, and what the QP waits for (an acknowledgement, a post, the link) polls it
+// when it comes.
+func (q *QP) poll(now int64) (next int64, busy, again bool) {
 	if q.flushReq.Load() {
 		q.flushReq.Store(false)
 		q.flush(StatusCancelled, -1, ErrFlushed)
-		busy = true
+		busy, again = true, true
 	}
 	busy = q.takeReceives() || busy
 	switch q.State() {
@@ -139,13 +145,13 @@ func (q *QP) poll(now int64) (next int64, busy bool) {
 			// The peer disconnected: what is posted stays posted, and what is outstanding
 			// stays outstanding, until the application flushes (NDKPI: a provider should
 			// not flush when it indicates a disconnect that came from the peer).
-			return 0, busy
+			return 0, busy, busy
 		}
 		busy = q.cancelPosts() || busy
 		if q.rcv.NakPending() && q.conn.canTransmit() {
 			q.sendAck(now, 0)
 		}
-		return 0, busy
+		return 0, busy, busy
 	}
 	busy = q.req.takeSends() || busy
 	t := q.snd.OnTimer(now)
@@ -155,39 +161,49 @@ func (q *QP) poll(now int64) (next int64, busy bool) {
 			q.sendAck(now, wire.FlagAckReq)
 			q.snd.ReadProbed(now)
 		}
-		t.next = q.snd.Deadline()
+		t.next, again = q.snd.Deadline(), true
 	}
 	if t.fail.failed() {
 		q.fail(t.fail)
-		return 0, true // a timer failed the QP: its completions were just delivered
+		return 0, true, true // a timer failed the QP: its completions were just delivered
 	}
-	next, busy = t.next, busy || t.fired
-	if d := q.req.creditDeadline(); d != 0 && (next == 0 || d < next) {
-		next = d
-	}
-	d, probed, failed := q.keepAlive(now)
+	busy = busy || t.fired
+	again = again || t.fired || t.reran
+	kaNext, probed, failed := q.keepAlive(now)
 	if failed {
-		return 0, true
+		return 0, true, true
 	}
-	if d != 0 && (next == 0 || d < next) {
-		next = d
-	}
-	busy = busy || probed
-	if q.transmit(now, &next) {
+	busy, again = busy || probed, again || probed
+	var pace int64 // when pacing lets the next packet go, if it held one
+	if q.transmit(now, &pace) {
 		busy = true
 	}
 	if q.State() != QPConnected {
-		return 0, true // a local request failed the QP
+		return 0, true, true // a local request failed the QP
 	}
+	// The deadlines as the poll leaves them: transmitting arms the retransmission timer
+	// and the tail probe, and may end a wait for credits.
+	next = t.next
+	if busy && !t.reran {
+		next = q.snd.Deadline() // what the poll armed
+	}
+	next = earlier(next, q.req.creditDeadline())
+	next = earlier(next, kaNext)
+	next = earlier(next, pace)
 	due, d := q.rcv.AckDue(now, q.e.round, q.resp.creditLimit())
 	if due && q.conn.canTransmit() {
 		q.sendAck(now, 0)
 		d = 0
 	}
-	if d > 0 && (next == 0 || d < next) {
-		next = d
+	return earlier(next, d), busy, again
+}
+
+// earlier is the earlier of two deadlines; one that is not positive is none.
+func earlier(a, b int64) int64 {
+	if b > 0 && (a <= 0 || b < a) {
+		return b
 	}
-	return next, busy
+	return a
 }
 
 // flushed reports whether the QP failed or was flushed, so that what is posted to it
@@ -253,10 +269,17 @@ func (q *QP) transmit(now int64, next *int64) bool {
 		}
 	}
 	q.snd.ConsumeRetransmissions(done)
+out:
 	for q.conn.canTransmit() {
-		if fin, f := q.req.runLocal(); fin || f.failed() {
+		// Every local request that is due now, not one a pass: one that waited for a fence
+		// may free the next.
+		for {
+			fin, f := q.req.runLocal()
 			if f.failed() {
 				q.fail(f)
+				break out
+			}
+			if !fin {
 				break
 			}
 			q.completeRequests()

@@ -21,12 +21,14 @@ import (
 //   - the engine started polling it (activate), or a command ran (a command may have
 //     changed any QP: Flush, StartDisconnect, Close);
 //   - the deadline its last poll returned has come (the timer heap);
-//   - its last poll was busy (what it did may have made more work or moved its deadline:
-//     a poll that transmits arms the retransmission timer after it computed its deadline,
-//     a reordering timer that ran is looked at again only in the next poll, a failure
-//     leaves posts to cancel), or it left the transmit batch full (the link took nothing
-//     more, so the poll may have been cut short). The loop that polled every QP in every
-//     round relied on the same: a busy round is followed by another at once.
+//   - its last poll asked for another (QP.poll's again: a reordering timer that ran is
+//     looked at again only in the next poll, a failure or a flush leaves posts to cancel,
+//     a timer fired or a probe went), or it left the transmit batch full (the link took
+//     nothing more, so the poll may have been cut short). A poll that only did its work
+//     (took posts, transmitted, acknowledged) asks for none: the deadline it returns counts
+//     the timers it armed, and what the QP then waits for polls it when it comes. Polling
+//     again after every busy poll cost each QP a whole extra poll per round trip, which
+//     with a thousand QPs busy is a pass over state the caches no longer hold.
 //
 // Every poll returns the QP's next deadline (keepalive, retransmission, tail probe, RNR
 // wait, credit wait, ack delay, pacing; "now" for the next round), which replaces the one
@@ -315,10 +317,10 @@ func (e *Engine) pollRound(now int64) (next int64, busy bool) {
 			continue // removed since it was marked
 		}
 		s.ent[q.connIndex].queued = false
-		d, b := q.poll(now)
+		d, b, again := q.poll(now)
 		busy = busy || b
 		s.setDeadline(q.connIndex, d)
-		if b || e.tx.full() {
+		if again || e.tx.full() {
 			s.mark(q)
 		}
 		if schedVerify {
@@ -379,7 +381,7 @@ func (e *Engine) verifyRound(now int64) {
 		}
 		st := q.State()
 		posts := q.postCounts()
-		d, b := q.poll(now)
+		d, b, _ := q.poll(now)
 		if b && q.postedMeanwhile(posts) {
 			continue // an application posted during the round: its doorbell polls q next
 		}

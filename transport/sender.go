@@ -432,8 +432,11 @@ func (s *sender) lossTime() (int64, bool) {
 
 // timerOutcome is what the sender's timers decided in one OnTimer call; the QP acts on it.
 type timerOutcome struct {
-	next  int64   // when OnTimer next has something to do (0: nothing armed)
-	fired bool    // a timer fired: something was queued for (re)transmission or decided
+	next  int64 // when OnTimer next has something to do (0: nothing armed)
+	fired bool  // a timer fired: something was queued for (re)transmission or decided
+	// reran: the reordering timer ran, and next leaves out its new time: the QP polls
+	// again in the next round, which looks at it
+	reran bool
 	fail  failure // a budget ran out: the connection fails
 	// readProbe: the retransmission timer, due at at, expired with nothing of ours in
 	// flight; the QP asks ProbeRead what to do about the Read it awaits, if any
@@ -445,7 +448,7 @@ type timerOutcome struct {
 // (retransmit the oldest packet, back off; fail past the retransmission budget) and the
 // reordering timer (declare lost what is old enough). The next deadline is Deadline,
 // except that a reordering timer that ran now is looked at again only in the next call
-// (the engine polls again at once when something fired).
+// (reran: the QP asks the engine to poll it again in the next round).
 func (s *sender) OnTimer(now int64) (out timerOutcome) {
 	if s.tlp.at != 0 && now >= s.tlp.at && (s.rtoAt == 0 || now < s.rtoAt) {
 		out.fired = s.probeTail(now)
@@ -464,7 +467,7 @@ func (s *sender) OnTimer(now int64) (out timerOutcome) {
 		ran = true
 		out.fired = s.detectLost(now) || out.fired
 	}
-	out.next = s.deadline(!ran)
+	out.next, out.reran = s.deadline(!ran), ran
 	return out
 }
 
