@@ -169,11 +169,7 @@ func (c *cmState) input(now int64, from netip.AddrPort, p *wire.Packet) {
 // the next time something is due, and whether it did anything (an expiry completes an
 // operation its caller waits for).
 func (c *cmState) poll(now int64) (next int64, busy bool) {
-	due := func(t int64) {
-		if t > 0 && (next == 0 || t < next) {
-			next = t
-		}
-	}
+	due := func(t int64) { next = earlier(next, t) }
 	for i := 0; i < len(c.conns); i++ {
 		cn := c.conns[i]
 		switch cn.state.Load() {

@@ -381,9 +381,7 @@ func (e *Engine) poll(now int64, read bool) (int64, int64, bool) {
 	// The QPs with work or a deadline that came (sched.go), not every connected one.
 	d, qpBusy := e.pollRound(now)
 	busy = busy || qpBusy
-	if d > 0 && (next == 0 || d < next) {
-		next = d
-	}
+	next = earlier(next, d)
 	e.tx.flush()
 	if e.cfg.ZeroCopyTx && e.collectTxDone() {
 		busy = true

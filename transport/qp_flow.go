@@ -174,10 +174,8 @@ func (q *QP) poll(now int64) (next int64, busy, again bool) {
 		return 0, true, true
 	}
 	busy, again = busy || probed, again || probed
-	var pace int64 // when pacing lets the next packet go, if it held one
-	if q.transmit(now, &pace) {
-		busy = true
-	}
+	sent, pace := q.transmit(now)
+	busy = busy || sent
 	if q.State() != QPConnected {
 		return 0, true, true // a local request failed the QP
 	}
@@ -249,15 +247,14 @@ func (q *QP) sendAck(now int64, flags wire.Flags) {
 
 // transmit sends what is due, in order: retransmissions (what was lost, then an RNR
 // retry), read responses, new packets of work requests; new packets only while the sender
-// lets them leave (window and pacing; when pacing holds them, next learns when). An
-// acknowledgement of the peer's stream that is due rides on the first data packet with
-// room for it. It reports whether anything left.
-func (q *QP) transmit(now int64, next *int64) bool {
+// lets them leave (window and pacing). An acknowledgement of the peer's stream that is due
+// rides on the first data packet with room for it. It reports whether anything left, and
+// when pacing lets the packet it held go (0: it held none).
+func (q *QP) transmit(now int64) (sent bool, pace int64) {
 	credits := q.resp.creditLimit()
 	if a, ok := q.rcv.carry(now, credits); ok {
 		q.conn.offer(a)
 	}
-	sent := false
 	retx := q.snd.Retransmissions(now)
 	done := 0
 	for done < len(retx) && q.conn.canTransmit() && q.snd.CanResend(now, done) {
@@ -294,9 +291,7 @@ out:
 			}
 		}
 		if ok, at := q.snd.CanSend(now, int(pk.n)); !ok {
-			if at != 0 && (*next == 0 || at < *next) {
-				*next = at
-			}
+			pace = at
 			break
 		}
 		psn, ok := q.snd.OnSent(now, int(pk.n), pk.o)
@@ -316,7 +311,7 @@ out:
 	if sent {
 		q.snd.ArmTimer(now)
 	}
-	return sent
+	return sent, pace
 }
 
 // resend rebuilds the packet info describes as a retransmission, through the part that
