@@ -3,7 +3,6 @@ package transport
 import (
 	"net/netip"
 
-	"github.com/xdpndk/xdpndk/transport/link"
 	"github.com/xdpndk/xdpndk/transport/wire"
 )
 
@@ -129,10 +128,14 @@ func (t *txBatch) endGroup() {
 // entry as its plain packet, one group as a Bundle, more as a multi-QP Bundle, with the
 // CRC trailer over it. The datagram leaves from the first group's source port.
 func (t *txBatch) closeBundle() {
-	bn := &t.bundle
-	if !bn.open {
-		return
+	if t.bundle.open { // inlined: most calls find none open
+		t.sealBundle()
 	}
+}
+
+// sealBundle is closeBundle of the open bundle.
+func (t *txBatch) sealBundle() {
+	bn := &t.bundle
 	bn.open = false
 	buf := t.bounce[t.n]
 	var dg []byte
@@ -164,7 +167,7 @@ func (t *txBatch) closeBundle() {
 	}
 	wire.PutTrailer(t.trl[t.n][:], wire.UpdateCRC(0, dg))
 	pk := &t.pkts[t.n]
-	*pk = link.Packet{Remote: bn.to, LocalPort: bn.src}
+	pk.Remote, pk.LocalPort, pk.Flags, pk.Cookie = bn.to, bn.src, 0, 0 // as emit
 	pk.Segs[0], pk.Segs[1] = dg, t.trl[t.n][:]
 	pk.NSegs = 2
 	t.n++

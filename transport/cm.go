@@ -351,7 +351,7 @@ func (c *cmState) send(to netip.AddrPort, p *wire.Packet) {
 	if err != nil {
 		panic("transport: encoding a connection-management message failed: " + err.Error())
 	}
-	tx.emit(i, to, 0, hl)
+	tx.emit(i, to, 0, hl, nil, nil)
 }
 
 func (c *cmState) sendRequest(cn *Connector) {

@@ -65,14 +65,14 @@ func mssOf(maxPayload int) int { return maxPayload - wire.HeaderLen - maxDataExt
 // canTransmit reports whether a packet can be queued now.
 func (c *conn) canTransmit() bool { return c.tx.ok() }
 
-// begin starts a data packet of n payload bytes: the batch's packet being encoded,
-// cleared, with the connection's header, and the buffer to gather its payload into if it
-// lies in more than two pieces (the bounce buffer of the slot it will take, or, for a
-// packet that will be packed, the batch's scratch). The caller checked canTransmit; it
-// fills the opcode's fields, then calls finish.
+// begin starts a data packet of n payload bytes: the batch's packet being encoded, with
+// the connection's header, and the buffer to gather its payload into if it lies in more
+// than two pieces (the bounce buffer of the slot it will take, or, for a packet that will
+// be packed, the batch's scratch). The caller checked canTransmit; it sets the opcode's
+// extension whole (the packet is not cleared: Encode reads the header, the opcode's
+// extension and, under FlagAck, the Ack finish sets), then calls finish.
 func (c *conn) begin(now int64, op wire.Opcode, psn wire.PSN, retx bool, n uint32) (*wire.Packet, []byte) {
 	p := &c.tx.wire
-	*p = wire.Packet{}
 	p.Header = wire.Header{Opcode: op, DestQPN: c.peerQPN, PSN: psn, Cookie: c.cookie, TS: uint32(now / 1000)}
 	if retx {
 		p.Flags |= wire.FlagRetransmit
@@ -130,8 +130,7 @@ func (c *conn) packed(p *wire.Packet, n uint32, a, b []byte) {
 // the bundle being filled (bundle.go): the acks of many QPs to one peer in a round leave in
 // one datagram, and a lone one as the plain Ack it is. The caller checked canTransmit.
 func (c *conn) sendAck(now int64, flags wire.Flags, a wire.AckExt) {
-	p := &c.tx.wire
-	*p = wire.Packet{}
+	p := &c.tx.wire // not cleared: Encode reads the header and the Ack, both set here
 	p.Header = wire.Header{Opcode: wire.OpAck, Flags: flags, DestQPN: c.peerQPN, Cookie: c.cookie, TS: uint32(now / 1000)}
 	p.Ack = a
 	if c.packs(0) {
@@ -143,5 +142,5 @@ func (c *conn) sendAck(now int64, flags wire.Flags, a wire.AckExt) {
 	if err != nil {
 		panic("transport: encoding an ack failed: " + err.Error())
 	}
-	c.tx.emit(i, c.peer, c.srcPort, hl)
+	c.tx.emit(i, c.peer, c.srcPort, hl, nil, nil)
 }

@@ -87,13 +87,13 @@ type QP struct {
 	sink CompletionSink
 
 	state atomic.Uint32 // QPState; written by the engine, read by posters
-	sendQ *spsc[WorkRequest]
+	sendQ *spsc[WorkRequest, *WorkRequest]
 	// sendBound is the most work requests outstanding (SendDepth rounded up); sendDone
 	// counts those completed, before their completion is delivered (written by the
 	// engine): posted - sendDone is what is outstanding
 	sendBound uint64
 	sendDone  atomic.Uint64
-	recvQ     *spsc[Receive]
+	recvQ     *spsc[Receive, *Receive]
 	bellSlot  uint32 // the doorbell slot both posting queues ring (sched.go; engine goroutine)
 	srq       *SRQ   // QPConfig.SRQ: where receives come from instead of recvQ
 	flushReq  atomic.Bool

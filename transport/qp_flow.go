@@ -21,12 +21,12 @@ func newQP(e *Engine, cfg QPConfig) *QP {
 	// One slot more than the requests outstanding: the record of the request whose
 	// completion is being delivered is freed only once the sink returned, while the
 	// poster, told of the completion, may already post the next (sendDone).
-	q.sendQ = newSPSC[WorkRequest](cfg.SendDepth, 1)
+	q.sendQ = newSPSC[WorkRequest, *WorkRequest](cfg.SendDepth, 1)
 	q.sendBound = uint64(ceilPow2(cfg.SendDepth))
 	if q.srq != nil {
-		q.recvQ = newSPSC[Receive](1, 0) // never posted to: receives come from the SRQ
+		q.recvQ = newSPSC[Receive, *Receive](1, 0) // never posted to: receives come from the SRQ
 	} else {
-		q.recvQ = newSPSC[Receive](cfg.RecvDepth, 0)
+		q.recvQ = newSPSC[Receive, *Receive](cfg.RecvDepth, 0)
 	}
 	c := &e.cfg
 	q.conn = conn{tx: &e.tx, ctr: &q.ctr, zeroCopy: c.ZeroCopyTx, pack: c.PackLimit,

@@ -13,7 +13,7 @@ import (
 // goroutine only.
 type requester struct {
 	out   *conn
-	sendQ *spsc[WorkRequest] // consumer side: the application posts
+	sendQ *spsc[WorkRequest, *WorkRequest] // consumer side: the application posts
 
 	wrs      []wrState // ring of active requests, indexed by seq & mask; grows up to depth
 	mask     uint32
@@ -63,7 +63,7 @@ type packet struct {
 
 // newRequester returns the requester of a QP with at most depth (a power of two) work
 // requests active; its ring starts at initialRing of them and grows as they are posted.
-func newRequester(depth int, out *conn, sendQ *spsc[WorkRequest], creditTimeout int64) requester {
+func newRequester(depth int, out *conn, sendQ *spsc[WorkRequest, *WorkRequest], creditTimeout int64) requester {
 	n := min(depth, initialRing)
 	return requester{out: out, sendQ: sendQ, creditTimeout: creditTimeout,
 		wrs: make([]wrState, n), mask: uint32(n - 1), depth: uint32(depth)}
@@ -256,7 +256,7 @@ func (r *requester) build(now int64, s *wrState, psn wire.PSN, off uint32, retx 
 	p, bounce := r.out.begin(now, op, psn, retx, n)
 	switch s.wr.Kind {
 	case OpSend, OpSendInv:
-		p.Send.MSN, p.Send.Offset, p.Send.Total = s.msn, off, total
+		p.Send = wire.SendExt{MSN: s.msn, Offset: off, Total: total}
 		if op == wire.OpSendOnlyInv || op == wire.OpSendLastInv {
 			p.Send.InvToken = s.wr.InvToken
 		}
@@ -303,6 +303,9 @@ func sendOpcode(first, last, inv bool) wire.Opcode {
 func gather(sgl *[MaxSGE][]byte, nsge uint8, off, n uint32, bounce []byte) (a, b []byte) {
 	if n == 0 {
 		return nil, nil
+	}
+	if l := uint32(len(sgl[0])); nsge >= 1 && off < l && n <= l-off {
+		return sgl[0][off : off+n], nil // within the first SGE: the common case
 	}
 	var pieces [MaxSGE][]byte
 	np := 0

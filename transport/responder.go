@@ -15,8 +15,8 @@ import (
 // only.
 type responder struct {
 	out   *conn
-	recvQ *spsc[Receive] // consumer side: the application posts
-	srq   *SRQ           // QPConfig.SRQ: where receives come from instead of recvQ
+	recvQ *spsc[Receive, *Receive] // consumer side: the application posts
+	srq   *SRQ                     // QPConfig.SRQ: where receives come from instead of recvQ
 	res   MemoryResolver
 	pd    uint32
 	ird   int // Reads the peer may have outstanding here (negotiated)

@@ -43,7 +43,7 @@ func schedQPs(n int, stride uint32) (*Engine, []*QP) {
 	e.sched.init(int(stride)*n + 1)
 	qps := make([]*QP, n)
 	for i := range qps {
-		qps[i] = &QP{sendQ: &spsc[WorkRequest]{}, bellSlot: uint32(i) * stride, connIndex: -1}
+		qps[i] = &QP{sendQ: &spsc[WorkRequest, *WorkRequest]{}, bellSlot: uint32(i) * stride, connIndex: -1}
 		e.activate(qps[i])
 	}
 	for _, q := range e.sched.round() { // the activation marks

@@ -20,7 +20,7 @@ import "sync/atomic"
 // leaves (and the collector takes) once it has freed what the old one holds. The segments
 // never move or shrink, so a slot stays where it is while it is in use, and once the queue
 // has held as many entries as a workload keeps outstanding, neither side allocates again.
-type spsc[T any] struct {
+type spsc[T any, P spscEntry[T]] struct {
 	cap  uint64        // the most entries posted and not freed
 	head atomic.Uint64 // next position to free; written by the consumer
 	// the consumer's: the next position to take (head <= taken <= tail), and the
@@ -41,6 +41,14 @@ type spsc[T any] struct {
 	bell atomic.Pointer[doorbell]
 }
 
+// spscEntry is what an spsc holds: a T whose release, called when its slot is freed, drops
+// the references to caller memory it holds (a concrete clear, cheaper than the generic
+// zeroing of a shape-typed value).
+type spscEntry[T any] interface {
+	*T
+	release()
+}
+
 // spscSeg is one segment of an spsc: a ring of slots for positions from start on, indexed
 // by position & (len(slots)-1). When the producer moves on to a new segment it sets end
 // (the first position it does not hold) and then next.
@@ -53,10 +61,10 @@ type spscSeg[T any] struct {
 
 // newSPSC returns a queue of capacity entries, capacity rounded up to a power of two, plus
 // slack more (whose slots are in its segments too).
-func newSPSC[T any](capacity, slack int) *spsc[T] {
+func newSPSC[T any, P spscEntry[T]](capacity, slack int) *spsc[T, P] {
 	n := ceilPow2(capacity)
 	seg := &spscSeg[T]{slots: make([]T, min(n, initialRing))}
-	return &spsc[T]{cap: uint64(n + slack), takeSeg: seg, freeSeg: seg, prod: seg}
+	return &spsc[T, P]{cap: uint64(n + slack), takeSeg: seg, freeSeg: seg, prod: seg}
 }
 
 // ceilPow2 is the least power of two at least n (1 for n <= 1).
@@ -70,7 +78,7 @@ func ceilPow2(n int) int {
 
 // push copies *v into the queue and publishes it with everything staged before it; false
 // when full. Producer side.
-func (q *spsc[T]) push(v *T) bool {
+func (q *spsc[T, P]) push(v *T) bool {
 	if !q.stage(v) {
 		return false
 	}
@@ -80,7 +88,7 @@ func (q *spsc[T]) push(v *T) bool {
 
 // stage copies *v into the queue without making it visible to the consumer (a deferred
 // post); false when full. Producer side.
-func (q *spsc[T]) stage(v *T) bool {
+func (q *spsc[T, P]) stage(v *T) bool {
 	slot := q.reserve()
 	if slot == nil {
 		return false
@@ -93,7 +101,7 @@ func (q *spsc[T]) stage(v *T) bool {
 // reserve returns the slot of the next position for the producer to fill in place, or nil
 // when the queue is full. Nothing is queued until commit; the next reserve without a
 // commit returns the same slot. Producer side.
-func (q *spsc[T]) reserve() *T {
+func (q *spsc[T, P]) reserve() *T {
 	t := q.staged
 	h := q.head.Load()
 	if t-h == q.cap {
@@ -113,11 +121,11 @@ func (q *spsc[T]) reserve() *T {
 
 // commit queues the slot reserve returned, staged: publish makes it visible. Producer
 // side.
-func (q *spsc[T]) commit() { q.staged++ }
+func (q *spsc[T, P]) commit() { q.staged++ }
 
 // publish makes every staged entry visible to the consumer and reports whether there were
 // any. Producer side.
-func (q *spsc[T]) publish() bool {
+func (q *spsc[T, P]) publish() bool {
 	if q.staged == q.tail.Load() {
 		return false
 	}
@@ -130,7 +138,7 @@ func (q *spsc[T]) publish() bool {
 
 // peek returns the oldest entry not taken without taking it; nil when there is none.
 // Consumer side.
-func (q *spsc[T]) peek() *T {
+func (q *spsc[T, P]) peek() *T {
 	if q.taken == q.tail.Load() {
 		return nil
 	}
@@ -138,19 +146,18 @@ func (q *spsc[T]) peek() *T {
 }
 
 // take takes the entry peek returned; it stays in its slot until freed. Consumer side.
-func (q *spsc[T]) take() { q.taken++ }
+func (q *spsc[T, P]) take() { q.taken++ }
 
 // free frees the oldest entry taken and not freed (dropping its references to caller
 // memory): the producer may reuse its slot. Consumer side.
-func (q *spsc[T]) free() {
+func (q *spsc[T, P]) free() {
 	h := q.head.Load()
-	var zero T
-	*slotAt(&q.freeSeg, h) = zero
+	P(slotAt(&q.freeSeg, h)).release()
 	q.head.Store(h + 1)
 }
 
 // pop takes and frees the entry peek returned. Consumer side.
-func (q *spsc[T]) pop() {
+func (q *spsc[T, P]) pop() {
 	q.take()
 	q.free()
 }
@@ -168,10 +175,10 @@ func slotAt[T any](seg **spscSeg[T], pos uint64) *T {
 }
 
 // capacity is the most entries the queue holds at once.
-func (q *spsc[T]) capacity() int { return int(q.cap) }
+func (q *spsc[T, P]) capacity() int { return int(q.cap) }
 
 // len is the number of entries posted and not freed (a snapshot; from any goroutine).
-func (q *spsc[T]) len() int { return int(q.tail.Load() - q.head.Load()) }
+func (q *spsc[T, P]) len() int { return int(q.tail.Load() - q.head.Load()) }
 
 // untaken is the number of entries posted and not yet taken. Consumer side.
-func (q *spsc[T]) untaken() int { return int(q.tail.Load() - q.taken) }
+func (q *spsc[T, P]) untaken() int { return int(q.tail.Load() - q.taken) }

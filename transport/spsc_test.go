@@ -10,23 +10,23 @@ import (
 // to what is queued at once allocates nothing.
 func TestSPSCGrows(t *testing.T) {
 	const capacity, total = 64, 100_000
-	q := newSPSC[uint64](capacity, 0)
+	q := newSPSC[seqEntry, *seqEntry](capacity, 0)
 	if len(q.prod.slots) != initialRing || q.capacity() != capacity {
 		t.Fatalf("%d slots, capacity %d", len(q.prod.slots), q.capacity())
 	}
-	for i := uint64(0); i < capacity; i++ {
+	for i := seqEntry(0); i < capacity; i++ {
 		if !q.push(&i) {
 			t.Fatalf("push %d refused", i)
 		}
 	}
-	extra := uint64(capacity)
+	extra := seqEntry(capacity)
 	if q.push(&extra) || q.stage(&extra) {
 		t.Fatal("push past the capacity accepted")
 	}
 	if len(q.prod.slots) != capacity {
 		t.Fatalf("full queue has a %d-slot segment", len(q.prod.slots))
 	}
-	for i := uint64(0); i < capacity; i++ {
+	for i := seqEntry(0); i < capacity; i++ {
 		if v := q.peek(); v == nil || *v != i {
 			t.Fatalf("entry %d: %v", i, v)
 		}
@@ -37,14 +37,14 @@ func TestSPSCGrows(t *testing.T) {
 	}
 
 	// Concurrently, from a fresh queue: the producer stages and publishes in bursts.
-	q = newSPSC[uint64](capacity, 0)
+	q = newSPSC[seqEntry, *seqEntry](capacity, 0)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := uint64(0); i < total; {
+		for i := seqEntry(0); i < total; {
 			burst := 1 + i%7
-			for k := uint64(0); k < burst && i < total; k++ {
+			for k := seqEntry(0); k < burst && i < total; k++ {
 				v := i
 				if !q.stage(&v) {
 					break
@@ -54,7 +54,7 @@ func TestSPSCGrows(t *testing.T) {
 			q.publish()
 		}
 	}()
-	for want := uint64(0); want < total; {
+	for want := seqEntry(0); want < total; {
 		v := q.peek()
 		if v == nil {
 			continue
@@ -68,8 +68,8 @@ func TestSPSCGrows(t *testing.T) {
 	wg.Wait()
 
 	// One in flight at a time: no allocation.
-	q = newSPSC[uint64](capacity, 0)
-	v := uint64(1)
+	q = newSPSC[seqEntry, *seqEntry](capacity, 0)
+	v := seqEntry(1)
 	if n := testing.AllocsPerRun(1000, func() { q.push(&v); q.peek(); q.pop() }); n != 0 {
 		t.Fatalf("%v allocations per push and pop", n)
 	}
@@ -79,8 +79,8 @@ func TestSPSCGrows(t *testing.T) {
 // was posted while the consumer uses it, between take and free: the capacity counts it,
 // the producer cannot reuse its slot, and a reserve that is not committed posts nothing.
 func TestSPSCRecordStaysUntilFreed(t *testing.T) {
-	q := newSPSC[uint64](4, 0)
-	for i := uint64(0); i < 4; i++ {
+	q := newSPSC[seqEntry, *seqEntry](4, 0)
+	for i := seqEntry(0); i < 4; i++ {
 		v := q.reserve()
 		if v == nil {
 			t.Fatalf("reserve %d refused", i)
@@ -92,8 +92,8 @@ func TestSPSCRecordStaysUntilFreed(t *testing.T) {
 		t.Fatal("reserve past the capacity")
 	}
 	q.publish()
-	var taken []*uint64
-	for i := uint64(0); i < 4; i++ {
+	var taken []*seqEntry
+	for i := seqEntry(0); i < 4; i++ {
 		v := q.peek()
 		if v == nil || *v != 100+i {
 			t.Fatalf("entry %d: %v", i, v)
@@ -112,7 +112,7 @@ func TestSPSCRecordStaysUntilFreed(t *testing.T) {
 		t.Fatal("free left the entry's references")
 	}
 	for i, v := range taken[1:] {
-		if *v != 101+uint64(i) {
+		if *v != 101+seqEntry(i) {
 			t.Fatalf("entry %d changed while in use: %d", i+1, *v)
 		}
 	}
@@ -129,3 +129,8 @@ func TestSPSCRecordStaysUntilFreed(t *testing.T) {
 		t.Fatal("the next reserve did not return the same slot")
 	}
 }
+
+// seqEntry is the queue entry of these tests: a number, cleared on release.
+type seqEntry uint64
+
+func (v *seqEntry) release() { *v = 0 }

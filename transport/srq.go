@@ -23,7 +23,7 @@ import (
 // queued here.
 type SRQ struct {
 	e      *Engine
-	q      *spsc[Receive]
+	q      *spsc[Receive, *Receive]
 	closed atomic.Bool
 	// posting is 1 while PostReceive runs: Close waits for it to end before emptying the
 	// queue, so a post racing Close either fails ErrSRQClosed or is dropped by Close.
@@ -53,7 +53,7 @@ func (e *Engine) NewSRQ(depth int) (*SRQ, error) {
 	if depth < 1 || depth > MaxSRQDepth {
 		return nil, fmt.Errorf("srq depth %d not in [1, %d]: %w", depth, MaxSRQDepth, ErrInvalidRequest)
 	}
-	return &SRQ{e: e, q: newSPSC[Receive](depth, 0)}, nil
+	return &SRQ{e: e, q: newSPSC[Receive, *Receive](depth, 0)}, nil
 }
 
 // Cap is how many receives the SRQ can hold at once: the depth it was created with,

@@ -138,6 +138,10 @@ type PosterData struct {
 	Holds   [MaxSGE]*memreg.MR
 }
 
+// release clears the request when its slot in the send queue is freed, dropping its
+// references to caller memory.
+func (w *WorkRequest) release() { *w = WorkRequest{} }
+
 // Len is the total length of the work request's SGL.
 func (w *WorkRequest) Len() int { return sglLen(&w.SGL, w.NSGE) }
 
@@ -150,6 +154,10 @@ type Receive struct {
 	// completion untouched (as WorkRequest.Poster).
 	Poster PosterData
 }
+
+// release clears the receive when its slot in the receive queue is freed, dropping its
+// references to caller memory.
+func (r *Receive) release() { *r = Receive{} }
 
 // Len is the total length of the receive's SGL.
 func (r *Receive) Len() int { return sglLen(&r.SGL, r.NSGE) }
