@@ -166,8 +166,7 @@ func (t *txBatch) sealBundle() {
 		t.ctr.bundledSent.Add(uint64(bn.entries))
 	}
 	wire.PutTrailer(t.trl[t.n][:], wire.UpdateCRC(0, dg))
-	pk := &t.pkts[t.n]
-	pk.Remote, pk.LocalPort, pk.Flags, pk.Cookie = bn.to, bn.src, 0, 0 // as emit
+	pk := t.packet(t.n, bn.to, bn.src)
 	pk.Segs[0], pk.Segs[1] = dg, t.trl[t.n][:]
 	pk.NSegs = 2
 	t.n++

@@ -38,16 +38,10 @@ type txBatch struct {
 func (t *txBatch) slot() int {
 	t.closeBundle()
 	if t.n == len(t.pkts) {
-		return t.flushForSlot()
-	}
-	return t.n
-}
-
-// flushForSlot is slot of a full batch: it flushes, and returns the slot that frees, or -1.
-func (t *txBatch) flushForSlot() int {
-	t.flush()
-	if t.n == len(t.pkts) {
-		return -1
+		t.flush()
+		if t.n == len(t.pkts) {
+			return -1
+		}
 	}
 	return t.n
 }
@@ -73,10 +67,7 @@ func (t *txBatch) markZeroCopy(c uint64) {
 func (t *txBatch) emit(i int, to netip.AddrPort, srcPort uint16, hdrLen int, a, b []byte) {
 	hdr := t.hdr[i][:hdrLen]
 	crc := wire.UpdateCRC(0, hdr)
-	pk := &t.pkts[i]
-	// Field by field, not a cleared Packet: Segs past NSegs are unused (link.Packet), and
-	// clearing all of them cost a third of emit.
-	pk.Remote, pk.LocalPort, pk.Flags, pk.Cookie = to, srcPort, 0, 0
+	pk := t.packet(i, to, srcPort)
 	pk.Segs[0] = hdr
 	n := 1
 	if len(a) > 0 {
@@ -93,6 +84,15 @@ func (t *txBatch) emit(i int, to netip.AddrPort, srcPort uint16, hdrLen int, a, 
 	pk.Segs[n] = t.trl[i][:]
 	pk.NSegs = uint8(n + 1)
 	t.n++
+}
+
+// packet starts the packet of slot i, to to from srcPort: no flags, no cookie, its
+// segments the caller's to set with NSegs. Field by field, not a cleared Packet: segments
+// past NSegs are unused (link.Packet), and clearing them all cost a third of emit.
+func (t *txBatch) packet(i int, to netip.AddrPort, srcPort uint16) *link.Packet {
+	pk := &t.pkts[i]
+	pk.Remote, pk.LocalPort, pk.Flags, pk.Cookie = to, srcPort, 0, 0
+	return pk
 }
 
 // flush hands the queued packets to the link. Packets the link does not take now stay
