@@ -83,8 +83,11 @@ func EntryLen(op Opcode, flags Flags, payloadLen int) (int, bool) {
 // entryKind reports whether packets of kind k may be a Bundle's entries: data packets and
 // Acks.
 func entryKind(k kind) bool {
-	return k == kindSend || k == kindWrite || k == kindReadReq || k == kindReadResp || k == kindAck
+	return entryKinds>>k&1 != 0
 }
+
+// entryKinds has bit k set for each kind k entryKind accepts.
+const entryKinds = 1<<kindSend | 1<<kindWrite | 1<<kindReadReq | 1<<kindReadResp | 1<<kindAck
 
 // EncodeEntry writes data packet or Ack p as a Bundle entry into the start of b: the entry
 // header (its Length counting payloadLen payload bytes, which the caller appends), p's
@@ -283,56 +286,106 @@ func (it *Entries) next(e *Packet) error {
 	if it.left < EntryHeaderLen {
 		return ErrLength // trailing bytes that are no entry
 	}
-	h := it.take(EntryHeaderLen)
+	for len(it.pieces[it.at]) == 0 {
+		it.at++
+	}
+	if p := it.pieces[it.at]; len(p) >= EntryHeaderLen {
+		if n := EntryHeaderLen + int(binary.BigEndian.Uint16(p[0:2])); n <= len(p) {
+			// The common case, and every entry of a datagram in one segment: the entry
+			// lies in one piece and is read in place.
+			fixed, err := it.head(p, it.left-EntryHeaderLen)
+			if err != nil {
+				return err
+			}
+			x := p[EntryHeaderLen : EntryHeaderLen+fixed]
+			if err := it.fill(e, p, x, n-EntryHeaderLen-fixed); err != nil {
+				return err
+			}
+			it.pieces[it.at] = p[n:]
+			it.left -= n
+			e.setPayload(p[EntryHeaderLen+fixed : n : n])
+			return nil
+		}
+	}
+	var h [EntryHeaderLen]byte // a copy: the fixed part may be taken into the same scratch
+	copy(h[:], it.take(EntryHeaderLen))
+	fixed, err := it.head(h[:], it.left)
+	if err != nil {
+		return err
+	}
+	plen := int(binary.BigEndian.Uint16(h[0:2])) - fixed
+	if err := it.fill(e, h[:], it.take(fixed), plen); err != nil {
+		return err
+	}
+	it.views(e, plen)
+	return nil
+}
+
+// head checks an entry's header h (EntryHeaderLen bytes), with left bytes of the bundle
+// after it, and returns the length of the entry's fixed part after the header: the
+// opcode's extension and a piggybacked ack.
+func (it *Entries) head(h []byte, left int) (int, error) {
 	length := int(binary.BigEndian.Uint16(h[0:2]))
-	op := Opcode(h[2])
+	info := &opTable[h[2]]
 	flags := Flags(h[3])
-	psn := PSN(binary.BigEndian.Uint32(h[4:8]))
-	info := &opTable[op]
 	if !entryKind(info.kind) {
-		return ErrOpcode
+		return 0, ErrOpcode
 	}
 	if flags&^info.flags != 0 {
-		return ErrFlags
+		return 0, ErrFlags
 	}
 	fixed := int(info.ext)
 	if flags&FlagAck != 0 {
 		fixed += AckExtLen
 	}
-	if length < fixed || length > it.left {
-		return ErrLength
+	if length < fixed || length > left {
+		return 0, ErrLength
 	}
+	return fixed, nil
+}
+
+// fill sets e's header fields from the entry header h that head accepted and from the
+// bundle's, and its extension and piggybacked ack from the fixed part x, with the checks
+// Parse makes of a datagram carrying that packet alone; plen is the payload's length.
+func (it *Entries) fill(e *Packet, h, x []byte, plen int) error {
+	op, flags := Opcode(h[2]), Flags(h[3])
+	info := &opTable[op]
 	// Field by field: a Header built whole would go on the stack with narrow stores and be
 	// copied with wide loads that stall on them.
-	e.Opcode, e.Flags, e.DestQPN, e.PSN = op, flags, it.hdr.DestQPN, psn
+	e.Opcode, e.Flags, e.DestQPN, e.PSN = op, flags, it.hdr.DestQPN, PSN(binary.BigEndian.Uint32(h[4:8]))
 	e.Cookie, e.TS = it.hdr.Cookie, it.hdr.TS
 	e.PrivateData = nil
-	x := it.take(fixed)
 	if flags&FlagAck != 0 {
 		if !decodeAck(x[info.ext:], &e.Ack) || e.Ack.Syndrome != SynAck {
 			return ErrField
 		}
 	}
-	plen := length - fixed
 	ext := x[:info.ext]
-	var err error
 	switch info.kind {
 	case kindSend:
-		err = parseSend(ext, e, plen)
+		return parseSend(ext, e, plen)
 	case kindWrite:
-		err = parseWrite(ext, e, plen)
+		return parseWrite(ext, e, plen)
 	case kindReadReq:
-		err = parseReadReq(ext, e, plen)
+		return parseReadReq(ext, e, plen)
 	case kindReadResp:
-		err = parseReadResp(ext, e, plen)
+		return parseReadResp(ext, e, plen)
 	default: // kindAck
-		err = parseAck(ext, e, plen)
+		return parseAck(ext, e, plen)
 	}
-	if err != nil {
-		return err
+}
+
+// setPayload makes v (which may be empty) e's whole payload, clearing the views e held
+// beyond it (Payload past NPayload stays nil).
+func (e *Packet) setPayload(v []byte) {
+	np := 0
+	if len(v) > 0 {
+		e.Payload[0], np = v, 1
 	}
-	it.views(e, plen)
-	return nil
+	for i := np; i < min(max(e.NPayload, 0), MaxSegments); i++ {
+		e.Payload[i] = nil
+	}
+	e.NPayload = np
 }
 
 // parseBundle checks a Bundle's or multi-QP Bundle's header fields and every one of its
