@@ -91,9 +91,20 @@ func (d *doorbells) any() bool {
 // schedEntry is the scheduler's view of one polled QP: ent[i] is Engine.active[i]'s (its
 // connIndex). Engine goroutine only.
 type schedEntry struct {
-	at     int64 // the QP's deadline in the heap; 0: not in the heap
-	pos    int32 // its index in the heap, while at != 0
+	want   int64 // the QP's deadline, as its last poll returned it; 0: none
+	pos    int32 // its index in the heap; -1: not in it
 	queued bool  // the QP is on the current or the next round's list
+}
+
+// heapEntry is one entry of the deadline heap: the QP at index i of Engine.active wants
+// polling no earlier than at. A QP's poll usually moves its deadline later (each packet
+// sent rearms the retransmission timer), and the heap does not follow it there: the key
+// stays until it reaches the top, where settle replaces it with the QP's deadline then
+// (schedEntry.want) or drops it. So a QP busy every round sifts once per deadline it lets
+// pass, not once per poll; a deadline that moves earlier sifts up at once.
+type heapEntry struct {
+	at int64
+	i  int32
 }
 
 // sched decides which QPs a round polls.
@@ -110,8 +121,9 @@ type sched struct {
 	ent    []schedEntry // parallel to Engine.active
 	next   []*QP        // to poll in the next round (each once: schedEntry.queued)
 	cur    []*QP        // the round in progress
-	heap   []int32      // indices of ent by deadline: a binary min-heap on schedEntry.at
-	polled []uint64     // under schedVerify: the indices the round polled
+	heap   []heapEntry  // a binary min-heap on at: every QP with a deadline, keyed no later
+	// than it (heapEntry), and QPs whose deadline went since, until they reach the top
+	polled []uint64 // under schedVerify: the indices the round polled
 	// The connection manager's poll (pollCM): its deadline, and whether something may
 	// have changed it since (a command, a message for it, a packet for a connecting QP).
 	cmNext  int64
@@ -154,20 +166,22 @@ func (s *sched) attach(q *QP) {
 		s.bySlot = append(s.bySlot, make([]*QP, slot+1-len(s.bySlot))...)
 	}
 	s.bySlot[q.schedSlot()] = q
-	s.ent = append(s.ent, schedEntry{})
+	s.ent = append(s.ent, schedEntry{pos: -1})
 	s.mark(q)
 }
 
 // detach stops scheduling q, at index i of Engine.active, which moves its last QP to i (a
 // list may still hold q: the round that reaches it skips it, its connIndex being -1).
 func (s *sched) detach(q *QP, i int) {
-	s.setDeadline(i, 0)
+	if p := s.ent[i].pos; p >= 0 {
+		s.removeAt(int(p))
+	}
 	s.bySlot[q.schedSlot()] = nil
 	last := len(s.ent) - 1
 	if i != last {
 		s.ent[i] = s.ent[last]
-		if s.ent[i].at != 0 {
-			s.heap[s.ent[i].pos] = int32(i)
+		if p := s.ent[i].pos; p >= 0 {
+			s.heap[p].i = int32(i)
 		}
 	}
 	s.ent = s.ent[:last]
@@ -217,12 +231,10 @@ func (s *sched) takeBells() {
 
 // expire marks the QPs whose deadline has come and takes them off the heap.
 func (s *sched) expire(now int64, active []*QP) {
-	for len(s.heap) > 0 {
-		i := s.heap[0]
-		if s.ent[i].at > now {
-			return
-		}
-		s.setDeadline(int(i), 0)
+	for s.settle(); len(s.heap) > 0 && s.heap[0].at <= now; s.settle() {
+		i := s.heap[0].i
+		s.ent[i].want = 0
+		s.removeAt(0)
 		s.mark(active[i])
 	}
 }
@@ -234,47 +246,72 @@ func (s *sched) round() []*QP {
 	return s.cur
 }
 
-// earliest returns the earliest deadline in the heap (0: none).
+// earliest returns the earliest deadline of the polled QPs (0: none).
 func (s *sched) earliest() int64 {
-	if len(s.heap) == 0 {
+	if s.settle(); len(s.heap) == 0 {
 		return 0
 	}
-	return s.ent[s.heap[0]].at
+	return s.heap[0].at
+}
+
+// settle makes the heap's top exact: while its key is not its QP's deadline (which only
+// ever moved later, or to none, since the key was set), it takes the deadline or leaves the
+// heap. The top's key is then the earliest deadline of all, since no QP's is earlier than
+// its key.
+func (s *sched) settle() {
+	for len(s.heap) > 0 {
+		top := &s.heap[0]
+		switch want := s.ent[top.i].want; {
+		case want == top.at:
+			return
+		case want == 0:
+			s.removeAt(0)
+		default:
+			top.at = want
+			s.down(0)
+		}
+	}
 }
 
 // setDeadline makes at the deadline of the QP at index i (0: none).
 func (s *sched) setDeadline(i int, at int64) {
 	e := &s.ent[i]
+	e.want = at
 	switch {
-	case at == e.at:
-	case e.at == 0: // not in the heap
-		e.at, e.pos = at, int32(len(s.heap))
-		s.heap = append(s.heap, int32(i))
+	case at == 0:
+		// Left in the heap: settle drops it if it reaches the top.
+	case e.pos < 0:
+		e.pos = int32(len(s.heap))
+		s.heap = append(s.heap, heapEntry{at: at, i: int32(i)})
 		s.up(int(e.pos))
-	case at == 0: // take it out
-		p, last := int(e.pos), len(s.heap)-1
-		e.at = 0
-		if p != last {
-			s.swap(p, last)
-		}
-		s.heap = s.heap[:last]
-		if p != last {
-			s.down(p)
-			s.up(p)
-		}
-	default:
-		e.at = at
-		s.down(int(e.pos))
+	case at < s.heap[e.pos].at:
+		s.heap[e.pos].at = at
 		s.up(int(e.pos))
+	}
+	// A later deadline keeps the earlier key (heapEntry).
+}
+
+// removeAt takes the entry at index p out of the heap.
+func (s *sched) removeAt(p int) {
+	last := len(s.heap) - 1
+	s.ent[s.heap[p].i].pos = -1
+	if p != last {
+		s.heap[p] = s.heap[last]
+		s.ent[s.heap[p].i].pos = int32(p)
+	}
+	s.heap = s.heap[:last]
+	if p != last {
+		s.down(p)
+		s.up(p)
 	}
 }
 
-func (s *sched) less(i, j int) bool { return s.ent[s.heap[i]].at < s.ent[s.heap[j]].at }
+func (s *sched) less(i, j int) bool { return s.heap[i].at < s.heap[j].at }
 
 func (s *sched) swap(i, j int) {
 	h := s.heap
 	h[i], h[j] = h[j], h[i]
-	s.ent[h[i]].pos, s.ent[h[j]].pos = int32(i), int32(j)
+	s.ent[h[i].i].pos, s.ent[h[j].i].pos = int32(i), int32(j)
 }
 
 func (s *sched) up(i int) {
@@ -385,9 +422,9 @@ func (e *Engine) verifyRound(now int64) {
 		if b && q.postedMeanwhile(posts) {
 			continue // an application posted during the round: its doorbell polls q next
 		}
-		if b || d != en.at {
-			panic(fmt.Sprintf("transport: the scheduler left out qp %d (%v) in round %d at %d: its poll was busy=%v with deadline %d, the heap held %d",
-				q.qpn, st, e.round, now, b, d, en.at))
+		if b || d != en.want {
+			panic(fmt.Sprintf("transport: the scheduler left out qp %d (%v) in round %d at %d: its poll was busy=%v with deadline %d, the scheduler held %d",
+				q.qpn, st, e.round, now, b, d, en.want))
 		}
 	}
 	clear(s.polled)

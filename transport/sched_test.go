@@ -52,9 +52,11 @@ func schedQPs(n int, stride uint32) (*Engine, []*QP) {
 	return e, qps
 }
 
-// TestSchedHeap drives the deadline heap with random updates and removals of QPs (which
-// move the last one into the hole) and checks, after each, that it holds exactly the QPs
-// with a deadline, in heap order, and that expire pops what is due.
+// TestSchedHeap drives the deadline heap with random updates (earlier, later, none) and
+// removals of QPs (which move the last one into the hole) and checks, after each, that
+// every QP with a deadline is in the heap keyed no later than it, that the heap is in
+// order, that earliest is the earliest deadline, and that expire pops what is due, in
+// order.
 func TestSchedHeap(t *testing.T) {
 	const n = 200
 	e, qps := schedQPs(n, 1)
@@ -63,17 +65,33 @@ func TestSchedHeap(t *testing.T) {
 	want := map[*QP]int64{}
 	check := func() {
 		t.Helper()
-		if len(s.heap) != len(want) || len(s.ent) != len(e.active) {
-			t.Fatalf("heap holds %d, want %d (entries %d, active %d)", len(s.heap), len(want), len(s.ent), len(e.active))
+		if len(s.ent) != len(e.active) {
+			t.Fatalf("entries %d, active %d", len(s.ent), len(e.active))
 		}
-		for i, idx := range s.heap {
-			q := e.active[idx]
-			if s.ent[idx].pos != int32(i) || s.ent[idx].at != want[q] {
-				t.Fatalf("qp %d at heap %d: pos %d at %d, want at %d", idx, i, s.ent[idx].pos, s.ent[idx].at, want[q])
+		for i, h := range s.heap {
+			if s.ent[h.i].pos != int32(i) {
+				t.Fatalf("heap %d holds qp %d whose pos is %d", i, h.i, s.ent[h.i].pos)
 			}
 			if i > 0 && s.less(i, (i-1)/2) {
 				t.Fatalf("heap order broken at %d", i)
 			}
+		}
+		earliest := int64(0)
+		for i, q := range e.active {
+			en := s.ent[i]
+			if en.want != want[q] {
+				t.Fatalf("qp %d: deadline %d, want %d", i, en.want, want[q])
+			}
+			if en.want == 0 {
+				continue
+			}
+			if en.pos < 0 || s.heap[en.pos].at > en.want {
+				t.Fatalf("qp %d with deadline %d: heap position %d, key %v", i, en.want, en.pos, s.heap[max(en.pos, 0)])
+			}
+			earliest = earlier(earliest, en.want)
+		}
+		if got := s.earliest(); got != earliest {
+			t.Fatalf("earliest %d, want %d", got, earliest)
 		}
 	}
 	for k := range 20000 {
