@@ -484,13 +484,15 @@ func (e *Engine) input(now int64, pkt *link.Packet) {
 }
 
 // deliverTo hands q, which data packet or Ack p (a datagram's, or a Bundle entry's)
-// matched, its packet, and polls q in the next round.
+// matched, its packet, and polls q in the next round unless the packet left it quiet.
 func (e *Engine) deliverTo(now int64, q *QP, p *wire.Packet) {
 	if q.State() == QPConnecting {
 		e.sched.cmDirty = true // the packet may establish it (an implicit ready-to-use)
 	}
 	q.input(now, p)
-	e.sched.mark(q)
+	if !q.quiet() {
+		e.sched.mark(q)
+	}
 }
 
 // matchQP returns the QP a data packet, Ack or Bundle from the link address from is for, or

@@ -196,6 +196,19 @@ func (q *QP) poll(now int64) (next int64, busy, again bool) {
 	return earlier(next, d), busy, again
 }
 
+// quiet reports whether q, just given a packet, has nothing a poll would do and no deadline
+// earlier than the one its last poll returned: connected, everything it sent acknowledged,
+// no request active, no read job, nothing to acknowledge, no timer armed but the keepalive,
+// which the packet pushed later. The engine then does not poll it for that packet (the
+// acknowledgement that completes a QP's last request usually leaves it so): the deadline
+// the scheduler holds for it is at worst early (a poll that finds nothing), never late.
+func (q *QP) quiet() bool {
+	// The checks that fail most often first: a data packet leaves something to acknowledge,
+	// an acknowledgement of some of what is in flight leaves the rest.
+	return q.rcv.quiet(q.resp.creditLimit()) && q.snd.quiet() && q.req.quiet() && q.resp.quiet() &&
+		q.State() == QPConnected && !q.flushReq.Load()
+}
+
 // earlier is the earlier of two deadlines; one that is not positive is none.
 func earlier(a, b int64) int64 {
 	if b > 0 && (a <= 0 || b < a) {

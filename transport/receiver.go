@@ -151,6 +151,12 @@ func (r *receiver) AckDue(now int64, round uint64, limit uint32) (due bool, next
 // creditsDue reports whether the credit limit changed since it was last advertised.
 func (r *receiver) creditsDue(limit uint32) bool { return r.cfg.advertise && limit != r.lastCred }
 
+// quiet reports whether nothing of the peer's stream waits to be acknowledged (or NAKed)
+// and the credit limit, limit, is advertised: no acknowledgement is due now or later.
+func (r *receiver) quiet(limit uint32) bool {
+	return !r.nakSend && r.pending == 0 && !r.now && !r.soon && !r.creditsDue(limit)
+}
+
 // carry returns the acknowledgement a data packet leaving now may carry (piggyback), if one
 // is pending and no NAK waits (those go on their own); ok false: none. The packet that
 // carries it calls carried.

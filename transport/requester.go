@@ -434,6 +434,10 @@ func (r *requester) abandon(st Status, failSeq int64) {
 // readsOutstanding reports whether Reads of ours are outstanding at the peer (ORD in use).
 func (r *requester) readsOutstanding() bool { return r.reads > 0 }
 
+// quiet reports whether no request is active (every one taken has completed), no Send
+// waits for credits and no failure drains the ring.
+func (r *requester) quiet() bool { return r.head == r.tail && r.credWait == 0 && !r.failing }
+
 // liveWR returns the work request a tag's index names, or nil when that request has
 // completed (its slot may hold a later one).
 func (r *requester) liveWR(idx uint32) *wrState {

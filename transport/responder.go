@@ -105,6 +105,9 @@ func (rs *responder) room() {
 	}
 }
 
+// quiet reports whether no read job is active: no Read of the peer to answer.
+func (rs *responder) quiet() bool { return rs.activeJobs == 0 }
+
 // creditLimit is the MSN limit the QP advertises in its acknowledgements.
 func (rs *responder) creditLimit() uint32 {
 	if rs.srq != nil {

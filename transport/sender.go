@@ -402,6 +402,12 @@ func lostBytes(l []ack.PacketInfo[owner]) int {
 	return b
 }
 
+// quiet reports whether the sender has nothing in flight, nothing to send again and no
+// timer armed: nothing to do until new data leaves.
+func (s *sender) quiet() bool {
+	return s.sent != nil && s.sent.Len() == 0 && len(s.retx.list) == 0 && s.rtoAt == 0 && s.tlp.at == 0 && s.rnrAt == 0
+}
+
 // Deadline is when OnTimer next has something to do: the retransmission timer, the
 // reordering (RACK) timer, the end of an RNR wait; 0 when none is armed.
 func (s *sender) Deadline() int64 { return s.deadline(true) }
