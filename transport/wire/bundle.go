@@ -150,8 +150,9 @@ type Entries struct {
 	srcPort uint16              // the current group's SourcePort
 	started bool                // the entry read last began a group
 	read    bool                // an entry was read
-	pieces  [MaxSegments][]byte // the bytes not read yet, in order
+	pieces  [MaxSegments][]byte // the bundle's bytes, in order (not changed while read)
 	np, at  int                 // pieces used; the piece being read
+	off     int                 // bytes of pieces[at] read
 	left    int                 // bytes not read yet
 	scratch [maxEntryFixed]byte // an entry's fixed part that straddles two pieces
 }
@@ -172,7 +173,7 @@ func (it *Entries) Reset(p *Packet) {
 	it.hdr.Cookie, it.hdr.TS = p.Cookie, p.TS
 	it.multi = p.Opcode == OpMultiBundle
 	it.inGroup, it.srcPort, it.started, it.read = 0, 0, false, false
-	it.np, it.at, it.left = 0, 0, 0
+	it.np, it.at, it.off, it.left = 0, 0, 0, 0
 	for i := range it.pieces {
 		it.pieces[i] = nil
 	}
@@ -216,25 +217,31 @@ func (it *Entries) Count() int {
 // in one piece, else a copy in the scratch buffer. The caller checked that n bytes are
 // left.
 func (it *Entries) take(n int) []byte {
-	for len(it.pieces[it.at]) == 0 {
-		it.at++
-	}
-	if p := it.pieces[it.at]; len(p) >= n {
-		it.pieces[it.at] = p[n:]
+	if p := it.piece(); len(p) >= n {
+		it.off += n
 		it.left -= n
 		return p[:n:n]
 	}
 	b := it.scratch[:n]
 	for w := 0; w < n; {
-		for len(it.pieces[it.at]) == 0 {
-			it.at++
-		}
-		c := copy(b[w:], it.pieces[it.at])
-		it.pieces[it.at] = it.pieces[it.at][c:]
+		c := copy(b[w:], it.piece())
+		it.off += c
 		w += c
 	}
 	it.left -= n
 	return b
+}
+
+// piece returns the unread bytes of the piece being read, moving past the pieces read
+// whole first. The caller checked that some byte is left. Reading moves off, an integer,
+// rather than reslicing the piece: a slice stored into the reader costs a write barrier's
+// check and three words.
+func (it *Entries) piece() []byte {
+	for it.off == len(it.pieces[it.at]) {
+		it.at++
+		it.off = 0
+	}
+	return it.pieces[it.at][it.off:]
 }
 
 // views sets e's payload to the next n bytes, as views of the pieces they lie in. The
@@ -243,14 +250,11 @@ func (it *Entries) views(e *Packet, n int) {
 	np := 0
 	it.left -= n
 	for n > 0 {
-		for len(it.pieces[it.at]) == 0 {
-			it.at++
-		}
-		p := it.pieces[it.at]
+		p := it.piece()
 		c := min(len(p), n)
 		e.Payload[np] = p[:c:c]
 		np++
-		it.pieces[it.at] = p[c:]
+		it.off += c
 		n -= c
 	}
 	for i := np; i < MaxSegments; i++ {
@@ -286,10 +290,7 @@ func (it *Entries) next(e *Packet) error {
 	if it.left < EntryHeaderLen {
 		return ErrLength // trailing bytes that are no entry
 	}
-	for len(it.pieces[it.at]) == 0 {
-		it.at++
-	}
-	if p := it.pieces[it.at]; len(p) >= EntryHeaderLen {
+	if p := it.piece(); len(p) >= EntryHeaderLen {
 		if n := EntryHeaderLen + int(binary.BigEndian.Uint16(p[0:2])); n <= len(p) {
 			// The common case, and every entry of a datagram in one segment: the entry
 			// lies in one piece and is read in place.
@@ -301,7 +302,7 @@ func (it *Entries) next(e *Packet) error {
 			if err := it.fill(e, p, x, n-EntryHeaderLen-fixed); err != nil {
 				return err
 			}
-			it.pieces[it.at] = p[n:]
+			it.off += n
 			it.left -= n
 			e.setPayload(p[EntryHeaderLen+fixed : n : n])
 			return nil
