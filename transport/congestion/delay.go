@@ -481,6 +481,9 @@ func (d *Delay) screen(now, delay int64) {
 // reading takes note of a clock reading: it settles the sample screen held once now is
 // later than its reading, and keeps the usual gap between successive readings.
 func (d *Delay) reading(now int64) {
+	if now <= d.lastNow && (d.hold == 0 || now <= d.holdAt) {
+		return // the same reading again (every packet of a burst): nothing to settle or learn
+	}
 	m := lowMargin(d.baseDelay(), d.cfg.QueueFloor)
 	if d.hold != 0 && now > d.holdAt {
 		v, gap := d.hold, now-d.holdAt
