@@ -166,21 +166,23 @@ func (q *QP) PostSend(wr *WorkRequest) error {
 // is posted until Commit; a Reserve without a Commit posts nothing, and the next Reserve
 // returns the same request. Same goroutine rules as PostSend.
 func (q *QP) Reserve() *WorkRequest {
-	wr := q.reserve()
-	if wr != nil {
-		*wr = WorkRequest{}
+	if q.sendFull() {
+		return nil
 	}
-	return wr
+	return q.sendQ.reserveZero()
 }
 
-// reserve returns the send queue's next slot, or nil when SendDepth requests are
-// outstanding. Poster side.
+// reserve returns the send queue's next slot, not cleared (PostSend overwrites it whole),
+// or nil when SendDepth requests are outstanding. Poster side.
 func (q *QP) reserve() *WorkRequest {
-	if q.sendQ.staged-q.sendDone.Load() >= q.sendBound {
+	if q.sendFull() {
 		return nil
 	}
 	return q.sendQ.reserve()
 }
+
+// sendFull reports whether SendDepth requests are outstanding. Poster side.
+func (q *QP) sendFull() bool { return q.sendQ.staged-q.sendDone.Load() >= q.sendBound }
 
 // Commit posts the request Reserve returned, as PostSend posts a copy: the same checks
 // and errors (ErrQueueFull aside), and a failing Commit posts nothing.

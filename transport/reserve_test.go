@@ -3,6 +3,7 @@ package transport_test
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -38,8 +39,8 @@ func TestReserveCommit(t *testing.T) {
 			if err := qa.Commit(wr); !errors.Is(err, transport.ErrInvalidRequest) {
 				t.Fatalf("commit of a malformed request: %v", err)
 			}
-			if again := qa.Reserve(); again != wr || again.Kind != 0 {
-				t.Fatalf("the next reserve: %p (cleared %v), want %p", again, again.Kind == 0, wr)
+			if again := qa.Reserve(); again != wr || !reflect.ValueOf(*again).IsZero() {
+				t.Fatalf("the next reserve: %p (cleared %v), want %p cleared", again, reflect.ValueOf(*again).IsZero(), wr)
 			}
 			continue
 		}
@@ -75,6 +76,24 @@ func TestReserveCommit(t *testing.T) {
 	}
 	if !bytes.Equal(dst, src) {
 		t.Fatal("the writes did not land")
+	}
+	// Every slot a Reserve returns is clear, whatever it held: the completed requests'
+	// slots come round again as the queue wraps.
+	for i := range 8 {
+		wr := qa.Reserve()
+		if wr == nil {
+			t.Fatalf("reserve %d after the completions refused", i)
+		}
+		if !reflect.ValueOf(*wr).IsZero() {
+			t.Fatalf("reserve %d after the completions: not cleared: %+v", i, *wr)
+		}
+		wr.Kind, wr.NSGE, wr.RemoteAddr, wr.RemoteToken = transport.OpWrite, 1, 0x1000, 5
+		wr.SGL[0] = src
+		wr.Poster = transport.PosterData{Tag: uint64(200 + i)}
+		if err := qa.Commit(wr); err != nil {
+			t.Fatal(err)
+		}
+		w.runUntil(time.Second, "the write", func() bool { return w.rec.count(qa) == 4+i })
 	}
 }
 

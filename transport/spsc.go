@@ -34,6 +34,9 @@ type spsc[T any, P spscEntry[T]] struct {
 	// published (deferred posts). Only the producer reads or writes it.
 	staged uint64
 	prod   *spscSeg[T] // the segment the producer writes; the producer's
+	// handed: reserve handed out the slot at staged and it was not committed since, so
+	// the producer may have written it (the producer's)
+	handed bool
 	// bell is rung when entries are published: the engine then polls the QP the queue
 	// belongs to (sched.go). NewQP sets it; a QP that moves to another engine (Group) is
 	// given the other engine's (a post racing the move may ring the old one: the move polls
@@ -116,12 +119,25 @@ func (q *spsc[T, P]) reserve() *T {
 		seg.next.Store(ns) // after end: a consumer that sees next sees end
 		q.prod, seg = ns, ns
 	}
+	q.handed = true
 	return &seg.slots[t&uint64(len(seg.slots)-1)]
+}
+
+// reserveZero is reserve with the slot zero. A slot is zero unless reserve handed it out
+// before without a commit: a new segment's slots are, and free clears a slot (release)
+// before the producer may reuse it. So only that slot is cleared here.
+func (q *spsc[T, P]) reserveZero() *T {
+	again := q.handed
+	slot := q.reserve()
+	if slot != nil && again {
+		P(slot).release()
+	}
+	return slot
 }
 
 // commit queues the slot reserve returned, staged: publish makes it visible. Producer
 // side.
-func (q *spsc[T, P]) commit() { q.staged++ }
+func (q *spsc[T, P]) commit() { q.staged, q.handed = q.staged+1, false }
 
 // publish makes every staged entry visible to the consumer and reports whether there were
 // any. Producer side.
